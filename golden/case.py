@@ -1,0 +1,124 @@
+"""The description of one op case, shared by the golden model, every device and the suite.
+
+A case is pure data: the op name, each input's dtype/shape/layout, the op parameters and the
+output dtype. Its ``case_id`` (``OP(type=...,ne=[...],...)``) is the one identity string used for
+pytest ids, ``-k`` selection, results records, reports and repro lines.
+
+Shapes are always in ggml order (``ne[0]`` innermost). A numpy array holding a tensor's logical
+values has the reversed shape ``(ne3, ne2, ne1, ne0)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Ne = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a tensor's logical values sit in the device buffer.
+
+    The stored tensor is a contiguous allocation of shape ``stored_ne + pad`` elements per dim; the
+    logical tensor is the view of ``stored_ne`` elements at element ``offset`` of it (padded
+    strides, like test-backend-ops' ``v=1``), then ``ggml_permute(perm)`` of that view.
+    ``stored_ne`` is the logical ``ne`` taken back through the permutation.
+    """
+
+    perm: Ne = (0, 1, 2, 3)
+    pad: Ne = (0, 0, 0, 0)
+    offset: int = 0
+
+    @property
+    def is_contiguous(self) -> bool:
+        return self.perm == (0, 1, 2, 3) and self.pad == (0, 0, 0, 0) and self.offset == 0
+
+    def label(self) -> str:
+        if self.is_contiguous:
+            return "contiguous"
+        parts = []
+        if self.perm != (0, 1, 2, 3):
+            parts.append("perm=" + ",".join(map(str, self.perm)))
+        if self.pad != (0, 0, 0, 0):
+            parts.append("pad=" + ",".join(map(str, self.pad)))
+        if self.offset:
+            parts.append(f"offs={self.offset}")
+        return ";".join(parts)
+
+
+CONTIGUOUS = Layout()
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input tensor: ggml dtype name (``f32 f16 bf16 i32 q4_0 q8_0``), logical ne, layout."""
+
+    dtype: str
+    ne: Ne
+    layout: Layout = CONTIGUOUS
+    name: str = ""  # tensor name on the device; llama-style names reach name-matched paths (CANN NZ)
+
+    @property
+    def nelements(self) -> int:
+        n = 1
+        for d in self.ne:
+            n *= d
+        return n
+
+    @property
+    def np_shape(self) -> tuple[int, int, int, int]:
+        return tuple(reversed(self.ne))  # type: ignore[return-value]
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        return "[" + ",".join(_fmt(v) for v in value) + "]"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """One op applied to concrete tensor specs and parameters.
+
+    ``params`` is a tuple of ``(name, value)`` pairs in the catalogue's order so the case stays
+    hashable and its id stable; use :meth:`param` / :attr:`params_dict` to read them.
+    ``variant`` selects a constructor form where one op has several (``pad_ext``, ``interpolate``).
+    """
+
+    op: str
+    inputs: tuple[TensorSpec, ...]
+    params: tuple[tuple[str, Any], ...] = ()
+    out_dtype: str = "f32"
+    variant: str = ""
+    data_seed: int = 0
+    distribution: str = "uniform"
+    extra: tuple[tuple[str, Any], ...] = field(default=())
+
+    @property
+    def params_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    def param(self, name: str, default: Any = None) -> Any:
+        for key, value in self.params:
+            if key == name:
+                return value
+        return default
+
+    @property
+    def case_id(self) -> str:
+        parts = []
+        for i, t in enumerate(self.inputs):
+            tag = "" if len(self.inputs) == 1 else str(i)
+            parts.append(f"type{tag}={t.dtype}")
+            parts.append(f"ne{tag}=[{','.join(map(str, t.ne))}]")
+            if not t.layout.is_contiguous:
+                parts.append(f"lay{tag}={t.layout.label()}")
+        parts.append(f"dst={self.out_dtype}")
+        if self.variant:
+            parts.append(f"form={self.variant}")
+        parts.extend(f"{k}={_fmt(v)}" for k, v in self.params)
+        parts.append(f"data={self.distribution}:{self.data_seed}")
+        return f"{self.op}({','.join(parts)})"
