@@ -1,0 +1,85 @@
+"""Input arrays for a case, made from its data seed and value distribution with numpy's Generator.
+
+The same case always gets the same bytes, so a case id alone reproduces a failure. Ops whose
+inputs have structure (row indices, positions, masks) register a maker in :data:`INPUT_MAKERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from golden import catalogue, dtypes
+from golden.case import OpCase, TensorSpec
+
+DISTRIBUTIONS = {
+    "uniform": (-1.0, 1.0),  # test-backend-ops' default range
+    "dense": (-8.0, 8.0),  # where activations bend: catches erf-vs-quick GELU (0.02 at x≈−2.27)
+    "wide": (-150.0, 150.0),  # test-backend-ops' unary range: overflow/NaN probes
+    "special": (-8.0, 8.0),  # dense plus ±0, ±inf, NaN and subnormals sprinkled in
+}
+
+SUBNORMAL = {"f32": 2.0**-140, "f16": 2.0**-20, "bf16": 2.0**-130}
+
+InputMaker = Callable[[OpCase, np.random.Generator], list[np.ndarray]]
+INPUT_MAKERS: dict[str, InputMaker] = {}
+
+
+def register_maker(op: str) -> Callable[[InputMaker], InputMaker]:
+    def wrap(fn: InputMaker) -> InputMaker:
+        INPUT_MAKERS[op] = fn
+        return fn
+
+    return wrap
+
+
+def floats(
+    rng: np.random.Generator, spec: TensorSpec, distribution: str, specials: tuple[float, ...] = (),
+    max_abs: float | None = None,
+) -> np.ndarray:
+    """Values for one float tensor, already rounded to its dtype (numpy order)."""
+    lo, hi = DISTRIBUTIONS[distribution]
+    x = rng.uniform(lo, hi, size=spec.np_shape)
+    if distribution == "special" and x.size:
+        n = max(1, x.size // 10)
+        where = rng.integers(0, x.size, size=n)
+        pool = list(specials) + [SUBNORMAL.get(spec.dtype, 0.0), -SUBNORMAL.get(spec.dtype, 0.0)]
+        x.flat[where] = rng.choice(np.array(pool, dtype=np.float64), size=n)
+    if max_abs is not None:
+        finite = np.isfinite(x)
+        x[finite] = np.clip(x[finite], -max_abs, max_abs)
+    return dtypes.round_to(x, spec.dtype)
+
+
+def plain_input(rng: np.random.Generator, spec: TensorSpec, case: OpCase) -> np.ndarray:
+    op = catalogue.get(case.op)
+    if spec.dtype == "i32":
+        return rng.integers(-1000, 1000, size=spec.np_shape, dtype=np.int32)
+    if dtypes.is_quantized(spec.dtype):
+        from golden import quant
+
+        values = rng.uniform(*DISTRIBUTIONS[case.distribution if case.distribution != "special" else "dense"],
+                             size=spec.np_shape).astype(np.float32)
+        raw = quant.quantize(values.reshape(-1, spec.ne[0]), spec.dtype)
+        return raw.reshape(tuple(reversed(spec.ne[1:])) + (-1,))
+    return floats(rng, spec, case.distribution, op.specials, op.max_abs_input)
+
+
+def make_inputs(case: OpCase) -> list[np.ndarray]:
+    rng = np.random.default_rng(case.data_seed)
+    maker = INPUT_MAKERS.get(case.op)
+    if maker is not None:
+        return maker(case, rng)
+    return [plain_input(rng, spec, case) for spec in case.inputs]
+
+
+def as_stored(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Logical values in the array type a device receives (float32/float16/int32/uint8)."""
+    if dtype in ("f32", "bf16"):
+        return np.asarray(values, dtype=np.float32)
+    if dtype == "f16":
+        return np.asarray(values, dtype=np.float16)
+    if dtype == "i32":
+        return np.asarray(values, dtype=np.int32)
+    return np.asarray(values, dtype=np.uint8)

@@ -1,0 +1,210 @@
+"""Running one case on one device end to end: inputs, golden, device attempt, verdict, record.
+
+:class:`Harness` is what the pytest fixture ``conform`` hands to tests and what ``conform repro``
+uses. ``check(case)`` returns the results record and raises :class:`CaseFailed` (an
+AssertionError) for fail/crash/timeout/error outcomes, with the one-line repro attached.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from typing import Any
+
+import numpy as np
+
+from conformance.data import as_stored, make_inputs
+from conformance.verdict import COMPARATORS, Metrics, compare, same_values
+from device.base import DeviceError, RunResult
+from device.worker import Attempt, DeviceWorker
+from golden import catalogue, dtypes
+from golden.case import OpCase
+
+FAILING = ("fail", "crash", "timeout", "error")
+
+
+class CaseFailed(AssertionError):
+    """A case whose outcome is fail, crash, timeout or error."""
+
+
+class InProcessRunner:
+    """Runs an in-process device (the golden oracle) with the worker's ``attempt`` interface."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.inventory = device.info()
+        self.spec = device.name
+
+    def attempt(self, case: OpCase, inputs: list[np.ndarray], timeout: float | None = None) -> Attempt:
+        from device.base import Unsupported
+
+        start = time.perf_counter()
+        try:
+            supported = self.device.supports(case)
+            if supported is False:
+                return Attempt("unsupported", False, message="the device rejects this case")
+            result = self.device.run(case, inputs)
+            return Attempt("ok", supported, result, duration_s=time.perf_counter() - start)
+        except Unsupported as exc:
+            return Attempt("unsupported", None, message=str(exc))
+        except Exception as exc:
+            return Attempt("error", None, message=f"{type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        self.device.close()
+
+
+def open_runner(spec: str, options: dict[str, Any], timeout: float) -> InProcessRunner | DeviceWorker:
+    if spec == "golden":
+        from device.registry import open_device
+
+        return InProcessRunner(open_device(spec, options))
+    worker = DeviceWorker(spec, options, timeout=timeout)
+    worker.start()
+    return worker
+
+
+def _describe_case(case: OpCase) -> dict[str, Any]:
+    names = [f"src{i}" for i in range(len(case.inputs))]
+    return {
+        "dtypes": {n: t.dtype for n, t in zip(names, case.inputs, strict=True)} | {"dst": case.out_dtype},
+        "shapes": {n: list(t.ne) for n, t in zip(names, case.inputs, strict=True)},
+        "layout": {n: t.layout.label() for n, t in zip(names, case.inputs, strict=True)},
+        "params": dict(case.params) | ({"form": case.variant} if case.variant else {}),
+    }
+
+
+def repro_line(case: OpCase, device: str, options: dict[str, Any]) -> str:
+    parts = ["conform", "repro", case.case_id, "--device", device]
+    if options.get("ggml_lib"):
+        parts += ["--ggml-lib", str(options["ggml_lib"])]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+class Harness:
+    def __init__(
+        self,
+        device_spec: str,
+        options: dict[str, Any] | None = None,
+        writer: Any = None,
+        out_dir: str = ".",
+        timeout: float = 120.0,
+        base_record: dict[str, Any] | None = None,
+    ) -> None:
+        self.device_spec = device_spec
+        self.options = dict(options or {})
+        self.writer = writer
+        self.out_dir = out_dir
+        self.timeout = timeout
+        self.base_record = dict(base_record or {})
+        self.runner = open_runner(device_spec, self.options, timeout)
+        self.current_test_id = ""
+        self.counts: dict[str, int] = {}
+        self._artefacts = 0
+
+    @property
+    def inventory(self) -> dict[str, Any]:
+        return self.runner.inventory
+
+    def close(self) -> None:
+        self.runner.close()
+
+    # ---- one case ------------------------------------------------------------------------------
+    def evaluate(self, case: OpCase) -> dict[str, Any]:
+        spec = catalogue.get(case.op)
+        inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
+        golden = catalogue.evaluate(case, catalogue.golden_inputs(case, inputs))
+        attempt = self.runner.attempt(case, inputs, self.timeout)
+        record: dict[str, Any] = {
+            "type": "case",
+            **self.base_record,
+            "test_id": self.current_test_id,
+            "case_id": case.case_id,
+            "device": self.device_spec,
+            "op": case.op,
+            **_describe_case(case),
+            "distribution": case.distribution,
+            "data_seed": case.data_seed,
+            "supported": attempt.supported,
+            "duration_s": round(attempt.duration_s, 6),
+            "repro": repro_line(case, self.device_spec, self.options),
+            "artefact": None,
+            "message": attempt.message,
+        }
+        tol = spec.tolerance_for(case.out_dtype)
+        record["tolerance"] = tol.describe()
+        if attempt.status != "ok":
+            record["outcome"] = attempt.status
+            if attempt.crash:
+                record["crash"] = attempt.crash
+            metrics = None
+        else:
+            result: RunResult = attempt.result  # type: ignore[assignment]
+            metrics = self._judge(case, spec, inputs, golden, result)
+            record["metrics"] = metrics.as_dict()
+            record["outcome"] = "pass" if metrics.passed else "fail"
+            if not metrics.passed:
+                record["message"] = metrics.detail
+            record["extra"] = {k: v for k, v in result.extra.items() if k != "input_bytes_intact"}
+        if record["outcome"] in FAILING:
+            record["artefact"] = self._save_artefact(case, inputs, golden, attempt)
+        self.counts[record["outcome"]] = self.counts.get(record["outcome"], 0) + 1
+        if self.writer is not None:
+            self.writer.write(record)
+        return record
+
+    def _judge(
+        self, case: OpCase, spec: catalogue.OpSpec, inputs: list[np.ndarray], golden: np.ndarray, result: RunResult
+    ) -> Metrics:
+        special = COMPARATORS.get(case.op)
+        if special is not None:
+            metrics = special(case, catalogue.golden_inputs(case, inputs), golden, result.output)
+        else:
+            out = result.output
+            if not dtypes.is_quantized(case.out_dtype) and case.out_dtype != "i32":
+                out = np.asarray(out, dtype=np.float64)
+            metrics = compare(case, catalogue.golden_inputs(case, inputs), golden, out,
+                              spec.tolerance_for(case.out_dtype))
+        # the device must not change its inputs (ops in place by definition excepted)
+        if result.inputs_after is not None:
+            changed = [
+                i for i, (before, after) in enumerate(zip(inputs, result.inputs_after, strict=True))
+                if i not in spec.inplace_inputs and not same_values(before, after)
+            ]
+            intact = result.extra.get("input_bytes_intact")
+            if intact is not None:
+                changed += [i for i, ok in enumerate(intact) if not ok and i not in spec.inplace_inputs
+                            and i not in changed]
+            if changed:
+                metrics.passed = False
+                note = f"the device modified input(s) {', '.join(f'src{i}' for i in sorted(changed))} " \
+                       "(or the padding around them), which this op must not write"
+                metrics.detail = f"{note}; {metrics.detail}" if metrics.detail else note
+        return metrics
+
+    def _save_artefact(self, case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, attempt: Attempt) -> str:
+        os.makedirs(os.path.join(self.out_dir, "artefacts"), exist_ok=True)
+        self._artefacts += 1
+        tag = self.base_record.get("worker", "main")
+        name = f"{case.op.lower()}-{tag}-{os.getpid()}-{self._artefacts:05d}.npz"
+        arrays: dict[str, np.ndarray] = {f"input_{i}": np.asarray(x) for i, x in enumerate(inputs)}
+        arrays["golden"] = np.asarray(golden)
+        if attempt.result is not None:
+            arrays["device"] = np.asarray(attempt.result.output)
+        arrays["case_id"] = np.array(case.case_id)
+        np.savez_compressed(os.path.join(self.out_dir, "artefacts", name), **arrays)
+        return os.path.join("artefacts", name)
+
+    def check(self, case: OpCase) -> dict[str, Any]:
+        __tracebackhide__ = True
+        record = self.evaluate(case)
+        if record["outcome"] in FAILING:
+            raise CaseFailed(
+                f"{record['outcome'].upper()} {case.case_id} on {self.device_spec}: {record['message']}\n"
+                f"  reproduce: {record['repro']}"
+            )
+        return record
+
+
+__all__ = ["Harness", "CaseFailed", "DeviceError", "open_runner"]

@@ -1,0 +1,223 @@
+"""pytest plugin (entry point ``pytest11``): device selection, results file, hypothesis profiles.
+
+Options:
+  --device SPEC         device under test (repeatable; default ggml:CPU). Under pytest-xdist each
+                        worker is pinned to one device (worker N takes device N mod count);
+                        without xdist every test runs on every device.
+  --ggml-lib DIR        ggml build directory (default: $GGML_LIB_DIR, else the libggml-python wheel)
+  --results PATH        JSON Lines results, one record per case, appended and flushed as measured
+  --case-timeout S      seconds before a hung device call becomes a TIMEOUT record (default 120)
+  --threads N           CPU backend threads (default 1)
+  --conform-profile P   hypothesis profile: dev (fast), ci, nightly (same as --hypothesis-profile)
+  --hypothesis-db DIR   where hypothesis keeps failing examples, replayed first next run
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import sys
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+_SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+             HealthCheck.function_scoped_fixture]
+settings.register_profile("dev", max_examples=12, deadline=None, suppress_health_check=_SUPPRESS, print_blob=True)
+settings.register_profile(
+    "ci", max_examples=30, deadline=None, derandomize=True, suppress_health_check=_SUPPRESS, print_blob=True,
+    database=None,
+)
+settings.register_profile(
+    "nightly", max_examples=400, deadline=None, suppress_health_check=_SUPPRESS, print_blob=True,
+    phases=list(Phase),
+)
+if os.environ.get("HYPOTHESIS_PROFILE") in ("dev", "ci", "nightly"):
+    settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
+else:
+    settings.load_profile("dev")
+
+HARNESS_VERSION = "0.1.0"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conform", "ggml/CANN conformance")
+    group.addoption("--device", action="append", default=[], metavar="SPEC",
+                    help="device under test: golden, ggml:NAME, acl:N, or module:factory (repeatable)")
+    group.addoption("--ggml-lib", default=None, metavar="DIR", help="ggml library directory")
+    group.addoption("--results", default=None, metavar="PATH", help="JSON Lines results file")
+    group.addoption("--case-timeout", type=float, default=120.0, metavar="S", help="per-case timeout")
+    group.addoption("--threads", type=int, default=1, help="CPU backend threads")
+    group.addoption("--conform-profile", default=None, choices=["dev", "ci", "nightly"],
+                    help="hypothesis profile")
+    group.addoption("--hypothesis-db", default=None, metavar="DIR",
+                    help="directory for hypothesis' example database (failing examples replay first)")
+
+
+class ConformSession:
+    """Per-process state: the devices opened so far and the results writer."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from device.registry import expand_specs
+
+        self.config = config
+        self.options = {"ggml_lib": config.getoption("ggml_lib"), "threads": config.getoption("threads")}
+        self.timeout = config.getoption("case_timeout")
+        raw = config.getoption("device") or [os.environ.get("CONFORM_DEVICE", "ggml:CPU")]
+        self.devices = expand_specs(raw, self.options)
+        self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        self.run_id = os.environ.setdefault("CONFORM_RUN_ID", uuid.uuid4().hex[:12])
+        self.results_path = config.getoption("results")
+        self.writer = None
+        self.harnesses: dict[str, Any] = {}
+        self.header_written = False
+
+    def pinned_devices(self) -> list[str]:
+        if self.worker.startswith("gw") and len(self.devices) > 1:
+            index = int(self.worker[2:])
+            return [self.devices[index % len(self.devices)]]
+        return self.devices
+
+    def harness(self, spec: str) -> Any:
+        from conformance.harness import Harness
+
+        if not self.harnesses:
+            # open every device this process serves, then one header describing them all
+            out_dir = os.path.dirname(os.path.abspath(self.results_path)) if self.results_path else os.getcwd()
+            for name in self.pinned_devices():
+                self.harnesses[name] = Harness(
+                    name, self.options, writer=None, out_dir=out_dir, timeout=self.timeout,
+                    base_record={"run_id": self.run_id, "worker": self.worker},
+                )
+            self._write_header()
+            for h in self.harnesses.values():
+                h.writer = self.writer
+        return self.harnesses[spec]
+
+    def _write_header(self) -> None:
+        if not self.results_path:
+            return
+        from reports.schema import SCHEMA, SCHEMA_VERSION, ResultsWriter
+
+        if self.writer is None:
+            self.writer = ResultsWriter(self.results_path)
+        inventory = [h.inventory for h in self.harnesses.values()]
+        self.writer.write({
+            "type": "header",
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "worker": self.worker,
+            "harness_version": HARNESS_VERSION,
+            "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "host": socket.gethostname(),
+            "profile": settings._current_profile,  # the loaded profile's name
+            "hypothesis_seed": self.config.getoption("hypothesis_seed", None),
+            "devices": inventory,
+            "acl_devices": acl_inventory(),
+            "env": {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))},
+            "argv": sys.argv,
+        })
+
+    def finish(self) -> None:
+        counts: dict[str, int] = {}
+        for h in self.harnesses.values():
+            for k, v in h.counts.items():
+                counts[k] = counts.get(k, 0) + v
+            h.close()
+        if self.writer is not None:
+            self.writer.write({
+                "type": "footer", "run_id": self.run_id, "worker": self.worker,
+                "ended": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "counts": counts,
+            })
+            self.writer.close()
+
+
+def acl_inventory() -> list[dict[str, Any]]:
+    try:
+        from device.acl import acl_inventory as inventory
+    except ImportError:
+        return []
+    try:
+        return inventory()
+    except Exception:
+        return []
+
+
+_SESSION_KEY = pytest.StashKey[ConformSession]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    profile = config.getoption("conform_profile", None)
+    if profile:
+        settings.load_profile(profile)
+    db = config.getoption("hypothesis_db", None) or os.environ.get("CONFORM_HYPOTHESIS_DB")
+    if db:
+        current = settings._current_profile
+        settings.register_profile(f"{current}+db", settings(settings.get_profile(current),
+                                                            database=DirectoryBasedExampleDatabase(db)))
+        settings.load_profile(f"{current}+db")
+
+
+def _session(config: pytest.Config) -> ConformSession:
+    if _SESSION_KEY not in config.stash:
+        from device.base import DeviceError
+
+        try:
+            config.stash[_SESSION_KEY] = ConformSession(config)
+        except DeviceError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return config.stash[_SESSION_KEY]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "conform" in metafunc.fixturenames:
+        devices = _session(metafunc.config).pinned_devices()
+        if len(devices) > 1:
+            metafunc.parametrize("conform_device", devices, ids=[d.replace(":", "_") for d in devices],
+                                 scope="session")
+
+
+@pytest.fixture(scope="session")
+def conform_device(request: pytest.FixtureRequest) -> str:
+    """The device spec this test runs on (parametrised when several devices are selected)."""
+    return getattr(request, "param", None) or _session(request.config).pinned_devices()[0]
+
+
+@pytest.fixture(scope="session")
+def conform(request: pytest.FixtureRequest, conform_device: str) -> Any:
+    """The harness for the selected device: ``conform.check(case)`` runs and judges one case."""
+    from device.base import DeviceError
+
+    session = _session(request.config)
+    try:
+        return session.harness(conform_device)
+    except DeviceError as exc:
+        pytest.exit(f"conform: {exc}", returncode=2)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    session = item.config.stash.get(_SESSION_KEY, None)
+    if session is not None:
+        for h in session.harnesses.values():
+            h.current_test_id = item.nodeid
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+    session = item.config.stash.get(_SESSION_KEY, None)
+    if session is not None:
+        for h in session.harnesses.values():
+            h.current_test_id = item.nodeid
+    yield
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(_SESSION_KEY, None)
+    if state is not None:
+        state.finish()

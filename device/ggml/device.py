@@ -1,0 +1,139 @@
+"""A ggml backend device (``ggml:CPU``, ``ggml:CANN0``, ``ggml:CUDA0``...) behind the Device contract."""
+
+from __future__ import annotations
+
+import ctypes as C
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from device.base import DeviceError, RunResult, Unsupported
+from device.ggml import lib as ggml_lib
+from device.ggml.graph import GraphBuilder, GraphBuildError, InputTensor, builders, read_tensor
+from golden.case import OpCase
+from golden.geometry import pack, unpack
+
+GGML_STATUS_SUCCESS = 0
+DEV_TYPE_NAMES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel", 4: "meta"}
+
+
+class GgmlDevice:
+    """Runs one-op graphs on one ggml backend device.
+
+    ``threads`` sets the CPU backend's thread count explicitly (results do not depend on it; one
+    thread keeps tiny cases cheap and xdist workers from oversubscribing the cores).
+    """
+
+    def __init__(self, dev_name: str, lib_dir: str | None = None, threads: int = 1) -> None:
+        self.lib = ggml_lib.load(lib_dir)
+        self.name = f"ggml:{dev_name}"
+        self.dev_name = dev_name
+        self.dev = self.lib.ggml_backend_dev_by_name(dev_name.encode())
+        if not self.dev:
+            known = ", ".join(self.lib.device_names()) or "none"
+            raise DeviceError(f"unknown ggml device {dev_name!r} in {self.lib.lib_dir} (devices: {known})")
+        self.backend = self.lib.ggml_backend_dev_init(self.dev, None)
+        if not self.backend:
+            raise DeviceError(f"ggml device {dev_name} failed to initialise")
+        self._builders = builders()
+        self._set_threads(threads)
+
+    def _set_threads(self, threads: int) -> None:
+        reg = self.lib.ggml_backend_dev_backend_reg(self.dev)
+        addr = self.lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_set_n_threads")
+        if addr:
+            C.CFUNCTYPE(None, C.c_void_p, C.c_int)(addr)(self.backend, threads)
+
+    def info(self) -> dict[str, Any]:
+        return device_inventory(self.lib, self.dev) | {"spec": self.name}
+
+    def _graph(self, case: OpCase) -> tuple[GraphBuilder, list[InputTensor], Any]:
+        build = self._builders.get(case.op)
+        if build is None:
+            raise Unsupported(f"the ggml device layer has no constructor for {case.op}")
+        g = GraphBuilder(self.lib, n_tensors=4 * len(case.inputs) + 16)
+        try:
+            inputs = [InputTensor(g, spec, i) for i, spec in enumerate(case.inputs)]
+            out = build(g, [t.tensor for t in inputs], case)
+            if not out:
+                raise GraphBuildError(f"{case.op} constructor returned NULL")
+        except BaseException:
+            g.free()
+            raise
+        return g, inputs, out
+
+    def supports(self, case: OpCase) -> bool | None:
+        if case.op not in self._builders:
+            return False
+        g, _, out = self._graph(case)
+        try:
+            return bool(self.lib.ggml_backend_supports_op(self.backend, out))
+        finally:
+            g.free()
+
+    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        lib = self.lib
+        g, tensors, out = self._graph(case)
+        buffer = None
+        try:
+            graph = lib.ggml_new_graph_custom(g.ctx, 64, False)
+            lib.ggml_build_forward_expand(graph, out)
+            buffer = lib.ggml_backend_alloc_ctx_tensors(g.ctx, self.backend)
+            if not buffer:
+                raise DeviceError(f"{self.name}: buffer allocation failed")
+            sent = []
+            for t, values in zip(tensors, inputs, strict=True):
+                raw = pack(values, t.spec)
+                lib.ggml_backend_tensor_set(t.base, raw.ctypes.data, 0, raw.nbytes)
+                sent.append(raw)
+            start = time.perf_counter()
+            status = lib.ggml_backend_graph_compute(self.backend, graph)
+            elapsed = time.perf_counter() - start
+            if status != GGML_STATUS_SUCCESS:
+                raise DeviceError(f"{self.name}: graph compute returned status {status}")
+            output = read_tensor(lib, out)
+            after, intact = [], []
+            for t, raw in zip(tensors, sent, strict=True):
+                back = np.empty(raw.nbytes, dtype=np.uint8)
+                lib.ggml_backend_tensor_get(t.base, back.ctypes.data, 0, back.nbytes)
+                after.append(unpack(back, t.spec))
+                intact.append(bool(np.array_equal(back, raw)))
+            return RunResult(output, after, {"compute_s": elapsed, "input_bytes_intact": intact})
+        finally:
+            if buffer:
+                lib.ggml_backend_buffer_free(buffer)
+            g.free()
+
+    def close(self) -> None:
+        if self.backend:
+            self.lib.ggml_backend_free(self.backend)
+            self.backend = None
+
+
+def device_inventory(lib: ggml_lib.GgmlLib, dev: int) -> dict[str, Any]:
+    free, total = C.c_size_t(0), C.c_size_t(0)
+    lib.ggml_backend_dev_memory(dev, C.byref(free), C.byref(total))
+    reg = lib.ggml_backend_dev_backend_reg(dev)
+    return {
+        "name": lib.ggml_backend_dev_name(dev).decode(),
+        "description": lib.ggml_backend_dev_description(dev).decode(errors="replace"),
+        "backend": lib.ggml_backend_reg_name(reg).decode() if reg else "",
+        "type": DEV_TYPE_NAMES.get(lib.ggml_backend_dev_type(dev), "?"),
+        "memory_free": free.value,
+        "memory_total": total.value,
+        "ggml_version": lib.version,
+        "ggml_commit": lib.commit,
+        "library_path": str(lib.lib_dir),
+    }
+
+
+def list_ggml_devices(lib_dir: str | None = None) -> list[dict[str, Any]]:
+    lib = ggml_lib.load(lib_dir)
+    return [device_inventory(lib, d) | {"spec": "ggml:" + lib.ggml_backend_dev_name(d).decode()} for d in lib.devices()]
+
+
+def open_ggml_device(dev_name: str, options: dict[str, Any]) -> GgmlDevice:
+    threads = int(options.get("threads") or os.environ.get("GGML_CONFORM_THREADS", "1"))
+    return GgmlDevice(dev_name, options.get("ggml_lib"), threads=threads)

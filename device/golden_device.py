@@ -1,0 +1,44 @@
+"""``--device golden``: the oracle itself behind the Device contract, for self-checks.
+
+It returns the exact golden value rounded once to the destination dtype, so the suite's verdict
+against it checks the golden model, the verdict and the tolerance rows for consistency.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from device.base import RunResult, Unsupported
+from golden import catalogue, dtypes
+from golden.case import OpCase
+
+
+class GoldenDevice:
+    name = "golden"
+    in_process = True  # pure numpy: nothing can abort the process
+
+    def info(self) -> dict[str, Any]:
+        return {"spec": "golden", "name": "golden", "description": "exact NumPy golden model", "backend": "golden"}
+
+    def supports(self, case: OpCase) -> bool | None:
+        return catalogue.get(case.op).implemented
+
+    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        spec = catalogue.get(case.op)
+        if not spec.implemented:
+            raise Unsupported(f"{case.op}: golden not implemented")
+        exact = catalogue.evaluate(case, catalogue.golden_inputs(case, inputs))
+        if dtypes.is_quantized(case.out_dtype):
+            return RunResult(np.asarray(exact, dtype=np.uint8), [np.array(x) for x in inputs])
+        if case.out_dtype == "i32":
+            return RunResult(np.asarray(exact).astype(np.int32), [np.array(x) for x in inputs])
+        return RunResult(dtypes.round_to(exact, case.out_dtype), [np.array(x) for x in inputs])
+
+    def close(self) -> None:
+        pass
+
+
+def open_golden_device(options: dict[str, Any]) -> GoldenDevice:
+    return GoldenDevice()

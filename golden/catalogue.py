@@ -1,0 +1,212 @@
+"""The op catalogue: the one place that lists every op the CANN seed claims to support.
+
+For each op: its golden function, its parameters, the dtype combinations the seed's
+``ggml_backend_cann_supports_op`` accepts (as ggml's CPU backend defines them), and the tolerance
+rule per destination dtype with its error-model reason. Ops whose golden is not written yet are
+listed with ``golden=None`` and show up as "not implemented" in ``conform ops`` and the report.
+
+Adding an op: write its golden in the family module, add an :class:`OpSpec` here, a ggml
+constructor in ``device/ggml/ops_<family>.py`` and a strategy in ``conformance/strategies``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from golden import binary, unary
+from golden.case import OpCase
+from golden.tolerance import EXACT, ROUNDED, Tolerance, f16_table_model, rounded_via_f32
+
+Golden = Callable[[list[np.ndarray], OpCase], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One accepted dtype combination: source dtypes in order, and the destination dtype."""
+
+    srcs: tuple[str, ...]
+    dst: str
+
+    def label(self) -> str:
+        return "_".join(self.srcs) + ("" if self.srcs and self.srcs[0] == self.dst else f"_to_{self.dst}")
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    family: str
+    golden: Golden | None
+    signatures: tuple[Signature, ...]
+    tolerance: dict[str, Tolerance]
+    params: dict[str, str] = field(default_factory=dict)  # name -> meaning
+    inplace_inputs: tuple[int, ...] = ()  # inputs the op writes by definition (CLAMP returns a view of a)
+    specials: tuple[float, ...] = (np.nan, np.inf, -np.inf, 0.0, -0.0)
+    max_abs_input: float | None = None  # inputs beyond this are outside the op's defined domain
+    # which input layouts ggml's CPU kernel handles for src0: "any" (any permute/view), "rows"
+    # (rows contiguous: permutes keeping dim 0, padded views), "uniform_rows" (rows addressed as
+    # j·nb1: padding in dim 0 and an offset only), "contiguous"
+    layouts: str = "rows"
+    notes: str = ""
+
+    @property
+    def implemented(self) -> bool:
+        return self.golden is not None
+
+    def tolerance_for(self, dst: str) -> Tolerance:
+        if dst in self.tolerance:
+            return self.tolerance[dst]
+        if "*" in self.tolerance:
+            return self.tolerance["*"]
+        raise KeyError(f"{self.name}: no tolerance row for destination dtype {dst}")
+
+
+def _sig(*srcs: str, dst: str | None = None) -> Signature:
+    return Signature(tuple(srcs), dst or srcs[0])
+
+
+SAME_FLOAT = (_sig("f32"), _sig("f16"))
+SAME_FLOAT_BF16 = (_sig("f32"), _sig("f16"), _sig("bf16"))
+BINARY_SIGS = (
+    _sig("f32", "f32"),
+    _sig("f16", "f16"),
+    _sig("f16", "f32", dst="f16"),
+    _sig("bf16", "bf16"),
+    _sig("bf16", "f32", dst="bf16"),
+)
+
+ELEMENTWISE_TOL = {
+    "f32": ROUNDED,
+    "f16": rounded_via_f32(),
+    "bf16": rounded_via_f32(),
+}
+
+
+def _one(fn: Callable[[np.ndarray], np.ndarray]) -> Golden:
+    return lambda xs, case: fn(xs[0])
+
+
+def _two(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Golden:
+    return lambda xs, case: fn(xs[0], xs[1])
+
+
+def _libm(ulps: float, what: str) -> dict[str, Tolerance]:
+    reason = f"{what}; then the destination rounding"
+    return {
+        "f32": Tolerance(reason, ulp=ulps),
+        "f16": Tolerance(reason + " (f32 inside, F16 out)", ulp=0.5, rtol=ulps * 2 * 2.0**-24),
+        "bf16": Tolerance(reason + " (f32 inside, BF16 out)", ulp=0.5, rtol=ulps * 2 * 2.0**-24),
+    }
+
+
+_GELU_TABLE = "ggml's CPU evaluates it through an F16 lookup table (input and output rounded to F16)"
+
+OPS: dict[str, OpSpec] = {}
+
+
+def _add(spec: OpSpec) -> None:
+    OPS[spec.name] = spec
+
+
+# ---- elementwise binary (golden/binary.py) ------------------------------------------------------
+for _name, _fn in (("ADD", binary.add), ("MUL", binary.mul), ("DIV", binary.div)):
+    _add(OpSpec(_name, "binary", _two(_fn), BINARY_SIGS, ELEMENTWISE_TOL,
+                notes="src1 broadcasts by cyclic tiling (ggml_can_repeat); src0 rows contiguous"))
+
+# ---- unary family and simple one-input ops (golden/unary.py) ------------------------------------
+_add(OpSpec("SCALE", "unary", lambda xs, c: unary.scale(xs[0], c.param("s"), c.param("bias", 0.0)),
+            (_sig("f32"),),
+            {"f32": Tolerance("x·s is one f32 rounding; x·s+b is one fused multiply-add rounding", ulp=0.5)},
+            params={"s": "scale factor (f32)", "bias": "added after scaling (ggml_scale_bias), 0 = plain"},
+            layouts="contiguous", notes="the CPU kernel asserts contiguous src and dst"))
+_add(OpSpec("SQR", "unary", _one(unary.sqr), SAME_FLOAT_BF16, ELEMENTWISE_TOL))
+_add(OpSpec("CLAMP", "unary", lambda xs, c: unary.clamp(xs[0], c.param("min"), c.param("max")), SAME_FLOAT,
+            {"*": Tolerance("the result is x or a bound; an f32 bound is rounded once to an F16 destination",
+                            ulp=0.5)}, params={"min": "lower bound (f32)", "max": "upper bound (f32)"},
+            inplace_inputs=(0,), layouts="uniform_rows",
+            notes="ggml_clamp is in place: it returns a view of its input. The CPU kernel addresses row j "
+                  "at j·nb1, so permuted or row-padded inputs come out wrong on ggml 0.20.2's CPU: only "
+                  "layouts with uniformly strided rows are drawn"))
+_add(OpSpec("LEAKY_RELU", "unary", lambda xs, c: unary.leaky_relu(xs[0], c.param("slope")), SAME_FLOAT,
+            {"f32": Tolerance("slope·x is one rounding; max(x,0) adds an exact zero", ulp=0.5),
+             "f16": rounded_via_f32()},
+            params={"slope": "negative slope (f32)"}, layouts="uniform_rows",
+            notes="CPU kernel addresses row j at j·nb1 (as CLAMP): only uniformly strided rows are drawn"))
+_add(OpSpec("RELU", "unary", _one(unary.relu), SAME_FLOAT_BF16, {"*": EXACT}))
+_add(OpSpec("HARDSIGMOID", "unary", _one(unary.hardsigmoid), SAME_FLOAT_BF16,
+            {"f32": Tolerance("(x+3) and /6 are two f32 roundings (2·2^-24 relative)", rtol=2 * 2.0**-24),
+             "f16": rounded_via_f32("two f32 roundings, then F16"),
+             "bf16": rounded_via_f32("two f32 roundings, then BF16")}))
+_add(OpSpec("HARDSWISH", "unary", _one(unary.hardswish), SAME_FLOAT_BF16,
+            {"f32": Tolerance("(x+3), /6 and ·x are three f32 roundings (3·2^-24 relative)", rtol=3 * 2.0**-24),
+             "f16": Tolerance("three f32 roundings, then F16", ulp=0.5, rtol=3 * 2.0**-24),
+             "bf16": Tolerance("three f32 roundings, then BF16", ulp=0.5, rtol=3 * 2.0**-24)}))
+_add(OpSpec("TANH", "unary", _one(unary.tanh), SAME_FLOAT_BF16,
+            _libm(2.5, "glibc documents tanhf within 2 ulp on x86-64 (measured 2.0 ulp here)")))
+_add(OpSpec("SILU", "unary", _one(unary.silu), SAME_FLOAT,
+            {"f32": Tolerance("SIMD exp (≤1.95 ulp) then 1+e and x/(1+e) roundings; exp(−x) overflows f32 "
+                              "for x < −88.7 giving −0 where the exact value is below 4e-37",
+                              ulp=4.0, atol=4e-37),
+             "f16": Tolerance("f32 evaluation (≤4 ulp_f32), then F16", ulp=0.5, rtol=8 * 2.0**-24, atol=2.0**-25)},
+            specials=(np.nan, np.inf, 0.0, -0.0),
+            notes="−inf excluded from special values: x/(1+exp(−x)) is NaN there and the limit is 0"))
+_add(OpSpec("GELU", "unary", _one(unary.gelu), SAME_FLOAT,
+            {"f32": Tolerance(_GELU_TABLE, ulp=0.5, model=f16_table_model(1.13)),
+             "f16": Tolerance(_GELU_TABLE, ulp=0.5, model=f16_table_model(1.13))},
+            specials=(np.nan, np.inf, 0.0, -0.0), max_abs_input=65504.0,
+            notes="ggml GELU is the tanh approximation; the CPU table maps x ≤ −10 to 0 and x ≥ 10 to x; "
+                  "−inf has no agreed value (F32 path 0, F16 table NaN)"))
+_add(OpSpec("GELU_QUICK", "unary", _one(unary.gelu_quick), SAME_FLOAT,
+            {"f32": Tolerance(_GELU_TABLE, ulp=0.5, model=f16_table_model(1.1)),
+             "f16": Tolerance(_GELU_TABLE, ulp=0.5, model=f16_table_model(1.1))},
+            specials=(np.nan, np.inf, 0.0, -0.0), max_abs_input=65504.0,
+            notes="x·σ(1.702x). The CPU's F32 path always goes through the F16 table, so |x| > 65504 "
+                  "becomes ±inf/NaN there: inputs are drawn within the F16 range"))
+
+# ---- listed, golden not written yet ---------------------------------------------------------------
+_PENDING = {
+    "NONE": "movement", "VIEW": "movement", "RESHAPE": "movement", "PERMUTE": "movement",
+    "TRANSPOSE": "movement", "DUP": "movement", "CONT": "movement", "CPY": "movement",
+    "REPEAT": "movement", "CONCAT": "movement", "GET_ROWS": "movement", "ACC": "movement",
+    "PAD": "movement", "UPSCALE": "movement", "ARANGE": "movement", "ARGSORT": "movement",
+    "SUM_ROWS": "movement", "NORM": "norm", "RMS_NORM": "norm", "GROUP_NORM": "norm",
+    "SOFT_MAX": "softmax", "DIAG_MASK_INF": "softmax", "ROPE": "rope", "MUL_MAT": "matmul",
+    "IM2COL": "conv", "POOL_2D": "conv", "TIMESTEP_EMBEDDING": "embedding",
+}  # fmt: skip
+for _name, _family in _PENDING.items():
+    if _name not in OPS:
+        _add(OpSpec(_name, _family, None, (), {}, notes="golden not implemented yet"))
+
+
+def get(name: str) -> OpSpec:
+    try:
+        return OPS[name.upper()]
+    except KeyError:
+        raise KeyError(f"unknown op {name!r}; known ops: {', '.join(sorted(OPS))}") from None
+
+
+def implemented() -> list[OpSpec]:
+    return [spec for spec in OPS.values() if spec.implemented]
+
+
+def golden_inputs(case: OpCase, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The float64 logical values the golden sees: quantized inputs are dequantized first."""
+    out = []
+    for spec, x in zip(case.inputs, inputs, strict=True):
+        if spec.dtype in ("q4_0", "q8_0"):
+            from golden import quant
+
+            n = spec.nelements
+            x = quant.dequantize(np.asarray(x, np.uint8).ravel(), spec.dtype, n).reshape(spec.np_shape)
+        out.append(np.asarray(x, dtype=np.float64) if spec.dtype != "i32" else np.asarray(x))
+    return out
+
+
+def evaluate(case: OpCase, inputs: list[np.ndarray]) -> np.ndarray:
+    """The exact golden result (float64, numpy order) of ``case`` on its inputs' logical values."""
+    spec = get(case.op)
+    if spec.golden is None:
+        raise NotImplementedError(f"{case.op}: golden not implemented")
+    return spec.golden([np.asarray(x) for x in inputs], case)

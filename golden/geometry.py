@@ -1,0 +1,159 @@
+"""ggml tensor geometry: ne/nb, numpy order, views, permutes, and cyclic-tiling broadcast.
+
+Conventions:
+* ``ne``/``nb`` are in ggml order (index 0 innermost); a numpy array of the logical values has
+  shape ``tuple(reversed(ne))``.
+* ``ggml_permute(a, ax0, ax1, ax2, ax3)`` moves source dim ``k`` to destination position ``ax_k``.
+* ggml broadcasts by cyclic tiling (``ggml_can_repeat``): a source dim of size ``s`` serves a
+  destination dim of size ``n`` when ``n % s == 0``, with index ``i % s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from golden import dtypes
+from golden.case import Layout, Ne, TensorSpec
+
+
+def contiguous_nb(dtype: str, ne: Ne) -> Ne:
+    """Byte strides of a contiguous tensor, as ``ggml_new_tensor`` sets them."""
+    nb0 = dtypes.type_size(dtype)
+    nb1 = dtypes.row_size(dtype, ne[0])
+    return (nb0, nb1, nb1 * ne[1], nb1 * ne[1] * ne[2])
+
+
+def numpy_axes_for_permute(perm: Ne) -> tuple[int, int, int, int]:
+    """numpy transpose axes equivalent to ``ggml_permute(perm)`` on a numpy-order array."""
+    axes = [0, 0, 0, 0]
+    for k, ax in enumerate(perm):
+        axes[3 - ax] = 3 - k
+    return tuple(axes)  # type: ignore[return-value]
+
+
+def permute_ne(ne: Ne, perm: Ne) -> Ne:
+    out = [0, 0, 0, 0]
+    for k, ax in enumerate(perm):
+        out[ax] = ne[k]
+    return tuple(out)  # type: ignore[return-value]
+
+
+def stored_ne(spec: TensorSpec) -> Ne:
+    """The ne of the tensor before the layout's permute: logical ne taken back through it."""
+    return tuple(spec.ne[spec.layout.perm[k]] for k in range(4))  # type: ignore[return-value]
+
+
+def is_valid_perm(perm: tuple[int, ...]) -> bool:
+    return sorted(perm) == [0, 1, 2, 3]
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where a tensor's elements live: a contiguous base allocation and a view into it.
+
+    ``base_ne`` is the padded allocation (ggml order); the view has ``view_ne``/``view_nb`` at
+    ``offset_bytes``; the logical tensor is ``ggml_permute(view, *perm)``.
+    """
+
+    dtype: str
+    base_ne: Ne
+    view_ne: Ne
+    view_nb: Ne
+    offset_bytes: int
+    perm: Ne
+
+    @property
+    def base_nbytes(self) -> int:
+        n = self.offset_bytes
+        return n + dtypes.row_size(self.dtype, self.base_ne[0]) * self.base_ne[1] * self.base_ne[2] * self.base_ne[3]
+
+
+def storage_of(spec: TensorSpec) -> Storage:
+    lay: Layout = spec.layout
+    if not is_valid_perm(lay.perm):
+        raise ValueError(f"layout perm {lay.perm} is not a permutation of 0..3")
+    s_ne = stored_ne(spec)
+    base_ne = tuple(s + p for s, p in zip(s_ne, lay.pad, strict=True))
+    if dtypes.is_quantized(spec.dtype):
+        if lay.perm != (0, 1, 2, 3) or lay.pad[0] % 32 or lay.offset % 32:
+            raise ValueError("quantized layouts keep whole blocks: no permute, row padding and offset in blocks")
+    esize = dtypes.type_size(spec.dtype)
+    offset_bytes = lay.offset * esize // dtypes.block_size(spec.dtype)
+    nb = contiguous_nb(spec.dtype, base_ne)  # type: ignore[arg-type]
+    return Storage(spec.dtype, base_ne, s_ne, nb, offset_bytes, lay.perm)  # type: ignore[arg-type]
+
+
+def fill_pattern(dtype: str) -> int:
+    """Byte that fills padding and gaps: reading it gives NaN (floats) or a huge int, never 0."""
+    return 0xFF
+
+
+def pack(values: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    """Logical values (numpy order) of ``spec`` to the bytes of its whole base allocation.
+
+    ``values`` is float/int logical values for plain dtypes, or raw uint8 rows of shape
+    ``(ne3, ne2, ne1, row_bytes)`` for quantized dtypes. Padding and gaps get
+    :func:`fill_pattern` so a device that reads them produces visibly wrong results.
+    """
+    st = storage_of(spec)
+    base = np.full(st.base_nbytes, fill_pattern(spec.dtype), dtype=np.uint8)
+    region = base[st.offset_bytes :]
+    if dtypes.is_quantized(spec.dtype):
+        row_bytes = dtypes.row_size(spec.dtype, st.base_ne[0])
+        grid = region.reshape(st.base_ne[3], st.base_ne[2], st.base_ne[1], row_bytes)
+        data = np.asarray(values, dtype=np.uint8).reshape(tuple(reversed(spec.ne[1:])) + (-1,))
+        grid[: spec.ne[3], : spec.ne[2], : spec.ne[1], : data.shape[-1]] = data
+        return base
+    stored = dtypes.to_storage(np.asarray(values).reshape(spec.np_shape), spec.dtype)
+    # logical -> pre-permute order: invert the permute's numpy axes
+    axes = numpy_axes_for_permute(st.perm)
+    inverse = np.argsort(axes)
+    stored = np.transpose(stored, inverse)
+    grid = region.view(dtypes.STORAGE_DTYPE[spec.dtype]).reshape(tuple(reversed(st.base_ne)))
+    vn = tuple(reversed(st.view_ne))
+    grid[: vn[0], : vn[1], : vn[2], : vn[3]] = stored
+    return base
+
+
+def unpack(base: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    """Inverse of :func:`pack`: the logical values (stored dtype, numpy order) in a base buffer."""
+    st = storage_of(spec)
+    region = np.asarray(base, dtype=np.uint8)[st.offset_bytes : st.base_nbytes]
+    if dtypes.is_quantized(spec.dtype):
+        row_bytes = dtypes.row_size(spec.dtype, st.base_ne[0])
+        grid = region.reshape(st.base_ne[3], st.base_ne[2], st.base_ne[1], row_bytes)
+        used = dtypes.row_size(spec.dtype, spec.ne[0])
+        return grid[: spec.ne[3], : spec.ne[2], : spec.ne[1], :used].copy()
+    grid = region.view(dtypes.STORAGE_DTYPE[spec.dtype]).reshape(tuple(reversed(st.base_ne)))
+    vn = tuple(reversed(st.view_ne))
+    view = grid[: vn[0], : vn[1], : vn[2], : vn[3]]
+    return dtypes.from_storage(np.transpose(view, numpy_axes_for_permute(st.perm)).copy(), spec.dtype)
+
+
+def strided_view(buf: np.ndarray, dtype: str, ne: Ne, nb: Ne, offset_bytes: int) -> np.ndarray:
+    """Read a (possibly non-contiguous) plain-dtype tensor out of raw bytes by its ne/nb."""
+    store = dtypes.STORAGE_DTYPE[dtype]
+    flat = np.frombuffer(np.ascontiguousarray(buf).tobytes(), dtype=np.uint8)
+    arr = np.lib.stride_tricks.as_strided(
+        flat[offset_bytes:].view(np.uint8),
+        shape=tuple(reversed(ne)) + (store.itemsize,),
+        strides=tuple(reversed(nb)) + (1,),
+    )
+    return dtypes.from_storage(arr.copy().view(store)[..., 0], dtype)
+
+
+def can_repeat(small: Ne, big: Ne) -> bool:
+    """``ggml_can_repeat(small, big)``: every big dim is a multiple of the small one."""
+    return all(s > 0 and b % s == 0 for s, b in zip(small, big, strict=True))
+
+
+def tile_to(x: np.ndarray, big_np_shape: tuple[int, ...]) -> np.ndarray:
+    """Cyclic tiling of ``x`` up to ``big_np_shape`` (both numpy order), as ggml broadcasts."""
+    reps = []
+    for s, b in zip(x.shape, big_np_shape, strict=True):
+        if s == 0 or b % s:
+            raise ValueError(f"cannot tile {x.shape} to {big_np_shape}")
+        reps.append(b // s)
+    return np.tile(x, reps)

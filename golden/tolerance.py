@@ -1,0 +1,93 @@
+"""Tolerance rules: how far a device result may sit from the exact golden value, and why.
+
+Each element ``i`` may differ from the exact float64 golden value ``g_i`` by
+
+    allowed_i = atol + rtol·|g_i| + ulp·spacing(dst, g_i) + model(case, inputs, g)_i
+
+``ulp = 0.5`` alone means "correctly rounded to the destination type". ``model`` is an op's error
+model (e.g. GELU's F16 table, a dot product growing with K). A case passes when every finite
+element is within its allowance, the NaN/±inf pattern matches the golden's, and (if set) the NMSE
+is at most ``nmse``. Every rule carries a one-line reason from an error model; numbers without a
+reason are not allowed (the catalogue test checks that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from golden.case import OpCase
+
+ErrorModel = Callable[[OpCase, list[np.ndarray], np.ndarray], np.ndarray]
+
+F16_EPS = 2.0**-11  # unit roundoff of IEEE half
+F32_EPS = 2.0**-24  # unit roundoff of IEEE single
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    reason: str
+    ulp: float = 0.0
+    atol: float = 0.0
+    rtol: float = 0.0
+    nmse: float | None = None
+    model: ErrorModel | None = None
+    model_name: str = ""
+
+    def allowed(self, case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, dst_dtype: str) -> np.ndarray:
+        from golden.dtypes import ulp as spacing
+
+        g = np.abs(np.where(np.isfinite(golden), golden, 0.0))
+        allowed = self.atol + self.rtol * g
+        if self.ulp:
+            allowed = allowed + self.ulp * spacing(g, dst_dtype)
+        if self.model is not None:
+            allowed = allowed + self.model(case, inputs, golden)
+        return np.broadcast_to(allowed, golden.shape)
+
+    def describe(self) -> dict[str, object]:
+        d: dict[str, object] = {"reason": self.reason}
+        for key in ("ulp", "atol", "rtol"):
+            if getattr(self, key):
+                d[key] = getattr(self, key)
+        if self.nmse is not None:
+            d["nmse"] = self.nmse
+        if self.model is not None:
+            d["model"] = self.model_name or self.model.__name__
+        return d
+
+
+EXACT = Tolerance("bit-exact: the op moves or selects values without arithmetic")
+ROUNDED = Tolerance("one rounding of the exact result to the destination type", ulp=0.5)
+
+
+def rounded_via_f32(reason: str = "") -> Tolerance:
+    """Computed in f32, then rounded once more to a narrower destination (F16/BF16)."""
+    return Tolerance(
+        reason or "computed in f32 (≤0.5 ulp_f32), then rounded to the destination type (0.5 ulp)",
+        ulp=0.5,
+        rtol=F32_EPS,
+    )
+
+
+# --- error models -------------------------------------------------------------------------------
+
+
+def f16_table_model(max_slope: float) -> ErrorModel:
+    """ggml's CPU computes GELU/GELU_QUICK of F32 input as ``T[f16(x)]``: the input is rounded
+    to F16 (|Δx| ≤ 2^-11·|x|, or 2^-25 in F16's subnormal range), the function moves that by at
+    most ``max_slope``·|Δx|, and the table entry is an F16 rounding of an f32 evaluation whose
+    ``1 + tanh`` cancels for negative x (≤ 2^-24·|x| absolute)."""
+
+    def model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+        x = np.abs(np.where(np.isfinite(inputs[0]), inputs[0], 0.0)).astype(np.float64)
+        g = np.abs(np.where(np.isfinite(golden), golden, 0.0))
+        input_rounding = 0.0 if case.inputs[0].dtype == "f16" else max_slope * (F16_EPS * x + 2.0**-25)
+        table_rounding = F16_EPS * g + 2.0**-25
+        f32_eval = F32_EPS * x + 4 * F32_EPS * g
+        return input_rounding + table_rounding + f32_eval
+
+    model.__name__ = f"f16_table(max_slope={max_slope})"
+    return model
