@@ -165,6 +165,12 @@ _add(OpSpec("GELU_QUICK", "unary", _one(unary.gelu_quick), SAME_FLOAT,
             notes="x·σ(1.702x). The CPU's F32 path always goes through the F16 table, so |x| > 65504 "
                   "becomes ±inf/NaN there: inputs are drawn within the F16 range"))
 
+# ---- numerics: norms, softmax, masks, RoPE, matmul, im2col, pooling, timestep embedding ---------
+# (numerics block: add OpSpecs here)
+
+# ---- data movement and shape ops ------------------------------------------------------------------
+# (movement block: add OpSpecs here)
+
 # ---- listed, golden not written yet ---------------------------------------------------------------
 _PENDING = {
     "NONE": "movement", "VIEW": "movement", "RESHAPE": "movement", "PERMUTE": "movement",

@@ -50,10 +50,10 @@ Builder = Callable[[GraphBuilder, list[TensorP], OpCase], TensorP]
 
 
 def builders() -> dict[str, Builder]:
-    from device.ggml import ops_elementwise
+    from device.ggml import ops_elementwise, ops_movement, ops_numerics
 
     table: dict[str, Builder] = {}
-    for module in (ops_elementwise,):
+    for module in (ops_elementwise, ops_numerics, ops_movement):
         table.update(module.BUILDERS)
     return table
 

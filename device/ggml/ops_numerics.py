@@ -1,0 +1,7 @@
+"""ggml constructors for the numerics ops (see golden/catalogue.py for the list)."""
+
+from __future__ import annotations
+
+from device.ggml.graph import Builder
+
+BUILDERS: dict[str, Builder] = {}
