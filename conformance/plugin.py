@@ -101,6 +101,7 @@ class ConformSession:
     def _write_header(self) -> None:
         if not self.results_path:
             return
+        from device.inventory import acl_devices
         from reports.schema import SCHEMA, SCHEMA_VERSION, ResultsWriter
 
         if self.writer is None:
@@ -118,7 +119,7 @@ class ConformSession:
             "profile": settings._current_profile,  # the loaded profile's name
             "hypothesis_seed": self.config.getoption("hypothesis_seed", None),
             "devices": inventory,
-            "acl_devices": acl_inventory(),
+            "acl_devices": acl_devices(),
             "env": {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))},
             "argv": sys.argv,
         })
@@ -135,17 +136,6 @@ class ConformSession:
                 "ended": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "counts": counts,
             })
             self.writer.close()
-
-
-def acl_inventory() -> list[dict[str, Any]]:
-    try:
-        from device.acl import acl_inventory as inventory
-    except ImportError:
-        return []
-    try:
-        return inventory()
-    except Exception:
-        return []
 
 
 _SESSION_KEY = pytest.StashKey[ConformSession]()

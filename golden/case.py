@@ -39,12 +39,26 @@ class Layout:
             return "contiguous"
         parts = []
         if self.perm != (0, 1, 2, 3):
-            parts.append("perm=" + ",".join(map(str, self.perm)))
+            parts.append("perm[" + ",".join(map(str, self.perm)) + "]")
         if self.pad != (0, 0, 0, 0):
-            parts.append("pad=" + ",".join(map(str, self.pad)))
+            parts.append("pad[" + ",".join(map(str, self.pad)) + "]")
         if self.offset:
-            parts.append(f"offs={self.offset}")
-        return ";".join(parts)
+            parts.append(f"offs[{self.offset}]")
+        return "/".join(parts)
+
+    @classmethod
+    def from_label(cls, label: str) -> Layout:
+        if label == "contiguous":
+            return cls()
+        fields: dict[str, tuple[int, ...]] = {}
+        for part in label.split("/"):
+            key, _, rest = part.partition("[")
+            fields[key] = tuple(int(v) for v in rest.rstrip("]").split(","))
+        return cls(
+            perm=fields.get("perm", (0, 1, 2, 3)),  # type: ignore[arg-type]
+            pad=fields.get("pad", (0, 0, 0, 0)),  # type: ignore[arg-type]
+            offset=fields.get("offs", (0,))[0],
+        )
 
 
 CONTIGUOUS = Layout()
@@ -116,9 +130,78 @@ class OpCase:
             parts.append(f"ne{tag}=[{','.join(map(str, t.ne))}]")
             if not t.layout.is_contiguous:
                 parts.append(f"lay{tag}={t.layout.label()}")
+            if t.name:
+                parts.append(f"name{tag}={t.name}")
         parts.append(f"dst={self.out_dtype}")
         if self.variant:
             parts.append(f"form={self.variant}")
         parts.extend(f"{k}={_fmt(v)}" for k, v in self.params)
         parts.append(f"data={self.distribution}:{self.data_seed}")
         return f"{self.op}({','.join(parts)})"
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas that are not inside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p for p in parts if p]
+
+
+def parse_value(text: str) -> Any:
+    """A parameter value as :func:`_fmt` wrote it: int, float (incl. nan/inf), bool, list or str."""
+    if text.startswith("[") and text.endswith("]"):
+        return tuple(parse_value(v) for v in _split_top(text[1:-1]))
+    if text in ("True", "False"):
+        return text == "True"
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_case_id(case_id: str) -> OpCase:
+    """The inverse of :attr:`OpCase.case_id`: rebuild the exact case from its identity string."""
+    op, paren, body = case_id.strip().partition("(")
+    if not paren or not body.endswith(")") or not op:
+        raise ValueError(f"not a case id (expected OP(key=value,...)): {case_id!r}")
+    fields = []
+    for item in _split_top(body[:-1]):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"case id field {item!r} has no '='")
+        fields.append((key, value))
+    tensors: dict[str, dict[str, Any]] = {}
+    params: list[tuple[str, Any]] = []
+    out_dtype, variant, distribution, seed = "f32", "", "uniform", 0
+    for key, value in fields:
+        for prefix in ("type", "ne", "lay", "name"):
+            idx = key[len(prefix):]
+            if key.startswith(prefix) and (idx == "" or idx.isdigit()):
+                tensors.setdefault(idx or "0", {})[prefix] = value
+                break
+        else:
+            if key == "dst":
+                out_dtype = value
+            elif key == "form":
+                variant = value
+            elif key == "data":
+                distribution, _, s = value.rpartition(":")
+                seed = int(s)
+            else:
+                params.append((key, parse_value(value)))
+    inputs = []
+    for idx in sorted(tensors, key=int):
+        t = tensors[idx]
+        ne = tuple(int(v) for v in t["ne"].strip("[]").split(","))
+        inputs.append(TensorSpec(t["type"], ne, Layout.from_label(t.get("lay", "contiguous")), t.get("name", "")))  # type: ignore[arg-type]
+    return OpCase(op, tuple(inputs), tuple(params), out_dtype, variant, seed, distribution)

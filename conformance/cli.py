@@ -1,0 +1,243 @@
+"""The ``conform`` command.
+
+  conform run      run the conformance suite on device(s), write results, JUnit XML and the report
+  conform devices  list ggml devices (and ACL devices where a CANN runtime is present)
+  conform ops      list the op catalogue: implemented ops, dtype signatures, tolerance reasons
+  conform repro    rerun one case from its case id (the line every failure prints)
+  conform report   build the HTML report / CSV from results files
+
+Bad input gets one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROFILES = ("dev", "ci", "nightly")
+
+
+class UsageError(Exception):
+    """A user mistake: printed as one line, exit code 2."""
+
+
+def _device_options(args: argparse.Namespace) -> dict[str, object]:
+    return {"ggml_lib": args.ggml_lib, "threads": getattr(args, "threads", 1)}
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from device.ggml.device import list_ggml_devices
+    from device.inventory import acl_devices
+
+    devices = list_ggml_devices(args.ggml_lib)
+    acl = acl_devices()
+    if args.json:
+        print(json.dumps({"ggml": devices, "acl": acl}, indent=2))
+        return 0
+    print(f"ggml {devices[0]['ggml_version'] if devices else '?'} from {devices[0]['library_path'] if devices else '?'}")
+    print(f"{'device':<14} {'backend':<8} {'type':<6} {'free MiB':>10} {'total MiB':>10}  description")
+    for d in devices:
+        print(f"{d['spec']:<14} {d['backend']:<8} {d['type']:<6} {d['memory_free'] // 2**20:>10} "
+              f"{d['memory_total'] // 2**20:>10}  {d['description']}")
+    if acl:
+        print("\nACL devices (CANN runtime)")
+        for a in acl:
+            print(f"  acl:{a.get('index')}  {a.get('soc_name', '?')}  HBM free/total "
+                  f"{a.get('hbm_free', 0) // 2**20}/{a.get('hbm_total', 0) // 2**20} MiB  CANN {a.get('cann_version', '?')}")
+    else:
+        print("\nACL devices: none (no CANN runtime libascendcl found)")
+    return 0
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    from golden import catalogue
+
+    rows = []
+    for spec in catalogue.OPS.values():
+        rows.append({
+            "op": spec.name, "family": spec.family, "implemented": spec.implemented,
+            "signatures": [s.label() for s in spec.signatures],
+            "tolerance": {k: v.describe() for k, v in spec.tolerance.items()},
+            "notes": spec.notes,
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    done = sum(r["implemented"] for r in rows)
+    print(f"{done}/{len(rows)} ops of the CANN seed's supports_op have a golden model\n")
+    for r in rows:
+        mark = "yes" if r["implemented"] else "NOT IMPLEMENTED"
+        print(f"{r['op']:<20} {r['family']:<10} {mark:<16} {' '.join(r['signatures'])}")
+    return 0
+
+
+def cmd_repro(args: argparse.Namespace) -> int:
+    from conformance.harness import Harness
+    from golden import catalogue
+    from golden.case import parse_case_id
+
+    try:
+        case = parse_case_id(args.case_id)
+        catalogue.get(case.op)
+    except (ValueError, KeyError) as exc:
+        raise UsageError(str(exc).strip("'\"")) from None
+    harness = Harness(args.device, _device_options(args), out_dir=args.out, timeout=args.case_timeout)
+    try:
+        record = harness.evaluate(case)
+    finally:
+        harness.close()
+    print(f"{record['outcome'].upper()}  {case.case_id}  on {args.device}")
+    if record.get("metrics"):
+        m = record["metrics"]
+        print(f"  error_ratio {m['error_ratio']:.3g}  max_abs {m['max_abs']:.3g}  max_ulp {m['max_ulp']:.3g}  "
+              f"nmse {m['nmse']:.3g}  bad {m['n_bad']}/{m['n']}")
+    if record.get("message"):
+        print(f"  {record['message']}")
+    if record.get("crash"):
+        print("  stderr tail:\n" + "\n".join("    " + ln for ln in record["crash"]["stderr_tail"].splitlines()[-10:]))
+    if record.get("artefact"):
+        print(f"  artefact: {os.path.join(args.out, record['artefact'])}")
+    return 0 if record["outcome"] in ("pass", "unsupported") else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from device.base import DeviceError
+    from device.registry import expand_specs
+
+    try:
+        devices = expand_specs(args.device or ["ggml:CPU"], _device_options(args))
+    except DeviceError as exc:
+        raise UsageError(str(exc)) from None
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out or f"conform-out/{stamp}")
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "results.jsonl"
+    suite = Path(__file__).parent
+    cmd = [sys.executable, "-m", "pytest", str(suite), "-p", "no:cacheprovider", "-q", "-rN",
+           "--results", str(results), "--junitxml", str(out / "junit.xml"),
+           "--conform-profile", args.profile, "--case-timeout", str(args.case_timeout),
+           "--threads", str(args.threads), "-o", "console_output_style=count", "--tb=line",
+           "-W", "ignore::DeprecationWarning"]
+    for d in devices:
+        cmd += ["--device", d]
+    if args.ggml_lib:
+        cmd += ["--ggml-lib", args.ggml_lib]
+    if args.k:
+        cmd += ["-k", args.k]
+    if args.hypothesis_db:
+        cmd += ["--hypothesis-db", args.hypothesis_db]
+    workers = args.workers if args.workers is not None else (len(devices) if len(devices) > 1 else 0)
+    if workers:
+        cmd += ["-n", str(workers)]
+    cmd += args.pytest_args
+    print(f"conform: running {len(devices)} device(s) {', '.join(devices)} -> {out}", flush=True)
+    env = dict(os.environ)
+    env.setdefault("CONFORM_RUN_ID", stamp)
+    code = subprocess.call(cmd, env=env)
+    report_code = 0
+    if not args.no_report:
+        report_code = _write_report([str(results)], str(out / "report.html"))
+    print(f"conform: results {results}\nconform: JUnit   {out / 'junit.xml'}")
+    if code in (0, 1):
+        return code or report_code
+    return code
+
+
+def _write_report(results: list[str], html: str) -> int:
+    try:
+        from reports.html import build_report
+    except ImportError:
+        print("conform: report module not available; results kept", file=sys.stderr)
+        return 0
+    build_report(results, html)
+    print(f"conform: report  {html}")
+    return 0
+
+
+def cmd_report(argv: list[str]) -> int:
+    try:
+        from reports.cli import report_main
+    except ImportError:
+        raise UsageError("the report builder is not installed in this checkout") from None
+    return report_main(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="conform", description="ggml/CANN conformance harness")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--ggml-lib", default=None, metavar="DIR",
+                       help="ggml build directory (default $GGML_LIB_DIR, else the libggml-python wheel)")
+
+    run = sub.add_parser("run", help="run the conformance suite and write results + report")
+    common(run)
+    run.add_argument("--device", action="append", default=[], metavar="SPEC",
+                     help="golden, ggml:NAME, ggml:PATTERN*, acl:N or module:factory (repeatable; default ggml:CPU)")
+    run.add_argument("--out", default=None, help="output folder (default conform-out/<time>)")
+    run.add_argument("--profile", default="ci", choices=PROFILES, help="hypothesis profile (default ci)")
+    run.add_argument("-k", default=None, metavar="EXPR", help="pytest -k selection, e.g. soft_max")
+    run.add_argument("--workers", "-n", type=int, default=None,
+                     help="pytest-xdist workers (default: one per device when several)")
+    run.add_argument("--case-timeout", type=float, default=120.0, help="seconds per case before TIMEOUT")
+    run.add_argument("--threads", type=int, default=1, help="CPU backend threads per worker")
+    run.add_argument("--hypothesis-db", default=None, metavar="DIR",
+                     help="keep hypothesis' example database here (failures replay first next time)")
+    run.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+
+    dev = sub.add_parser("devices", help="list devices")
+    common(dev)
+    dev.add_argument("--json", action="store_true")
+
+    ops = sub.add_parser("ops", help="list the op catalogue")
+    ops.add_argument("--json", action="store_true")
+
+    rep = sub.add_parser("repro", help="rerun one case by its case id")
+    common(rep)
+    rep.add_argument("case_id")
+    rep.add_argument("--device", default="ggml:CPU")
+    rep.add_argument("--out", default=".", help="where a failing case's .npz goes")
+    rep.add_argument("--case-timeout", type=float, default=120.0)
+    rep.add_argument("--threads", type=int, default=1)
+
+    sub.add_parser("report", help="build reports from results files (see conform report --help)", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "report":
+        try:
+            return cmd_report(argv[1:])
+        except UsageError as exc:
+            print(f"conform: {exc}", file=sys.stderr)
+            return 2
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from device.base import DeviceError
+
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "devices":
+            return cmd_devices(args)
+        if args.command == "ops":
+            return cmd_ops(args)
+        if args.command == "repro":
+            return cmd_repro(args)
+    except (UsageError, DeviceError) as exc:
+        print(f"conform: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Deliberately wrong devices: the harness must report each of them (tests of the harness).
+
+Each factory takes the options dict and returns an object with the Device members; the suite
+loads them with ``--device tests.plugins.faulty:<factory>``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+from device.base import RunResult
+from device.golden_device import GoldenDevice
+from golden import dtypes
+from golden.case import OpCase
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+class ErfGeluQuick(GoldenDevice):
+    """Computes GELU_QUICK as exact erf-GELU, as the seed's CANN backend does (aclnnGelu)."""
+
+    name = "tests.plugins.faulty:erf_gelu_quick"
+
+    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        if case.op != "GELU_QUICK":
+            return super().run(case, inputs)
+        x = np.asarray(inputs[0], dtype=np.float64)
+        y = 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+        return RunResult(dtypes.round_to(y, case.out_dtype), [np.array(v) for v in inputs])
+
+
+class AbortsOnOddRows(GoldenDevice):
+    """Aborts the process, as a failed GGML_ASSERT does, on RELU cases whose rows have odd length."""
+
+    name = "tests.plugins.faulty:aborts_on_odd_rows"
+
+    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        if case.op == "RELU" and case.inputs[0].ne[0] % 2:
+            sys.stderr.write(f"ggml-fake.c:42: GGML_ASSERT(ne0 % 2 == 0) failed for {case.op}\n")
+            sys.stderr.flush()
+            os.abort()
+        return super().run(case, inputs)
+
+
+class HangsOnSilu(GoldenDevice):
+    """Never answers SILU cases (a hung device call)."""
+
+    name = "tests.plugins.faulty:hangs_on_silu"
+
+    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        if case.op == "SILU":
+            import time
+
+            time.sleep(3600)
+        return super().run(case, inputs)
+
+
+class WritesIntoInputs(GoldenDevice):
+    """Correct output, but scribbles over src0 afterwards (CANN's COUNT_EQUAL bug, B17)."""
+
+    name = "tests.plugins.faulty:writes_into_inputs"
+
+    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        result = super().run(case, inputs)
+        after = [np.array(v) for v in inputs]
+        if after and after[0].size:
+            after[0].flat[0] = after[0].flat[0] + 1
+        return RunResult(result.output, after)
+
+
+def erf_gelu_quick(options: dict[str, Any]) -> ErfGeluQuick:
+    return ErfGeluQuick()
+
+
+def aborts_on_odd_rows(options: dict[str, Any]) -> AbortsOnOddRows:
+    return AbortsOnOddRows()
+
+
+def hangs_on_silu(options: dict[str, Any]) -> HangsOnSilu:
+    return HangsOnSilu()
+
+
+def writes_into_inputs(options: dict[str, Any]) -> WritesIntoInputs:
+    return WritesIntoInputs()
