@@ -60,11 +60,14 @@ def _child_main(conn: Any, spec: str, options: dict[str, Any]) -> None:
         case, inputs = message
         start = time.perf_counter()
         try:
-            supported = device.supports(case)
+            if hasattr(device, "run_checked"):
+                supported, result = device.run_checked(case, inputs)
+            else:
+                supported = device.supports(case)
+                result = device.run(case, inputs) if supported is not False else None
             if supported is False:
                 reply = ("unsupported", False, None, "the device's supports_op rejects this case")
             else:
-                result = device.run(case, inputs)
                 reply = ("ok", supported, result, "")
         except Unsupported as exc:
             reply = ("unsupported", None, None, str(exc))

@@ -74,10 +74,19 @@ class GgmlDevice:
             g.free()
 
     def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        return self._run(case, inputs, check_support=False)[1]  # type: ignore[return-value]
+
+    def run_checked(self, case: OpCase, inputs: list[np.ndarray]) -> tuple[bool, RunResult | None]:
+        """supports() and run() on one graph build: the per-case fast path the worker uses."""
+        return self._run(case, inputs, check_support=True)
+
+    def _run(self, case: OpCase, inputs: list[np.ndarray], check_support: bool) -> tuple[bool, RunResult | None]:
         lib = self.lib
         g, tensors, out = self._graph(case)
         buffer = None
         try:
+            if check_support and not lib.ggml_backend_supports_op(self.backend, out):
+                return False, None
             graph = lib.ggml_new_graph_custom(g.ctx, 64, False)
             lib.ggml_build_forward_expand(graph, out)
             buffer = lib.ggml_backend_alloc_ctx_tensors(g.ctx, self.backend)
@@ -100,7 +109,7 @@ class GgmlDevice:
                 lib.ggml_backend_tensor_get(t.base, back.ctypes.data, 0, back.nbytes)
                 after.append(unpack(back, t.spec))
                 intact.append(bool(np.array_equal(back, raw)))
-            return RunResult(output, after, {"compute_s": elapsed, "input_bytes_intact": intact})
+            return True, RunResult(output, after, {"compute_s": elapsed, "input_bytes_intact": intact})
         finally:
             if buffer:
                 lib.ggml_backend_buffer_free(buffer)
