@@ -39,7 +39,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"ggml": devices, "acl": acl}, indent=2))
         return 0
-    print(f"ggml {devices[0]['ggml_version'] if devices else '?'} from {devices[0]['library_path'] if devices else '?'}")
+    first = devices[0] if devices else {}
+    print(f"ggml {first.get('ggml_version', '?')} from {first.get('library_path', '?')}")
     print(f"{'device':<14} {'backend':<8} {'type':<6} {'free MiB':>10} {'total MiB':>10}  description")
     for d in devices:
         print(f"{d['spec']:<14} {d['backend']:<8} {d['type']:<6} {d['memory_free'] // 2**20:>10} "
@@ -47,8 +48,9 @@ def cmd_devices(args: argparse.Namespace) -> int:
     if acl:
         print("\nACL devices (CANN runtime)")
         for a in acl:
-            print(f"  acl:{a.get('index')}  {a.get('soc_name', '?')}  HBM free/total "
-                  f"{a.get('hbm_free', 0) // 2**20}/{a.get('hbm_total', 0) // 2**20} MiB  CANN {a.get('cann_version', '?')}")
+            hbm = f"{a.get('hbm_free', 0) // 2**20}/{a.get('hbm_total', 0) // 2**20} MiB"
+            print(f"  acl:{a.get('index')}  {a.get('soc_name', '?')}  HBM free/total {hbm}  "
+                  f"CANN {a.get('cann_version', '?')}")
     else:
         print("\nACL devices: none (no CANN runtime libascendcl found)")
     return 0
@@ -236,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `conform ops | head`
+        return 0
     return 2
 
 

@@ -17,7 +17,8 @@ from golden.case import Layout, OpCase, TensorSpec, parse_case_id
 SEED = Path(__file__).resolve().parents[2] / "shared" / "seed" / "ggml-cann.cpp"
 
 
-@given(ne=shapes(max_elements=4096), layout=layouts(perms=ALL_PERMS), dtype=st.sampled_from(["f32", "f16", "bf16", "i32"]))
+@given(ne=shapes(max_elements=4096), layout=layouts(perms=ALL_PERMS),
+       dtype=st.sampled_from(["f32", "f16", "bf16", "i32"]))
 def test_pack_unpack_round_trip(ne, layout, dtype) -> None:
     spec = TensorSpec(dtype, ne, layout)
     rng = np.random.default_rng(0)
