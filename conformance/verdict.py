@@ -68,7 +68,8 @@ def compare(
     bad_pattern = (g_nan != d_nan) | (g_inf != d_inf) | (g_inf & d_inf & (np.sign(g) != np.sign(d)))
     m.nonfinite_mismatch = int(bad_pattern.sum())
     finite = np.isfinite(g) & np.isfinite(d)
-    err = np.where(finite, np.abs(d - g), 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.where(finite, np.abs(d - g), 0.0)
     allowed = tol.allowed(case, inputs, g, case.out_dtype)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(finite, np.where(allowed > 0, err / allowed, np.where(err > 0, np.inf, 0.0)), 0.0)

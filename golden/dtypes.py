@@ -86,7 +86,8 @@ def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
         with np.errstate(over="ignore"):
             return x.astype(np.float16).astype(np.float64)
     if dtype == "bf16":
-        return bf16_to_f32(bf16_bits(x.astype(np.float32))).astype(np.float64)
+        with np.errstate(over="ignore"):
+            return bf16_to_f32(bf16_bits(x.astype(np.float32))).astype(np.float64)
     if dtype == "i32":
         with np.errstate(invalid="ignore"):
             return np.trunc(x).astype(np.int32).astype(np.float64)

@@ -57,12 +57,14 @@ def relu(x: np.ndarray) -> np.ndarray:
 
 def hardsigmoid(x: np.ndarray) -> np.ndarray:
     x = _f64(x)
-    return np.fmin(1.0, np.fmax(0.0, (x + 3.0) / 6.0))  # fminf/fmaxf: NaN -> 0, as ggml
+    with np.errstate(invalid="ignore"):
+        return np.fmin(1.0, np.fmax(0.0, (x + 3.0) / 6.0))  # fminf/fmaxf: NaN -> 0, as ggml
 
 
 def hardswish(x: np.ndarray) -> np.ndarray:
     x = _f64(x)
-    return x * hardsigmoid(x)
+    with np.errstate(invalid="ignore"):
+        return x * hardsigmoid(x)
 
 
 def sqr(x: np.ndarray) -> np.ndarray:
@@ -89,4 +91,5 @@ def leaky_relu(x: np.ndarray, slope: float) -> np.ndarray:
     """``max(x,0) + slope·min(x,0)``, with NaN -> 0 as ggml's comparisons give."""
     x = _f64(x)
     s = float(np.float32(slope))
-    return np.where(x > 0, x, 0.0) + s * np.where(x < 0, x, 0.0)
+    with np.errstate(invalid="ignore"):  # 0·(−inf) is NaN, as in ggml's f32 arithmetic
+        return np.where(x > 0, x, 0.0) + s * np.where(x < 0, x, 0.0)
