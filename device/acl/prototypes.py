@@ -74,8 +74,10 @@ _WS = "uint64_t *workspaceSize, aclOpExecutor **executor"
 OP_FIRST_PHASE_PROTOTYPES: tuple[str, ...] = (
     "aclnnStatus aclnnAddGetWorkspaceSize(const aclTensor* self, const aclTensor* other,"
     f" const aclScalar* alpha, aclTensor* out, {_WS})",
-    f"aclnnStatus aclnnMulGetWorkspaceSize(const aclTensor* self, const aclTensor* other, aclTensor* out, {_WS})",
-    f"aclnnStatus aclnnDivGetWorkspaceSize(const aclTensor* self, const aclTensor* other, aclTensor* out, {_WS})",
+    "aclnnStatus aclnnMulGetWorkspaceSize(const aclTensor* self, const aclTensor* other, aclTensor* out,"
+    f" {_WS})",
+    "aclnnStatus aclnnDivGetWorkspaceSize(const aclTensor* self, const aclTensor* other, aclTensor* out,"
+    f" {_WS})",
     f"aclnnStatus aclnnSiluGetWorkspaceSize(const aclTensor* self, aclTensor* out, {_WS})",
     f"aclnnStatus aclnnGeluGetWorkspaceSize(const aclTensor* self, aclTensor* out, {_WS})",
     f"aclnnStatus aclnnSoftmaxGetWorkspaceSize(const aclTensor* self, int64_t dim, aclTensor* out, {_WS})",
