@@ -1,1 +1,14 @@
-"""ctypes bindings to the CANN runtime (libascendcl) and the aclnn op API, and the ``acl:N`` device."""
+"""ctypes bindings to the CANN runtime (libascendcl) and the aclnn op API, and the ``acl:N`` device.
+
+Entry points for the rest of the project:
+
+* :func:`acl_inventory` -- list the NPUs (``[]`` without a CANN runtime);
+* :func:`open_acl_device` -- the ``acl:N`` device;
+* :func:`open_runtime` and :mod:`device.acl.raw_checks` -- raw device reads for ``ggml:CANN*``.
+"""
+
+from device.acl.device import AclDevice, open_acl_device
+from device.acl.errors import AclError, AclLibraryNotFound
+from device.acl.inventory import acl_inventory, open_runtime
+
+__all__ = ["AclDevice", "AclError", "AclLibraryNotFound", "acl_inventory", "open_acl_device", "open_runtime"]
