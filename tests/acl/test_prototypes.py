@@ -23,7 +23,8 @@ ACL_FACTS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" 
 
 # A declaration in the doc: optional return type on the same line, an acl* name, params, ';'.
 DECLARATION = re.compile(
-    r"(?:(?P<restype>(?:const[ \t]+)?[A-Za-z_]\w*[ \t]*\**)[ \t]*)?\b(?P<name>acl\w+)\s*\((?P<params>[^()]*)\)\s*;"
+    r"(?:(?P<restype>(?:const[ \t]+)?[A-Za-z_]\w*[ \t]*\**)[ \t]*)?"
+    r"\b(?P<name>acl\w+)\s*\((?P<params>[^()]*)\)\s*;"
 )
 
 
@@ -56,9 +57,9 @@ def test_every_bound_prototype_matches_the_documented_one() -> None:
         references = [second_phase_template] if is_second_phase else documented.get(name)
         assert references, f"{name} is bound but acl-facts.md has no prototype for it"
         for reference in references:
-            assert bound.argtypes == reference.argtypes, f"{name}: bound {bound.argtypes} != doc {reference.argtypes}"
+            assert bound.argtypes == reference.argtypes, f"{name}: bound {bound.argtypes}, doc {reference}"
             if reference.restype is not None:  # the doc's op lines omit the (aclnnStatus) return type
-                assert bound.restype == reference.restype, f"{name}: return {bound.restype} != {reference.restype}"
+                assert bound.restype == reference.restype, f"{name}: returns {bound.restype}, doc {reference}"
         checked += 1
     assert checked == len(all_prototypes()) >= 40
 
@@ -68,7 +69,8 @@ def test_the_doc_parser_sees_multi_line_and_nameless_parameters() -> None:
     create = documented["aclCreateTensor"][0]
     assert create.restype == "aclTensor*"
     assert create.argtypes[-3:] == ("const int64_t*", "uint64_t", "void*")
-    assert documented["aclnnMatmulGetWorkspaceSize"][0].argtypes[3:] == ("int8_t", "uint64_t*", "aclOpExecutor**")
+    matmul = documented["aclnnMatmulGetWorkspaceSize"][0]
+    assert matmul.argtypes[3:] == ("int8_t", "uint64_t*", "aclOpExecutor**")
     assert documented["aclrtGetSocName"][0] == Prototype("aclrtGetSocName", "const char*", ())
 
 
@@ -100,7 +102,8 @@ def test_scalar_sizes_are_what_the_abi_needs() -> None:
 
 def test_package_version_struct_is_512_bytes_with_header_offsets() -> None:
     assert ctypes.sizeof(AclCANNPackageVersion) == 512
-    offsets = {name: getattr(AclCANNPackageVersion, name).offset for name, _ in AclCANNPackageVersion._fields_}
+    fields = AclCANNPackageVersion._fields_
+    offsets = {name: getattr(AclCANNPackageVersion, name).offset for name, _ in fields}
     assert offsets == {"version": 0, "majorVersion": 128, "minorVersion": 192, "releaseVersion": 256,
                        "patchVersion": 320, "reserved": 384}
 
