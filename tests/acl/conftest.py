@@ -26,8 +26,8 @@ def fake_env(fake_dir: Path) -> dict[str, str]:
 
 @pytest.fixture
 def fake(fake_env: dict[str, str]) -> Iterator[FakeAcl]:
-    """The bindings loaded against the test double, state reset, ACL initialised and device 0 set.
-    Fails the test if it leaked device memory, streams or descriptors."""
+    """The bindings loaded against the test double with its state reset (ACL not yet initialised).
+    Fails the test if it leaked device memory, streams, descriptors or executors."""
     libraries = load_libraries(fake_env, install_roots=())
     control = FakeControl(libraries.runtime)
     control.reset()

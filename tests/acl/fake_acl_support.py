@@ -31,7 +31,9 @@ def compile_fake(out_dir: Path, *defines: str, parts: tuple = PARTS) -> Path:
         command = [compiler, "-shared", "-fPIC", "-O1", "-Wall", f"-D{part}", *[f"-D{d}" for d in defines],
                    "-o", str(out_dir / library), str(FAKE_SOURCE), f"-L{out_dir}", *links,
                    "-Wl,-rpath,$ORIGIN", "-lm"]
-        subprocess.run(command, check=True, capture_output=True, text=True)
+        built = subprocess.run(command, capture_output=True, text=True)
+        if built.returncode != 0:
+            raise RuntimeError(f"building the ACL test double failed:\n{built.stderr}")
     return out_dir
 
 
