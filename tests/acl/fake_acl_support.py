@@ -22,7 +22,12 @@ PARTS = (("FAKE_PART_RUNTIME", "libascendcl.so", ()),
 
 
 def compile_fake(out_dir: Path, *defines: str, parts: tuple = PARTS) -> Path:
-    """Compile the test double's libraries into ``out_dir`` (created)."""
+    """Compile the test double's libraries into ``out_dir`` (created).
+
+    The bindings load with RTLD_GLOBAL, so a second *copy* of the fake in one process would capture
+    the others' cross-library calls (logging, counters). Tests that need the same libraries under
+    another directory therefore symlink them (dlopen recognises the same file), and a variant build
+    is loaded RTLD_LOCAL."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         pytest.skip("no C compiler (cc/gcc) to build the ACL test double")
@@ -30,7 +35,7 @@ def compile_fake(out_dir: Path, *defines: str, parts: tuple = PARTS) -> Path:
     for part, library, links in parts:
         command = [compiler, "-shared", "-fPIC", "-O1", "-Wall", f"-D{part}", *[f"-D{d}" for d in defines],
                    "-o", str(out_dir / library), str(FAKE_SOURCE), f"-L{out_dir}", *links,
-                   "-Wl,-rpath,$ORIGIN", "-lm"]
+                   "-Wl,-rpath,$ORIGIN", "-Wl,-Bsymbolic", "-lm"]
         built = subprocess.run(command, capture_output=True, text=True)
         if built.returncode != 0:
             raise RuntimeError(f"building the ACL test double failed:\n{built.stderr}")

@@ -9,7 +9,7 @@ import pytest
 from fake_acl_support import FakeAcl, compile_fake
 
 from device.acl.errors import AclError
-from device.acl.loader import load_libraries
+from device.acl.loader import AclLibraries
 from device.acl.runtime import (
     DDR_MEM,
     HBM_MEM,
@@ -234,7 +234,8 @@ def test_struct_layout_matches_the_c_side(fake: FakeAcl) -> None:
 def test_older_runtime_without_the_string_api(tmp_path) -> None:
     directory = compile_fake(tmp_path / "lib64", "FAKE_NO_VERSION_STR", parts=(
         ("FAKE_PART_RUNTIME", "libascendcl.so", ()),))
-    libraries = load_libraries({"LD_LIBRARY_PATH": str(directory)}, install_roots=(), need_ops=False)
-    runtime = AclRuntime(libraries)
+    # RTLD_LOCAL: this second build must not capture the main fake's cross-library calls
+    library = ctypes.CDLL(str(directory / "libascendcl.so"), mode=ctypes.RTLD_LOCAL)
+    runtime = AclRuntime(AclLibraries(runtime=library, nnopbase=None))
     assert not runtime.has("aclsysGetVersionStr") and runtime.has("aclsysGetCANNVersion")
     assert runtime.cann_version() == "8.0.RC2"
