@@ -105,7 +105,7 @@ class AclDevice:
                 )
             ]
         return RunResult(
-            output=result.reshape(tuple(reversed(output.ne))),
+            output=result.reshape(tuple(reversed(output[0].ne))),
             inputs_after=inputs_after,
             extra={"acl_seconds": elapsed, "workspace_bytes": workspace},
         )
