@@ -80,10 +80,15 @@ class AclLibraries:
     paths: dict[str, str] = field(default_factory=dict)
 
 
+# RTLD_GLOBAL: libopapi resolves nnopbase/ascendcl symbols from libraries already loaded (as
+# CANN's own Python loaders do). The tests load their C double RTLD_LOCAL instead, so that on an
+# Ascend host the double can never capture the real libraries' symbol lookups.
+LOAD_MODE = ctypes.RTLD_GLOBAL
+
+
 def _load(path: Path) -> ctypes.CDLL:
     try:
-        # RTLD_GLOBAL: libopapi resolves nnopbase/ascendcl symbols from libraries already loaded
-        return ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        return ctypes.CDLL(str(path), mode=LOAD_MODE)
     except OSError as exc:
         raise AclLibraryNotFound(
             f"found {path} but could not load it ({exc}); source the toolkit's set_env.sh first"

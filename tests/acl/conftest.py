@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fake_acl_support import FakeAcl, FakeControl, compile_fake
 
+from device.acl import loader
 from device.acl.loader import load_libraries
 from device.acl.opapi import AclOpApi
 from device.acl.runtime import AclRuntime
+
+
+@pytest.fixture(autouse=True)
+def _load_libraries_locally(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test double is loaded RTLD_LOCAL (see device.acl.loader.LOAD_MODE): its symbols stay
+    out of the process-wide namespace where a real CANN (test_npu.py) could bind to them.
+    Module-scoped fixtures (the real runtime in test_npu.py) are set up before this runs and so
+    load RTLD_GLOBAL as the product does."""
+    monkeypatch.setattr(loader, "LOAD_MODE", ctypes.RTLD_LOCAL)
 
 
 @pytest.fixture(scope="session")

@@ -24,10 +24,8 @@ PARTS = (("FAKE_PART_RUNTIME", "libascendcl.so", ()),
 def compile_fake(out_dir: Path, *defines: str, parts: tuple = PARTS) -> Path:
     """Compile the test double's libraries into ``out_dir`` (created).
 
-    The bindings load with RTLD_GLOBAL, so a second *copy* of the fake in one process would capture
-    the others' cross-library calls (logging, counters). Tests that need the same libraries under
-    another directory therefore symlink them (dlopen recognises the same file), and a variant build
-    is loaded RTLD_LOCAL."""
+    Each build is linked -Bsymbolic (its own calls stay inside it). Tests that need the same
+    libraries under another directory symlink them, so dlopen sees one file and one state."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         pytest.skip("no C compiler (cc/gcc) to build the ACL test double")
