@@ -32,7 +32,8 @@ OPAPI_LIBRARIES = ("libopapi.so", "libopapi_math.so", "libopapi_nn.so")
 STANDARD_INSTALL_ROOTS: tuple[Path, ...] = (
     Path("/usr/local/Ascend/cann"),  # CANN 9.x default
     Path("/usr/local/Ascend/ascend-toolkit/latest"),  # CANN 7/8 default
-    Path.home() / "Ascend" / "ascend-toolkit" / "latest",  # non-root install
+    # non-root install; expanduser leaves "~" as is where no home is known (Path.home() would raise)
+    Path(os.path.expanduser("~/Ascend/ascend-toolkit/latest")),
 )
 
 

@@ -204,3 +204,21 @@ def test_missing_op_is_a_clear_error(fake: FakeAcl) -> None:
     assert not fake.opapi.has_op("aclnnNope")
     with pytest.raises(AclError, match="aclnnNopeGetWorkspaceSize returned NULL: op not exported"):
         fake.opapi.call("aclnnNope", stream=0)
+
+
+def test_the_double_exports_every_bound_function_from_the_right_library(fake: FakeAcl) -> None:
+    """Guards the tests themselves: each binding is looked up where the real CANN keeps it."""
+    from device.acl.prototypes import NNOPBASE_PROTOTYPES, RUNTIME_PROTOTYPES, all_prototypes, parse_prototype
+
+    runtime_names = {parse_prototype(p).name for p in RUNTIME_PROTOTYPES}
+    nnopbase_names = {parse_prototype(p).name for p in NNOPBASE_PROTOTYPES}
+    libraries = fake.libraries
+    for name in all_prototypes():
+        if name in runtime_names:
+            library = libraries.runtime
+        elif name in nnopbase_names:
+            library = libraries.nnopbase
+        else:
+            library = libraries.opapi[0]
+        assert hasattr(library, name), f"the test double's {library._name} lacks {name}"
+    assert not hasattr(libraries.runtime, "aclCreateTensor")  # meta API is not in libascendcl
