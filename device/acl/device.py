@@ -30,6 +30,9 @@ from golden.case import OpCase, TensorSpec
 
 BINARY_OPS = {"ADD": "aclnnAdd", "MUL": "aclnnMul", "DIV": "aclnnDiv"}
 UNARY_OPS = {"SILU": "aclnnSilu", "GELU": "aclnnGelu"}
+# ggml op -> the aclnn op ggml-cann uses for it
+ACLNN_OP = {**BINARY_OPS, **UNARY_OPS, "SOFT_MAX": "aclnnSoftmax", "MUL_MAT": "aclnnMatmul",
+            "CPY": "aclnnCast"}
 FLOAT_TYPES = ("f32", "f16", "bf16")
 # ggml-cann calls aclnnMatmul with ALLOW_FP32_DOWN_PRECISION (1); the device mirrors it by default
 DEFAULT_CUBE_MATH_TYPE = 1
@@ -168,8 +171,7 @@ class AclDevice:
                 raise Unsupported("CPY into a different shape is a reshape ggml does, not aclnnCast")
         else:
             raise Unsupported(f"acl device does not run {op}")
-        aclnn = {**BINARY_OPS, **UNARY_OPS, "SOFT_MAX": "aclnnSoftmax", "MUL_MAT": "aclnnMatmul",
-                 "CPY": "aclnnCast"}[op]
+        aclnn = ACLNN_OP[op]
         if not self.opapi.has_op(aclnn):
             raise Unsupported(f"{aclnn} is not exported by the loaded aclnn libraries")
 
@@ -210,33 +212,36 @@ class AclDevice:
     # -- ops ---------------------------------------------------------------------------------
     def _dispatch(self, scope: ExitStack, case: OpCase, buffers: _Buffers) -> tuple[
             tuple[StagedTensor, int], dict[str, int]]:
+        """Create the aclTensors, run the op; returns the output buffer and workspace sizes."""
         stream = self._stream
         assert stream is not None
         workspace: dict[str, int] = {}
         pairs = zip(buffers.staged, buffers.addresses, strict=True)
         ins = [self._staged_tensor(scope, staged, address) for staged, address in pairs]
-        src0 = buffers.staged[0]
-        if case.op in BINARY_OPS or case.op in UNARY_OPS or case.op == "SOFT_MAX" or case.op == "CPY":
-            out_staged, out_address, out = self._new_output(scope, buffers, case.out_dtype, src0.ne)
-            if case.op == "ADD":
-                alpha = scope.enter_context(self.opapi.scalar(1.0, ACL_FLOAT))  # as ggml-cann: alpha = 1.0f
-                workspace["aclnnAdd"] = self.opapi.call("aclnnAdd", ins[0], ins[1], alpha, out, stream=stream)
-            elif case.op in BINARY_OPS:
-                name = BINARY_OPS[case.op]
-                workspace[name] = self.opapi.call(name, ins[0], ins[1], out, stream=stream)
-            elif case.op in UNARY_OPS:
-                name = UNARY_OPS[case.op]
-                workspace[name] = self.opapi.call(name, ins[0], out, stream=stream)
-            elif case.op == "SOFT_MAX":
-                # ggml softmax runs along ne[0], the last of the 4 ACL dims (ggml-cann passes dim 3)
-                workspace["aclnnSoftmax"] = self.opapi.call("aclnnSoftmax", ins[0], 3, out, stream=stream)
-            else:  # CPY
-                acl_type = device_dtype(case.out_dtype).acl_type
-                workspace["aclnnCast"] = self.opapi.call("aclnnCast", ins[0], acl_type, out, stream=stream)
-            return (out_staged, out_address), workspace
-        return self._mul_mat(scope, case, buffers, ins, workspace), workspace
+        if case.op == "MUL_MAT":
+            return self._mul_mat(scope, buffers, ins, workspace), workspace
+        out_staged, out_address, out = self._new_output(scope, buffers, case.out_dtype, buffers.staged[0].ne)
+        name, args = self._single_op_arguments(scope, case, ins, out)
+        workspace[name] = self.opapi.call(name, *args, stream=stream)
+        return (out_staged, out_address), workspace
 
-    def _mul_mat(self, scope: ExitStack, case: OpCase, buffers: _Buffers, ins: list[int],
+    def _single_op_arguments(self, scope: ExitStack, case: OpCase, ins: list[int], out: int) -> tuple[
+            str, tuple[Any, ...]]:
+        """The aclnn op and its first-phase arguments for the ops that map to one call."""
+        name = ACLNN_OP[case.op]
+        if case.op == "ADD":
+            alpha = scope.enter_context(self.opapi.scalar(1.0, ACL_FLOAT))  # as ggml-cann: alpha = 1.0f
+            return name, (ins[0], ins[1], alpha, out)
+        if case.op in BINARY_OPS:
+            return name, (ins[0], ins[1], out)
+        if case.op in UNARY_OPS:
+            return name, (ins[0], out)
+        if case.op == "SOFT_MAX":
+            # ggml softmax runs along ne[0], the last of the 4 ACL dims (ggml-cann passes dim 3)
+            return name, (ins[0], 3, out)
+        return name, (ins[0], device_dtype(case.out_dtype).acl_type, out)  # CPY
+
+    def _mul_mat(self, scope: ExitStack, buffers: _Buffers, ins: list[int],
                  workspace: dict[str, int]) -> tuple[StagedTensor, int]:
         """dst[n, m, i2, i3] = sum_k a[k, n, i2/r2, i3/r3] * b[k, m, i2, i3] as one aclnnMatmul.
 
