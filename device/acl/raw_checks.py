@@ -9,7 +9,7 @@ the padding, and record device memory around a run.
 
 Typical use from the ggml device (the address and sizes come from the ggml tensor)::
 
-    runtime = open_runtime()
+    runtime = open_process_runtime()   # the libascendcl ggml-cann already loaded
     before = memory_snapshot(runtime, 0)
     ...
     layout = compare_with_cann_layout(runtime, tensor_data, raw_blocks, "q4_0", device_index=0)
@@ -19,16 +19,43 @@ Typical use from the ggml device (the address and sizes come from the ggml tenso
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from device.acl.inventory import open_runtime
+from device.acl.loader import RUNTIME_LIBRARY
 from device.acl.runtime import HBM_MEM, MEMCPY_DEVICE_TO_HOST, AclRuntime
 
 # How many differing offsets a report keeps: enough to see a pattern, small enough for a record.
 MAX_REPORTED_OFFSETS = 16
+
+
+def loaded_library_dir(name: str = RUNTIME_LIBRARY, maps: Path = Path("/proc/self/maps")) -> Path | None:
+    """The directory of ``name`` if it is already mapped into this process (Linux), else None."""
+    try:
+        text = maps.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        fields = line.split(maxsplit=5)  # address perms offset dev inode [path]
+        if len(fields) == 6 and Path(fields[5]).name == name:
+            return Path(fields[5]).parent
+    return None
+
+
+def open_process_runtime(environ: Mapping[str, str] | None = None) -> AclRuntime:
+    """The ACL runtime for reading ggml-cann's buffers: the very libascendcl ggml already loaded
+    when there is one (a second copy from another toolkit would be a separate runtime that knows
+    nothing of ggml's allocations), otherwise the usual discovery."""
+    loaded = loaded_library_dir()
+    if loaded is not None:
+        return open_runtime({"LD_LIBRARY_PATH": str(loaded)}, install_roots=())
+    return open_runtime(environ)
 
 
 def _on_device(runtime: AclRuntime, device_index: int | None) -> Any:

@@ -12,7 +12,9 @@ from fake_acl_support import FakeAcl
 from device.acl.raw_checks import (
     check_padding_zeroed,
     compare_with_cann_layout,
+    loaded_library_dir,
     memory_snapshot,
+    open_process_runtime,
     read_device_bytes,
 )
 
@@ -73,3 +75,11 @@ def test_memory_snapshot(fake: FakeAcl) -> None:
     assert memory_snapshot(rt, 0).used_since(before) == 0
     assert before.as_record() == {"device": 0, "free": 64 << 20, "total": 64 << 20}
     assert fake.control.device_refs(0) == 0
+
+
+def test_the_runtime_already_in_the_process_is_reused(fake: FakeAcl, fake_dir, tmp_path) -> None:
+    assert loaded_library_dir() == fake_dir  # the fixture loaded the double
+    assert loaded_library_dir("libnot-there.so") is None
+    assert loaded_library_dir(maps=tmp_path / "missing") is None
+    runtime = open_process_runtime(environ={"ASCEND_TOOLKIT_HOME": str(tmp_path)})
+    assert runtime.libraries.paths["runtime"] == str(fake_dir / "libascendcl.so")
