@@ -69,10 +69,18 @@ class AclDevice:
     def info(self) -> dict[str, Any]:
         with self.runtime.using_device(self.index):
             memory = self.runtime.mem_info(HBM_MEM)
+        soc_name = self.runtime.soc_name()
         return {
-            "device": self.name,
+            # the keys every device reports in the results header (reports/RESULTS.md)
+            "spec": self.name,
+            "name": self.name,
+            "description": f"{soc_name or 'Ascend NPU'} via aclnn (no ggml)",
+            "backend": "aclnn",
+            "memory_free": memory.free,
+            "memory_total": memory.total,
+            # ACL specifics
             "index": self.index,
-            "soc_name": self.runtime.soc_name(),
+            "soc_name": soc_name,
             "hbm_free": memory.free,
             "hbm_total": memory.total,
             "cann_version": self.runtime.cann_version(),

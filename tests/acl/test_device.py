@@ -60,6 +60,8 @@ def test_the_device_meets_the_contract(acl_device: AclDevice) -> None:
     assert acl_device.name == "acl:0"
     info = acl_device.info()
     assert info["soc_name"] == "Ascend910B3" and info["hbm_total"] == 64 << 20 and info["cube_math_type"] == 1
+    assert info["spec"] == "acl:0" and info["memory_total"] == 64 << 20 and info["backend"] == "aclnn"
+    assert info["cann_version"] == "8.0.RC2"
     assert set(info["libraries"]) == {"runtime", "nnopbase", "libopapi.so"}
 
 
@@ -229,3 +231,17 @@ def test_close_is_idempotent_and_releases_the_device(fake: FakeAcl, fake_env: di
     assert fake.control.device_refs(1) == 0 and fake.control.live()["streams"] == 0
     with pytest.raises(DeviceError, match="closed"):
         device.run(case("SILU", f32((2, 1, 1, 1))), [np.zeros((1, 1, 1, 2), np.float32)])
+
+
+def test_staging_builds_the_padded_offset_storage() -> None:
+    from device.acl.staging import acl_view, stage
+
+    spec = TensorSpec("f32", (3, 2, 1, 1), Layout(pad=(2, 0, 0, 0), offset=4))
+    data = np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3)
+    staged = stage(spec, data)
+    assert staged.nb == (1, 5, 10, 10) and staged.offset == 4 and staged.storage.size == 4 + 10
+    assert np.isnan(staged.storage[:4]).all() and np.isnan(staged.storage[[7, 8, 12, 13]]).all()
+    assert staged.storage[[4, 5, 6, 9, 10, 11]].tolist() == list(range(6))
+    assert np.array_equal(staged.logical(), data)
+    # ggml ne/nb -> ACL: reversed, storage = offset + 1 + sum((ne-1)*nb), as ggml-cann computes it
+    assert acl_view(staged.ne, staged.nb, staged.offset) == ([1, 1, 2, 3], [10, 10, 5, 1], [4 + 1 + 5 + 2])
