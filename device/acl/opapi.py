@@ -157,7 +157,7 @@ class AclOpApi:
         On a failed second phase the workspace is freed too. Returns the workspace size.
         """
         if not self.has_op(op):
-            raise AclError(f"{op}GetWorkspaceSize", None, "op not exported by the loaded aclnn libraries")
+            raise AclLibraryNotFound(f"{op} is not exported by the loaded aclnn libraries (older CANN?)")
         workspace_size = ctypes.c_uint64(0)
         executor = ctypes.c_void_p(None)
         first = f"{op}GetWorkspaceSize"
