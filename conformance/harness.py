@@ -146,7 +146,8 @@ class Harness:
             record["outcome"] = "pass" if metrics.passed else "fail"
             if not metrics.passed:
                 record["message"] = metrics.detail
-            record["extra"] = {k: v for k, v in result.extra.items() if k != "input_bytes_intact"}
+            record["extra"] = {k: v for k, v in result.extra.items()
+                               if k not in ("input_bytes_intact", "integrity_failures")}
         if record["outcome"] in FAILING:
             record["artefact"] = self._save_artefact(case, inputs, golden, attempt)
         self.counts[record["outcome"]] = self.counts.get(record["outcome"], 0) + 1
@@ -166,6 +167,11 @@ class Harness:
                 out = np.asarray(out, dtype=np.float64)
             metrics = compare(case, catalogue.golden_inputs(case, inputs), golden, out,
                               spec.tolerance_for(case.out_dtype))
+        failures = result.extra.get("integrity_failures") or []
+        if failures:
+            metrics.passed = False
+            note = "device memory check failed: " + ", ".join(failures)
+            metrics.detail = f"{note}; {metrics.detail}" if metrics.detail else note
         # the device must not change its inputs (ops in place by definition excepted)
         if result.inputs_after is not None:
             changed = [

@@ -38,7 +38,34 @@ class GgmlDevice:
         if not self.backend:
             raise DeviceError(f"ggml device {dev_name} failed to initialise")
         self._builders = builders()
+        self._acl_runtime: Any = None
         self._set_threads(threads)
+
+    @property
+    def is_cann(self) -> bool:
+        return self.dev_name.upper().startswith("CANN")
+
+    def _cann_raw_checks(self, tensors: list[InputTensor], sent: list[np.ndarray]) -> dict[str, Any]:
+        """On a CANN device, read the raw device bytes of each quantized input after upload: they
+        must be ``golden.quant.to_cann`` of what was sent, and the row padding ggml-cann allocates
+        beyond the data must be zero (its matmul kernels read it)."""
+        from device.acl import raw_checks
+
+        if self._acl_runtime is None:
+            self._acl_runtime = raw_checks.open_process_runtime()
+        index = int("".join(ch for ch in self.dev_name if ch.isdigit()) or 0)
+        buft = self.lib.ggml_backend_get_default_buffer_type(self.backend)
+        found: dict[str, Any] = {}
+        for i, (t, raw) in enumerate(zip(tensors, sent, strict=True)):
+            if t.spec.dtype not in ("q4_0", "q8_0") or not t.spec.layout.is_contiguous:
+                continue
+            address = t.base.contents.data
+            layout = raw_checks.compare_with_cann_layout(self._acl_runtime, address, raw, t.spec.dtype, index)
+            found[f"src{i}_layout"] = layout.as_record()
+            alloc = self.lib.ggml_backend_buft_get_alloc_size(buft, t.base)
+            padding = raw_checks.check_padding_zeroed(self._acl_runtime, address, raw.nbytes, alloc, index)
+            found[f"src{i}_padding"] = padding.as_record() | {"alloc_size": alloc}
+        return found
 
     def _set_threads(self, threads: int) -> None:
         reg = self.lib.ggml_backend_dev_backend_reg(self.dev)
@@ -97,6 +124,7 @@ class GgmlDevice:
                 raw = pack(values, t.spec)
                 lib.ggml_backend_tensor_set(t.base, raw.ctypes.data, 0, raw.nbytes)
                 sent.append(raw)
+            integrity = self._cann_raw_checks(tensors, sent) if self.is_cann else {}
             start = time.perf_counter()
             status = lib.ggml_backend_graph_compute(self.backend, graph)
             elapsed = time.perf_counter() - start
@@ -109,7 +137,11 @@ class GgmlDevice:
                 lib.ggml_backend_tensor_get(t.base, back.ctypes.data, 0, back.nbytes)
                 after.append(unpack(back, t.spec))
                 intact.append(bool(np.array_equal(back, raw)))
-            return True, RunResult(output, after, {"compute_s": elapsed, "input_bytes_intact": intact})
+            extra = {"compute_s": elapsed, "input_bytes_intact": intact}
+            if integrity:
+                extra["cann_raw"] = integrity
+                extra["integrity_failures"] = [k for k, v in integrity.items() if not v.get("ok", True)]
+            return True, RunResult(output, after, extra)
         finally:
             if buffer:
                 lib.ggml_backend_buffer_free(buffer)
