@@ -8,6 +8,7 @@ one, and those are capped per op and device.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import os
@@ -264,6 +265,7 @@ class FailureItem:
     column: str
     artefact_href: str | None
     expectation: Expectation | None = None
+    source: ResultsFile | None = field(default=None, repr=False)  # the file its artefact path is relative to
 
     @property
     def error_ratio(self) -> float | None:
@@ -277,6 +279,7 @@ class FailureGroup:
     column: str
     shown: list[FailureItem] = field(default_factory=list)
     not_shown: int = 0
+    heap: list[tuple[float, int, FailureItem]] = field(default_factory=list, repr=False)
 
     @property
     def total(self) -> int:
@@ -558,10 +561,13 @@ def analyse(
                 group = groups.get((op_name, column))
                 if group is None:
                     group = groups[(op_name, column)] = FailureGroup(op=op_name, column=column)
-                if len(group.shown) < max_failures_per_group:
-                    href = _artefact_href(results, case, out_dir)
-                    group.shown.append(FailureItem(case, column, href, expectation))
+                # Keep the worst N (a min-heap on severity), not the first N the file happens to hold.
+                item = FailureItem(case, column, None, expectation, source=results)
+                entry = (_severity(item), total, item)
+                if len(group.heap) < max_failures_per_group:
+                    heapq.heappush(group.heap, entry)
                 else:
+                    heapq.heappushpop(group.heap, entry)
                     group.not_shown += 1
 
     # Only entries that explained no failure need the passing cases: "stale, or fixed?"
@@ -571,7 +577,11 @@ def analyse(
 
     for groups in (failure_groups, known_groups):
         for group in groups.values():
-            group.shown.sort(key=_worst_first)
+            group.shown = [item for _, _, item in sorted(group.heap, key=lambda entry: (-entry[0], entry[1]))]
+            group.heap = []
+            for item in group.shown:
+                if item.source is not None:  # links only for the failures actually listed
+                    item.artefact_href = _artefact_href(item.source, item.case, out_dir)
 
     baseline = diff_against_baseline(files, baseline_files) if baseline_files is not None else None
     return ReportData(
@@ -629,9 +639,9 @@ def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) ->
             coverage.add(value)
 
 
-def _worst_first(item: FailureItem) -> float:
+def _severity(item: FailureItem) -> float:
     ratio = item.error_ratio
-    return -(math.inf if ratio is None or math.isnan(ratio) else ratio)  # crashes (no ratio) first
+    return math.inf if ratio is None or math.isnan(ratio) else ratio  # crashes (no ratio) rank first
 
 
 def _layout_text(layout: Any) -> str:
