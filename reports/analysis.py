@@ -201,7 +201,7 @@ class Coverage:
         else:
             self.numeric_only = False
         if len(self.values) <= self.MAX_TRACKED:
-            self.values.add(value if isinstance(value, str) else json.dumps(value, separators=(",", ":")))
+            self.values.add(_value_text(value))
 
     @property
     def count_text(self) -> str:
@@ -216,6 +216,16 @@ class Coverage:
         if self.low is None or self.high is None:
             return ""
         return f"{_fmt_number(self.low)} … {_fmt_number(self.high)}"
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return repr(value)  # same text as JSON for finite numbers, without the encoder's overhead
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _natural_key(text: str) -> tuple[int, float, str]:
