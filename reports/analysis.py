@@ -537,7 +537,10 @@ def analyse(
             if outcome != "pass":
                 expectation = next((e for e in expectations if e.matches(case)), None)
                 if expectation is not None:
-                    expectation.matched_failing += 1
+                    if outcome == "unsupported":
+                        expectation.matched_unsupported += 1
+                    else:
+                        expectation.matched_failures += 1
             elif expectations:
                 passing_for_stale_check.append(case)
             is_failure = outcome in FAILING_OUTCOMES

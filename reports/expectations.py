@@ -42,7 +42,8 @@ class Expectation:
     issue: str | None = None
     device: str | None = None
     index: int = 0  # position in the file, for messages
-    matched_failing: int = 0  # failing or unsupported records it explained
+    matched_failures: int = 0  # fail/crash/timeout/error records it explained
+    matched_unsupported: int = 0  # declined records it matched (documents why, e.g. category "unsupported")
     matched_passing: int = 0  # passing records it matches (the failure may be fixed)
     _regex: re.Pattern[str] | None = field(default=None, repr=False, compare=False)
     _device_regex: re.Pattern[str] | None = field(default=None, repr=False, compare=False)
@@ -63,7 +64,7 @@ class Expectation:
 
     @property
     def is_stale(self) -> bool:
-        return self.matched_failing == 0
+        return self.matched_failures == 0 and self.matched_unsupported == 0
 
     @property
     def issue_is_link(self) -> bool:

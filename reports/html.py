@@ -41,7 +41,7 @@ TEMPLATE_DIR = Path(__file__).parent / "templates"
 BAR_WIDTH = 200
 BAR_LOG_MIN = -3.0
 BAR_LOG_MAX = 2.0
-TICK_LABELS = {-3: "10⁻³", -2: "10⁻²", -1: "0.1", 0: "1 = bound"}
+TICK_LABELS = {-3: "0.001", -2: "0.01", -1: "0.1", 0: "1"}
 METRIC_ORDER = ("error_ratio", "max_abs", "max_rel", "max_ulp", "nmse", "n_bad", "n", "nonfinite_mismatch",
                 "worst_index")
 

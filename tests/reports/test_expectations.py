@@ -68,6 +68,16 @@ def test_matched_failures_are_known_and_not_passes(tmp_path: Path) -> None:
     assert cell.known == 1 and classify_cell(cell) == CLAIMED_FAIL  # known, still not a pass
 
 
+def test_failures_and_declined_cases_are_counted_apart(tmp_path: Path) -> None:
+    cases = [make_case("CONCAT", outcome="unsupported", supported=False, index=1),
+             make_case("CONCAT", outcome="fail", index=2), make_case("CONCAT", outcome="fail", index=3)]
+    results = load_results(write_results(tmp_path / "r.jsonl", cases))
+    data = analyse([results], expectations=load_expectations(write(tmp_path, EXPECTATIONS)))
+    concat = data.expectations[3]
+    assert (concat.matched_failures, concat.matched_unsupported, concat.is_stale) == (2, 1, False)
+    assert data.device_summaries["ggml:CPU"].known == 2
+
+
 def test_stale_entries(tmp_path: Path) -> None:
     data = analysed(tmp_path)
     stale = {e.index: e for e in data.stale_expectations}
