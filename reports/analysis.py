@@ -14,7 +14,7 @@ import math
 import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from reports.expectations import Expectation
@@ -441,9 +441,12 @@ def _parse_time(text: Any) -> datetime | None:
     if not isinstance(text, str):
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+    # The schema says UTC; a writer that left the zone off still means UTC (and naive vs aware
+    # datetimes cannot be compared).
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _run_info(results: ResultsFile) -> RunInfo:
@@ -452,10 +455,7 @@ def _run_info(results: ResultsFile) -> RunInfo:
     device_seconds = sum(as_float(c.get("duration_s")) or 0.0 for c in results.cases)
     wall = None
     if starts and ends and not results.is_partial:
-        try:
-            wall = (max(ends) - min(starts)).total_seconds()
-        except TypeError:  # one naive and one aware timestamp
-            wall = None
+        wall = (max(ends) - min(starts)).total_seconds()
     return RunInfo(
         results=results,
         started=min(starts).isoformat() if starts else None,
@@ -469,17 +469,16 @@ def device_columns(files: list[ResultsFile]) -> list[DeviceColumn]:
     """One column per device spec in first-seen order; per host too when one spec ran on several."""
     hosts_by_spec: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for results in files:
+        inventories: dict[tuple[str, str], dict[str, Any]] = {}
         for header in results.headers:
             host = str(header.get("host") or "?")
-            inventories = {
-                inv.get("spec"): inv for inv in header.get("devices") or [] if isinstance(inv, dict)
-            }
-            specs = {c["device"] for c in results.cases}
-            for spec in sorted(specs | {s for s in inventories if isinstance(s, str)}):
-                hosts_by_spec[spec].setdefault(host, inventories.get(spec) or {})
-        if not results.headers:  # a file cut off before its header was complete
-            for case in results.cases:
-                hosts_by_spec[case["device"]].setdefault("?", {})
+            for inventory in header.get("devices") or []:
+                if isinstance(inventory, dict) and isinstance(inventory.get("spec"), str):
+                    inventories.setdefault((inventory["spec"], host), inventory)
+        ran = {(case["device"], _host_of(results, case)) for case in results.cases}
+        # Cases first (their order), then devices a header lists that ran nothing ("not run" columns).
+        for spec, host in sorted(ran) + sorted(set(inventories) - ran):
+            hosts_by_spec[spec].setdefault(host, inventories.get((spec, host)) or {})
 
     columns: dict[str, DeviceColumn] = {}
     for spec, hosts in hosts_by_spec.items():
@@ -489,12 +488,14 @@ def device_columns(files: list[ResultsFile]) -> list[DeviceColumn]:
     return list(columns.values())
 
 
+def _host_of(results: ResultsFile, case: dict[str, Any]) -> str:
+    header = results.header_for(case)
+    return str((header or {}).get("host") or "?")
+
+
 def _column_key(results: ResultsFile, case: dict[str, Any], multi_host_specs: set[str]) -> str:
     spec = case["device"]
-    if spec not in multi_host_specs:
-        return spec
-    header = results.header_for(case)
-    return f"{spec}@{(header or {}).get('host') or '?'}"
+    return f"{spec}@{_host_of(results, case)}" if spec in multi_host_specs else spec
 
 
 def _artefact_href(results: ResultsFile, case: dict[str, Any], out_dir: str | None) -> str | None:

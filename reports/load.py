@@ -43,6 +43,7 @@ class ResultsFile:
     footers: list[dict[str, Any]] = field(default_factory=list)
     truncated_line: int | None = None  # 1-based number of a dropped, cut-off final line
     ignored_records: int = 0  # records of a type this reader does not know (newer writer)
+    _headers_by_writer: dict[tuple[Any, Any], dict[str, Any]] = field(default_factory=dict, repr=False)
 
     @property
     def is_partial(self) -> bool:
@@ -62,11 +63,12 @@ class ResultsFile:
 
     def header_for(self, case: dict[str, Any]) -> dict[str, Any] | None:
         """The header written by the process that wrote ``case`` (same run_id and worker)."""
-        key = (case.get("run_id"), case.get("worker"))
-        for header in self.headers:
-            if (header.get("run_id"), header.get("worker")) == key:
-                return header
-        return self.headers[0] if self.headers else None
+        if len(self._headers_by_writer) != len(self.headers):  # (re)build after headers were added
+            self._headers_by_writer = {(h.get("run_id"), h.get("worker")): h for h in self.headers}
+        header = self._headers_by_writer.get((case.get("run_id"), case.get("worker")))
+        if header is None and self.headers:
+            return self.headers[0]  # a writer that forgot its header: attribute to the run's first
+        return header
 
 
 def _reject_constant(name: str) -> Any:

@@ -109,3 +109,21 @@ def test_bar_scale() -> None:
     assert bar_position(1e-9) == 0.0
     assert bar_position(1.0) == pytest.approx(120.0)  # the bound sits at 60% of 200 px
     assert bar_position(float("inf")) == 200.0
+
+
+def test_artefact_paths_are_url_quoted(tmp_path: Path) -> None:
+    case = make_case("ADD", outcome="fail", artefact="arte facts/a#1.npz")
+    out = tmp_path / "report.html"
+    build_report([write_results(tmp_path / "r.jsonl", [case])], out)
+    assert 'href="arte%20facts/a%231.npz"' in out.read_text()
+
+
+def test_run_with_no_cases_and_naive_timestamps_still_renders(tmp_path: Path) -> None:
+    from tests.reports.synth import header
+
+    path = write_results(tmp_path / "r.jsonl", [], header_record=header(started="2026-11-30T01:00:00",
+                                                                        devices=["ggml:CANN0"]))
+    out = tmp_path / "report.html"
+    data = build_report([path], out)
+    assert data.total_cases == 0 and [c.key for c in data.columns] == ["ggml:CANN0"]
+    assert "No unexpected failures." in out.read_text()
