@@ -34,6 +34,7 @@ def _median_seconds(action, repeats: int = 3) -> float:  # type: ignore[no-untyp
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000)
+    parser.add_argument("--ops", type=int, default=80, help="distinct ops (a real run has ~80)")
     parser.add_argument("--keep", type=Path, default=None, help="write the files here instead of a temp dir")
     parser.add_argument("--screenshot", type=Path, default=None, help="also save a PNG of the report")
     args = parser.parse_args(argv)
@@ -41,15 +42,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
         workdir = args.keep or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        results = write_results(workdir / "results.jsonl", make_cases(args.cases))
-        baseline = write_results(workdir / "baseline.jsonl", make_cases(args.cases, seed=1))
+        extra_ops = max(0, args.ops - 8)  # the generator's 8 named ops, then SYNTH_NN
+        results = write_results(workdir / "results.jsonl", make_cases(args.cases, extra_ops=extra_ops))
+        baseline = write_results(workdir / "baseline.jsonl",
+                                 make_cases(args.cases, seed=1, extra_ops=extra_ops))
         expectations = workdir / "expected.toml"
         expectations.write_text(
             '[[expectation]]\npattern = "FLASH_ATTN_EXT(*"\nreason = "synthetic known bug"\n'
             'category = "backend-bug"\ndevice = "ggml:CANN0"\n'
         )
         out = workdir / "report.html"
-        print(f"results: {args.cases:,} case records, {results.stat().st_size / 2**20:.1f} MiB")
+        print(f"results: {args.cases:,} case records over {args.ops} ops and 2 devices, "
+              f"{results.stat().st_size / 2**20:.1f} MiB")
 
         start = time.perf_counter()
         data = build_report([results], out)

@@ -134,20 +134,24 @@ def make_case(
 
 
 def make_cases(n: int, devices: tuple[str, ...] = ("ggml:CPU", "ggml:CANN0"), seed: int = 0,
-               fail_rate: float = 0.03, run_id: str = "run-1") -> list[dict[str, Any]]:
+               fail_rate: float = 0.03, run_id: str = "run-1", extra_ops: int = 0) -> list[dict[str, Any]]:
     """N case records over ops, dtype pairs and devices, shaped like a real nightly run.
 
     The first device is the clean reference (everything it claims passes); on the others
     MUL_MAT and FLASH_ATTN_EXT fail at ``3 * fail_rate`` although claimed supported, ROPE f16->f32
     cannot say whether it is supported and always fails, q4_0 inputs are declined by every op but
     MUL_MAT and CPY, and a few CPY and SOFT_MAX cases crash, time out or hit a harness error.
+    ``extra_ops`` adds ops named ``SYNTH_NN`` (every third one failing like MUL_MAT) to reach a
+    real run's op count.
     """
     rng = random.Random(seed)
     cases = []
-    per_device = len(OPS) * len(DTYPE_PAIRS)
+    ops = OPS + tuple((f"SYNTH_{i:02d}", {"p": [1, 2, 3], "scale": [0.5, 2.0]}) for i in range(extra_ops))
+    failing_ops = {"MUL_MAT", "FLASH_ATTN_EXT"} | {f"SYNTH_{i:02d}" for i in range(0, extra_ops, 3)}
+    per_device = len(ops) * len(DTYPE_PAIRS)
     for index in range(n):
-        op, param_space = OPS[index % len(OPS)]
-        src0, dst = DTYPE_PAIRS[(index // len(OPS)) % len(DTYPE_PAIRS)]
+        op, param_space = ops[index % len(ops)]
+        src0, dst = DTYPE_PAIRS[(index // len(ops)) % len(DTYPE_PAIRS)]
         device = devices[(index // per_device) % len(devices)]
         params = {name: rng.choice(values) for name, values in param_space.items()}
         reference = device == devices[0]
@@ -157,7 +161,7 @@ def make_cases(n: int, devices: tuple[str, ...] = ("ggml:CPU", "ggml:CANN0"), se
             outcome, supported = "unsupported", False
         elif not reference and op == "ROPE" and (src0, dst) == ("f16", "f32"):
             outcome, supported = "fail", None
-        elif not reference and op in ("MUL_MAT", "FLASH_ATTN_EXT") and roll < 3 * fail_rate:
+        elif not reference and op in failing_ops and roll < 3 * fail_rate:
             outcome = "fail"
         elif not reference and op in ("CPY", "SOFT_MAX") and roll > 1 - fail_rate / 5:
             outcome = rng.choice(("crash", "timeout", "error"))
