@@ -31,7 +31,7 @@ from reports.analysis import (
     classify_cell,
 )
 from reports.expectations import load_expectations
-from reports.load import as_float, load_many
+from reports.load import as_float, load_many, paused_gc
 from reports.schema import OUTCOMES
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -196,19 +196,20 @@ def build_report(
         from reports.load import ResultsError
 
         raise ResultsError("no results files given")
-    files = load_many(results_paths)
-    baseline_files = load_many(baseline_paths) if baseline_paths else None
     expectations = load_expectations(expectations_path) if expectations_path is not None else []
     out_html = Path(out_html)
     out_dir = os.path.dirname(os.path.abspath(out_html))
-    data = analyse(
-        files,
-        expectations=expectations,
-        baseline_files=baseline_files,
-        out_dir=out_dir,
-        max_failures_per_group=max_failures_per_group,
-    )
-    html = render_report(data)
+    with paused_gc():  # see paused_gc: a batch of acyclic records, collected when done
+        files = load_many(results_paths)
+        baseline_files = load_many(baseline_paths) if baseline_paths else None
+        data = analyse(
+            files,
+            expectations=expectations,
+            baseline_files=baseline_files,
+            out_dir=out_dir,
+            max_failures_per_group=max_failures_per_group,
+        )
+        html = render_report(data)
     out_html.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_html.with_name(out_html.name + ".tmp")
     tmp.write_text(html, encoding="utf-8")

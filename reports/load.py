@@ -8,10 +8,12 @@ partial. Any other bad line raises :class:`ResultsError` naming the file and lin
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,9 +114,30 @@ def _check_record(record: Any, where: str) -> str:
     return kind
 
 
+@contextlib.contextmanager
+def paused_gc() -> Generator[None, None, None]:
+    """Pause the cyclic garbage collector while building many small acyclic objects.
+
+    Parsed JSON has no reference cycles, but each new dict counts towards the collector's
+    thresholds, so 100k records trigger full collections over everything already loaded:
+    measured here, that more than doubles the load time of a 100k-record file.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def load_results(path: str | os.PathLike[str]) -> ResultsFile:
     """Parse one results file. Raises :class:`ResultsError` (or ``OSError`` when unreadable)."""
-    path = Path(path)
+    with paused_gc():
+        return _load_results(Path(path))
+
+
+def _load_results(path: Path) -> ResultsFile:
     data = path.read_bytes()
     lines = data.split(b"\n")
     ends_with_newline = data.endswith(b"\n")
