@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def report_main(argv: list[str] | None = None) -> int:
+    """Run ``conform report``; ``argv`` is what follows ``report`` (default: ``sys.argv[1:]``)."""
     args = _parser().parse_args(argv)
     if args.max_failures < 1:
         print(f"{PROG}: error: --max-failures must be at least 1", file=sys.stderr)

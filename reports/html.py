@@ -31,10 +31,11 @@ from reports.analysis import (
     classify_cell,
 )
 from reports.expectations import load_expectations
-from reports.load import as_float, load_many, paused_gc
+from reports.load import ResultsError, as_float, load_many, paused_gc
 from reports.schema import OUTCOMES
 
-TEMPLATE_DIR = Path(__file__).parent / "templates"
+# Next to this module (not in a subfolder) so pyproject's package-data "*.j2" ships it.
+TEMPLATE_DIR = Path(__file__).parent
 
 # The error-ratio bars use a log scale: ratios span decades (1e-3 for an exact op, 1e3 for a
 # broken one) and the interesting point, the bound at 1, must sit at a fixed place.
@@ -193,8 +194,6 @@ def build_report(
     malformed inputs. Returns the analysed data, e.g. for a summary line or an exit status.
     """
     if not results_paths:
-        from reports.load import ResultsError
-
         raise ResultsError("no results files given")
     expectations = load_expectations(expectations_path) if expectations_path is not None else []
     out_html = Path(out_html)
