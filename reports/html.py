@@ -18,7 +18,6 @@ from typing import Any
 import jinja2
 
 from reports.analysis import (
-    ALL_PASS,
     CELL_EXPLANATIONS,
     CELL_KINDS,
     CELL_LABELS,
@@ -169,7 +168,6 @@ def render_report(data: ReportData, title: str = "ggml CANN conformance report")
         cell_explanations=CELL_EXPLANATIONS,
         cell_counts=data.cell_kind_counts(),
         claimed_fail=CLAIMED_FAIL,
-        all_pass=ALL_PASS,
         headers=_distinct_headers(data),
         bar_width=BAR_WIDTH,
         bound_x=bar_position(1.0),
