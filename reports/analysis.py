@@ -724,6 +724,8 @@ def diff_against_baseline(files: list[ResultsFile], baseline_files: list[Results
         elif not _is_declined(old) and _is_declined(now):
             diff.newly_unsupported.append(entry)
     diff.only_baseline = sum(1 for key in before if key not in after)
+    for entries in (diff.new_failures, diff.fixed, diff.newly_supported, diff.newly_unsupported):
+        entries.sort(key=lambda entry: (entry.op, entry.device, entry.case_id))
 
     worst_before = _worst_passing_by_op(baseline_files)
     worst_after = _worst_passing_by_op(files)
