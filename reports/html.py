@@ -209,6 +209,10 @@ def build_report(
         html = render_report(data)
     out_html.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_html.with_name(out_html.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, out_html)  # never leave a half-written report behind
+    try:
+        tmp.write_text(html, encoding="utf-8")
+        os.replace(tmp, out_html)  # never leave a half-written report behind
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return data

@@ -117,3 +117,13 @@ def test_artefact_link_is_relative_to_the_report_and_never_a_scheme(tmp_path: Pa
     hrefs = {item.case["data_seed"]: item.artefact_href for item in data.failures[0].shown}
     assert hrefs[1] == "../results/artefacts/add-1.npz"
     assert hrefs[2] is None
+
+
+def test_nan_and_inf_error_ratios_rank_as_worst(tmp_path: Path) -> None:
+    nan_case = make_case("ADD", outcome="fail", index=1)
+    nan_case["metrics"]["error_ratio"] = "nan"
+    inf_case = make_case("CPY", outcome="fail", index=2)
+    inf_case["metrics"]["error_ratio"] = "inf"
+    data = analyse([load_results(write_results(tmp_path / "r.jsonl", [nan_case, inf_case]))])
+    assert data.ops["ADD"].per_device["ggml:CPU"].worst_ratio == float("inf")
+    assert data.ops["CPY"].per_device["ggml:CPU"].worst_ratio == float("inf")

@@ -32,7 +32,8 @@ def test_partial_run_warns_but_succeeds(tmp_path: Path, capsys: pytest.CaptureFi
     assert "warning" in err and "line 7 is cut off" in err
 
 
-@pytest.mark.parametrize("problem", ["missing", "malformed", "expectations", "bad_expectations", "baseline"])
+@pytest.mark.parametrize("problem", ["missing", "malformed", "expectations", "bad_expectations", "baseline",
+                                     "output_is_a_directory"])
 def test_bad_input_is_one_line_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                  problem: str) -> None:
     good = write_results(tmp_path / "good.jsonl", make_cases(5))
@@ -57,11 +58,14 @@ def test_bad_input_is_one_line_without_traceback(tmp_path: Path, capsys: pytest.
     elif problem == "baseline":
         argv += ["--baseline", str(tmp_path / "old.jsonl")]
         expected = "old.jsonl: results file not found"
+    elif problem == "output_is_a_directory":
+        (tmp_path / "r.html").mkdir()
+        expected = "Is a directory"
     code, out, err = run(argv, capsys)
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("conform report: error: ")
     assert expected in err and "Traceback" not in err
-    assert not (tmp_path / "r.html").exists()
+    assert not (tmp_path / "r.html").is_file() and not (tmp_path / "r.html.tmp").exists()
 
 
 def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
