@@ -1,0 +1,218 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no scripts, no external assets).
+
+All text that comes from results or expectations goes through jinja2 autoescaping, so a parameter
+or message holding markup renders as text. The page has no JavaScript at all: it opens offline,
+in any browser, and nothing in a results file can make it run code.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from reports.analysis import (
+    CELL_EXPLANATIONS,
+    CELL_KINDS,
+    CELL_LABELS,
+    CELL_MARKS,
+    CLAIMED_FAIL,
+    ERROR_GROWTH_FACTOR,
+    ERROR_GROWTH_FLOOR,
+    ReportData,
+    analyse,
+    classify_cell,
+)
+from reports.expectations import load_expectations
+from reports.load import ResultsError, as_float, load_many, paused_gc
+from reports.schema import OUTCOMES
+
+# Next to this module (not in a subfolder) so pyproject's package-data "*.j2" ships it.
+TEMPLATE_DIR = Path(__file__).parent
+
+# The error-ratio bars use a log scale: ratios span decades (1e-3 for an exact op, 1e3 for a
+# broken one) and the interesting point, the bound at 1, must sit at a fixed place.
+BAR_WIDTH = 200
+BAR_LOG_MIN = -3.0
+BAR_LOG_MAX = 2.0
+TICK_LABELS = {-3: "0.001", -2: "0.01", -1: "0.1", 0: "1"}
+METRIC_ORDER = ("error_ratio", "max_abs", "max_rel", "max_ulp", "nmse", "n_bad", "n", "nonfinite_mismatch",
+                "worst_index")
+
+
+def bar_position(ratio: float) -> float:
+    """x (pixels) of an error ratio on the log-scale bar; the bound (ratio 1) is at 60%."""
+    if ratio <= 0 or math.isnan(ratio):
+        return 0.0
+    if math.isinf(ratio):
+        return float(BAR_WIDTH)
+    fraction = (math.log10(ratio) - BAR_LOG_MIN) / (BAR_LOG_MAX - BAR_LOG_MIN)
+    return round(min(1.0, max(0.0, fraction)) * BAR_WIDTH, 1)
+
+
+def ratio_class(ratio: float | None) -> str:
+    if ratio is None:
+        return "none"
+    if math.isnan(ratio) or ratio > 1.0:
+        return "over"
+    return "near" if ratio > 0.5 else "ok"
+
+
+def format_number(value: Any) -> str:
+    number = as_float(value)
+    if number is None:
+        return "—" if value is None else str(value)
+    if math.isnan(number) or math.isinf(number):
+        return str(value) if isinstance(value, str) else repr(number)
+    if number.is_integer() and abs(number) < 1e15:
+        return f"{int(number):,}"
+    return f"{number:.3g}"
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def format_percent(fraction: float | None) -> str:
+    return "—" if fraction is None else f"{100 * fraction:.1f}%"
+
+
+def format_bytes(value: Any) -> str:
+    number = as_float(value)
+    if number is None:
+        return "—"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(number) < 1024 or unit == "TiB":
+            return f"{number:.0f} {unit}" if unit == "B" else f"{number:.1f} {unit}"
+        number /= 1024
+    return str(value)
+
+
+def format_argv(argv: Any) -> str:
+    if isinstance(argv, list):
+        return shlex.join(str(arg) for arg in argv)
+    return "" if argv is None else str(argv)
+
+
+def ordered_metrics(metrics: Any) -> list[tuple[str, Any]]:
+    if not isinstance(metrics, dict):
+        return []
+    known = [(name, metrics[name]) for name in METRIC_ORDER if name in metrics]
+    rest = [(name, value) for name, value in sorted(metrics.items()) if name not in METRIC_ORDER]
+    return known + rest
+
+
+def _make_environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        autoescape=True,  # every {{ }} is HTML-escaped: results text can never become markup
+        # Records may lack optional fields (older writers, partial headers): missing renders empty.
+        undefined=jinja2.ChainableUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        num=format_number,
+        duration=format_duration,
+        percent=format_percent,
+        bytes=format_bytes,
+        argv=format_argv,
+        bar_x=bar_position,
+        ratio_class=ratio_class,
+        metrics=ordered_metrics,
+        classify=classify_cell,
+    )
+    return env
+
+
+def _distinct_headers(data: ReportData) -> list[dict[str, Any]]:
+    """One header per (run, host): xdist workers repeat the same environment."""
+    seen: dict[tuple[Any, Any], dict[str, Any]] = {}
+    workers: dict[tuple[Any, Any], int] = {}
+    for results in data.files:
+        for header in results.headers:
+            key = (header.get("run_id"), header.get("host"))
+            seen.setdefault(key, header)
+            workers[key] = workers.get(key, 0) + 1
+    return [dict(header, _workers=workers[key]) for key, header in seen.items()]
+
+
+def render_report(data: ReportData, title: str = "ggml CANN conformance report") -> str:
+    """Render analysed report data to a complete HTML document."""
+    env = _make_environment()
+    template = env.get_template("report.html.j2")
+    powers = range(int(BAR_LOG_MIN), int(BAR_LOG_MAX) + 1)
+    ticks = [(TICK_LABELS.get(power, f"{10.0**power:g}"), bar_position(10.0**power)) for power in powers]
+    return template.render(
+        data=data,
+        title=title,
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        outcomes=OUTCOMES,
+        cell_kinds=CELL_KINDS,
+        cell_marks=CELL_MARKS,
+        cell_labels=CELL_LABELS,
+        cell_explanations=CELL_EXPLANATIONS,
+        cell_counts=data.cell_kind_counts(),
+        claimed_fail=CLAIMED_FAIL,
+        headers=_distinct_headers(data),
+        bar_width=BAR_WIDTH,
+        bound_x=bar_position(1.0),
+        ticks=ticks,
+        growth_factor=ERROR_GROWTH_FACTOR,
+        growth_floor=ERROR_GROWTH_FLOOR,
+        unexpected_failures=sum(group.total for group in data.failures),
+        known_failure_count=sum(group.total for group in data.known_failures),
+    )
+
+
+def build_report(
+    results_paths: Sequence[str | os.PathLike[str]],
+    out_html: str | os.PathLike[str],
+    baseline_paths: Sequence[str | os.PathLike[str]] | None = None,
+    expectations_path: str | os.PathLike[str] | None = None,
+    max_failures_per_group: int = 25,
+) -> ReportData:
+    """Read results (and optionally a baseline and an expectations file) and write one HTML file.
+
+    Raises :class:`reports.load.ReportInputError` (a one-line, user-facing message) for missing or
+    malformed inputs. Returns the analysed data, e.g. for a summary line or an exit status.
+    """
+    if not results_paths:
+        raise ResultsError("no results files given")
+    expectations = load_expectations(expectations_path) if expectations_path is not None else []
+    out_html = Path(out_html)
+    out_dir = os.path.dirname(os.path.abspath(out_html))
+    with paused_gc():  # see paused_gc: a batch of acyclic records, collected when done
+        files = load_many(results_paths)
+        baseline_files = load_many(baseline_paths) if baseline_paths else None
+        data = analyse(
+            files,
+            expectations=expectations,
+            baseline_files=baseline_files,
+            out_dir=out_dir,
+            max_failures_per_group=max_failures_per_group,
+        )
+        html = render_report(data)
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_html.with_name(out_html.name + ".tmp")
+    try:
+        tmp.write_text(html, encoding="utf-8")
+        os.replace(tmp, out_html)  # never leave a half-written report behind
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return data

@@ -1,0 +1,215 @@
+"""Reading results files (see ``reports/RESULTS.md``).
+
+Parsing is strict JSON per line and never executes anything (no ``eval``, no pickle). The one
+leniency is the last line of a file: a run killed mid-write (SIGKILL, full disk) can leave a final
+line without its newline that does not parse; it is dropped and reported, and the file counts as
+partial. Any other bad line raises :class:`ResultsError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import math
+import os
+from collections.abc import Generator, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reports.schema import OUTCOMES, SCHEMA, SCHEMA_VERSION
+
+RECORD_TYPES = ("header", "case", "footer")
+FAILING_OUTCOMES = ("fail", "crash", "timeout", "error")
+REQUIRED_CASE_FIELDS = ("case_id", "device", "op", "outcome")
+
+
+class ReportInputError(Exception):
+    """An input of the report (results, baseline, expectations) cannot be used; message is for the user."""
+
+
+class ResultsError(ReportInputError):
+    """A results file is malformed; the message names the file and, where it applies, the line."""
+
+
+@dataclass
+class ResultsFile:
+    """One results file, parsed. ``cases`` keep the file's order."""
+
+    path: Path
+    headers: list[dict[str, Any]] = field(default_factory=list)
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    footers: list[dict[str, Any]] = field(default_factory=list)
+    truncated_line: int | None = None  # 1-based number of a dropped, cut-off final line
+    ignored_records: int = 0  # records of a type this reader does not know (newer writer)
+    _headers_by_writer: dict[tuple[Any, Any], dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    @property
+    def is_partial(self) -> bool:
+        return self.truncated_line is not None or len(self.footers) < len(self.headers)
+
+    def partial_reasons(self) -> list[str]:
+        """Plain-language reasons this file is partial (empty when complete)."""
+        reasons = []
+        if len(self.footers) < len(self.headers):
+            reasons.append(
+                f"{len(self.headers)} writing process(es) started but only {len(self.footers)} "
+                "finished normally (killed, crashed or still running)"
+            )
+        if self.truncated_line is not None:
+            reasons.append(f"line {self.truncated_line} is cut off (the writer was killed mid-line); ignored")
+        return reasons
+
+    def header_for(self, case: dict[str, Any]) -> dict[str, Any] | None:
+        """The header written by the process that wrote ``case`` (same run_id and worker)."""
+        if len(self._headers_by_writer) != len(self.headers):  # (re)build after headers were added
+            self._headers_by_writer = {(h.get("run_id"), h.get("worker")): h for h in self.headers}
+        header = self._headers_by_writer.get((case.get("run_id"), case.get("worker")))
+        if header is None and self.headers:
+            return self.headers[0]  # a writer that forgot its header: attribute to the run's first
+        return header
+
+
+def _reject_constant(name: str) -> Any:
+    # The writer spells NaN/inf as strings; bare NaN/Infinity means a non-conforming writer.
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+# One decoder for every line: json.loads(..., parse_constant=...) would build a new one per call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _parse_line(raw: bytes) -> Any:
+    return _DECODER.decode(raw.decode("utf-8"))
+
+
+def _check_record(record: Any, where: str) -> str:
+    if not isinstance(record, dict):
+        raise ResultsError(f"{where}: expected a JSON object, found {type(record).__name__}")
+    kind = record.get("type")
+    if not isinstance(kind, str):
+        raise ResultsError(f"{where}: record has no \"type\" field")
+    if kind == "header":
+        if record.get("schema") != SCHEMA:
+            found = record.get("schema")
+            raise ResultsError(f"{where}: not a results file (schema {found!r}, want {SCHEMA!r})")
+        version = record.get("schema_version")
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise ResultsError(
+                f"{where}: schema_version {version!r} is newer than this reader ({SCHEMA_VERSION}); "
+                "update the harness"
+            )
+    elif kind == "case":
+        get = record.get  # the hot path of a 100k-record file: plain checks, no per-field loop
+        ids_ok = isinstance(get("case_id"), str) and isinstance(get("device"), str)
+        if not (ids_ok and isinstance(get("op"), str) and isinstance(get("outcome"), str)):
+            missing = [name for name in REQUIRED_CASE_FIELDS if not isinstance(get(name), str)]
+            raise ResultsError(f"{where}: case record lacks {', '.join(missing)}")
+        if record["outcome"] not in OUTCOMES:
+            known = ", ".join(OUTCOMES)
+            raise ResultsError(f"{where}: unknown outcome {record['outcome']!r} (known: {known})")
+    return kind
+
+
+@contextlib.contextmanager
+def paused_gc() -> Generator[None, None, None]:
+    """Pause the cyclic garbage collector while building many small acyclic objects.
+
+    Parsed JSON has no reference cycles, but each new dict counts towards the collector's
+    thresholds, so 100k records trigger full collections over everything already loaded:
+    measured here, that more than doubles the load time of a 100k-record file.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def load_results(path: str | os.PathLike[str]) -> ResultsFile:
+    """Parse one results file. Raises :class:`ResultsError` (or ``OSError`` when unreadable)."""
+    with paused_gc():
+        return _load_results(Path(path))
+
+
+def _load_results(path: Path) -> ResultsFile:
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    ends_with_newline = data.endswith(b"\n")
+    if ends_with_newline:
+        lines.pop()  # the empty string after the final newline
+    result = ResultsFile(path=path)
+    last_index = len(lines) - 1
+    for index, raw in enumerate(lines):
+        line_no = index + 1
+        where = f"{path}:{line_no}"
+        if not raw.strip():
+            continue
+        try:
+            record = _parse_line(raw)
+        except (UnicodeDecodeError, ValueError) as exc:
+            if index == last_index and not ends_with_newline:
+                result.truncated_line = line_no
+                break
+            raise ResultsError(f"{where}: malformed line ({exc})") from None
+        kind = _check_record(record, where)
+        if kind == "case":
+            result.cases.append(record)
+        elif kind == "header":
+            result.headers.append(record)
+        elif kind == "footer":
+            result.footers.append(record)
+        else:
+            result.ignored_records += 1
+    if not result.headers and (result.cases or result.footers):
+        raise ResultsError(f"{path}: no header record (is this a results file?)")
+    if not result.headers and result.truncated_line is None:
+        raise ResultsError(f"{path}: empty results file (no records)")
+    return result
+
+
+def load_many(paths: Iterable[str | os.PathLike[str]]) -> list[ResultsFile]:
+    """Parse several results files; a missing file raises ``ResultsError`` naming it."""
+    files = []
+    for path in paths:
+        try:
+            files.append(load_results(path))
+        except FileNotFoundError:
+            raise ResultsError(f"{path}: results file not found") from None
+        except IsADirectoryError:
+            raise ResultsError(f"{path}: is a directory, not a results file") from None
+        except PermissionError:
+            raise ResultsError(f"{path}: permission denied") from None
+    return files
+
+
+def iter_cases(files: Iterable[ResultsFile]) -> Iterator[tuple[ResultsFile, dict[str, Any]]]:
+    for results in files:
+        for case in results.cases:
+            yield results, case
+
+
+def as_float(value: Any) -> float | None:
+    """A metric as a float: the writer stores NaN/inf as strings; anything else non-numeric is None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if value == "nan":
+        return math.nan
+    if value == "inf":
+        return math.inf
+    if value == "-inf":
+        return -math.inf
+    return None
+
+
+def load_artefact(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """Load a case's ``.npz`` artefact. Never unpickles: object arrays raise ``ValueError``."""
+    with np.load(path, allow_pickle=False) as archive:
+        return {name: archive[name] for name in archive.files}
