@@ -62,6 +62,9 @@ def view_fits(case: OpCase, inputs: list[np.ndarray]) -> None:
     last = offset + sum((ne[d] - 1) * nb[d] for d in range(4)) + esize
     if last > src.nelements * esize:
         _fail(case, f"the view ends at byte {last}, past the source's {src.nelements * esize} bytes")
+    if offset + _count(ne) * esize > src.nelements * esize:  # ggml sizes a view as if contiguous
+        _fail(case, f"offset {offset} + {_count(ne)} elements of {esize} bytes exceed the source's "
+                    f"{src.nelements * esize} bytes (ggml_view asserts it whatever the strides)")
 
 
 def valid_permute(case: OpCase, inputs: list[np.ndarray]) -> None:
@@ -137,8 +140,8 @@ def upscale_shape(case: OpCase, inputs: list[np.ndarray]) -> None:
     _n_inputs(case, 1)
     if case.variant == "interpolate":
         _shape(case, "ne")
-    elif int(case.param("sf")) < 1:
-        _fail(case, f"sf={case.param('sf')} must be a positive integer")
+    elif int(case.param("sf")) < 2:
+        _fail(case, f"sf={case.param('sf')} must be an integer > 1 (ggml_upscale asserts it)")
 
 
 def arange_range(case: OpCase, inputs: list[np.ndarray]) -> None:
