@@ -156,7 +156,8 @@ def pad_case(draw: st.DrawFn, sig: Signature) -> OpCase:
     ne = draw(shapes(max_elements=MAX_ELEMENTS // 4, max_outer=5))
     ext = draw(st.booleans())
     rp = draw(grown(ne, most=3, budget=MAX_ELEMENTS // 2))
-    lp = draw(grown(ne, most=2, budget=MAX_ELEMENTS // 2)) if ext else (0, 0, 0, 0)
+    padded = tuple(n + r for n, r in zip(ne, rp, strict=True))
+    lp = draw(grown(padded, most=2, budget=MAX_ELEMENTS // 2)) if ext else (0, 0, 0, 0)  # type: ignore[arg-type]
     src = spec("f32", ne, draw(_layout("PAD")))
     return finish(draw, OpCase("PAD", (src,), params=(("lp", lp), ("rp", rp)), variant="pad_ext" if ext else ""))
 
@@ -200,8 +201,9 @@ def acc_case(draw: st.DrawFn, sig: Signature) -> OpCase:
     ne_b = draw(shapes(max_elements=MAX_ELEMENTS // 8, max_outer=4))
     if draw(st.booleans()):
         step = [1] + [draw(st.integers(1, 2)) for _ in range(3)]
-        room = draw(grown(ne_b, most=3, budget=MAX_ELEMENTS // 2))
-        ne_a = tuple(ne_b[d] * step[d] + room[d] for d in range(4))
+        spread = tuple(ne_b[d] * step[d] for d in range(4))
+        room = draw(grown(spread, most=3, budget=MAX_ELEMENTS // 2))  # type: ignore[arg-type]
+        ne_a = tuple(spread[d] + room[d] for d in range(4))
         start = [draw(st.integers(0, ne_a[d] - (ne_b[d] - 1) * step[d] - 1)) for d in range(4)]
         a_nb = (1, ne_a[0], ne_a[0] * ne_a[1], ne_a[0] * ne_a[1] * ne_a[2])
         nb = [a_nb[d] * step[d] for d in range(4)]
