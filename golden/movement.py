@@ -85,7 +85,8 @@ def acc(a: np.ndarray, b: np.ndarray, nb: Sequence[int], offset: int) -> np.ndar
     ne = tuple(reversed(b.shape))
     idx = (offset + np.arange(ne[0])[None, None, None, :] + nb[1] * np.arange(ne[1])[None, None, :, None]
            + nb[2] * np.arange(ne[2])[None, :, None, None] + nb[3] * np.arange(ne[3])[:, None, None, None])
-    flat[idx] += np.asarray(b, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # inf + -inf is NaN, as in f32
+        flat[idx] += np.asarray(b, dtype=np.float64)
     return out
 
 
