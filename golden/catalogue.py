@@ -243,7 +243,9 @@ _add(OpSpec("CPY", "movement", lambda xs, c: mv.cpy(xs[0], c.param("dst_ne"), c.
                   "Quantized destinations belong to the quant family"))
 _add(OpSpec("REPEAT", "movement", lambda xs, c: mv.repeat(xs[0], c.param("ne")), _COPY_SIGS,
             {"*": _MOVED}, params={"ne": "target shape: each dim a multiple of the source's"},
-            layouts="rows", validate=checks.repeatable, notes="np.tile; the CPU kernel needs contiguous rows"))
+            layouts="rows", validate=checks.repeatable,
+            notes="np.tile. The CPU asserts nb00 == element size (it aborts on a source with dim 0 permuted "
+                  "away), so only layouts keeping rows contiguous are drawn"))
 _add(OpSpec("CONCAT", "movement", lambda xs, c: mv.concat(xs[0], xs[1], c.param("dim")),
             tuple(_sig(t, t) for t in ("f32", "f16", "bf16", "i32")), {"*": _MOVED},
             params={"dim": "ggml dim to join along (0..3)"}, layouts="any", validate=checks.concatenable,
@@ -253,7 +255,10 @@ _add(OpSpec("GET_ROWS", "movement", _two(mv.get_rows),
             {"*": Tolerance("bit-exact: rows are copied, and F16/BF16 widen to F32 exactly")},
             layouts="rows", validate=checks.rows_in_range,
             notes="indices I32 [n_rows, ne2, ne3, 1] with duplicates, batched over dims 2 and 3; out-of-range "
-                  "indices are rejected before the device (ggml asserts). Quantized sources: quant family"))
+                  "indices are rejected before the device (ggml asserts). The CPU copies rows as contiguous runs: a "
+                  "source with dim 0 permuted away comes out silently wrong (supports_op says yes), so only "
+                  "row-contiguous data layouts are drawn; the indices may have any layout. Quantized sources: "
+                  "quant family (golden_inputs dequantizes them, the golden needs no change)"))
 _add(OpSpec("ACC", "movement",
             lambda xs, c: mv.acc(xs[0], xs[1], [n // 4 for n in (4, c.param("nb1"), c.param("nb2"),
                                                                           c.param("nb3"))], c.param("offset") // 4),
@@ -264,7 +269,7 @@ _add(OpSpec("ACC", "movement",
                     "nb3": "view batch stride in bytes", "offset": "view byte offset into a"},
             layouts="contiguous", validate=checks.acc_view_fits,
             notes="form=inplace builds ggml_acc_inplace on a ggml_dup of a, so the in-place kernel runs while "
-                  "the input stays checkable; b may be strided"))
+                  "the input stays checkable; b may be strided with contiguous rows (the CPU asserts nb10 == 4)"))
 _add(OpSpec("PAD", "movement", lambda xs, c: mv.pad(xs[0], c.param("lp"), c.param("rp")), (_sig("f32"),),
             {"f32": _MOVED}, params={"lp": "zeros before each dim (form=pad_ext only)", "rp": "zeros after each dim"},
             layouts="any", validate=checks.pads, notes="ggml_pad (end padding) or ggml_pad_ext (form=pad_ext)"))
@@ -291,13 +296,15 @@ _add(OpSpec("ARGSORT", "sequence",
             {"*": Tolerance("judged as a permutation: each row must be a permutation of 0..ne0−1 that puts the "
                             "values in order; tied values may come in any order (std::sort is unstable)")},
             params={"order": "asc or desc"}, specials=(np.inf, -np.inf, 0.0, -0.0), layouts="uniform_rows",
-            notes="NaN is not drawn (its order is undefined). The CPU addresses row j at j·nb1: rows must be "
-                  "uniformly strided"))
+            notes="NaN is not drawn (its order is undefined). The CPU addresses row j at j·nb1: a permuted "
+                  "source, or padding in dims 1–3, comes out silently wrong (supports_op says yes), so only "
+                  "uniformly strided rows (dim-0 padding, offset) are drawn"))
 _add(OpSpec("SUM_ROWS", "sequence", _one(seq.sum_rows), (_sig("f32"),),
             {"f32": Tolerance("ggml sums each row in double and rounds once; any f32 accumulation order stays "
                               "within (n−1)·2^-24·Σ|x| (Higham's bound) plus the final rounding",
                               ulp=0.5, model=sum_rows_model, model_name="f32_summation_bound")},
-            layouts="rows", validate=checks.one_input, notes="output ne [1, ne1, ne2, ne3]"))
+            layouts="rows", validate=checks.one_input,
+            notes="output ne [1, ne1, ne2, ne3]; the CPU asserts nb00 == 4, so rows stay contiguous"))
 
 # ---- listed, golden not written yet ---------------------------------------------------------------
 _PENDING = {
