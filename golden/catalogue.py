@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from golden import binary, unary
+from golden import movement as mv
+from golden import movement_checks as checks
+from golden import resample as rs
+from golden import sequence as seq
 from golden.case import OpCase
 from golden.tolerance import EXACT, ROUNDED, Tolerance, f16_table_model, rounded_via_f32
 
@@ -50,6 +54,8 @@ class OpSpec:
     # j·nb1: padding in dim 0 and an offset only), "contiguous"
     layouts: str = "rows"
     notes: str = ""
+    # rejects parameters ggml would abort on (a clear ValueError before any device sees the case)
+    validate: Callable[[OpCase, list[np.ndarray]], None] | None = None
 
     @property
     def implemented(self) -> bool:
@@ -170,6 +176,135 @@ _add(OpSpec("GELU_QUICK", "unary", _one(unary.gelu_quick), SAME_FLOAT,
 
 # ---- data movement and shape ops ------------------------------------------------------------------
 # (movement block: add OpSpecs here)
+_COPY_SIGS = (_sig("f32"), _sig("f16"), _sig("bf16"), _sig("i32"))
+_MOVED = Tolerance("bit-exact: the op only moves or selects stored values (byte copies, no arithmetic)")
+_VIEW_NOTE = ("built as the view followed by ggml_cont, so the device's strided copy is what is checked "
+              "(the view itself computes nothing)")
+
+
+def _esize(case: OpCase) -> int:
+    from golden.dtypes import type_size
+
+    return type_size(case.inputs[0].dtype)
+
+
+def arange_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """Half an f32 ulp of step·i: what an unfused multiply adds before the final rounding."""
+    from golden.dtypes import ulp
+
+    return 0.5 * ulp(golden - float(np.float32(case.param("start"))), "f32")
+
+
+def sum_rows_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """(n−1)·2^-24·Σ|x| per row: the worst case of f32 summation in any order."""
+    x = np.abs(np.asarray(inputs[0], dtype=np.float64))
+    total = np.sum(np.where(np.isfinite(x), x, 0.0), axis=-1, keepdims=True)
+    return (x.shape[-1] - 1) * 2.0**-24 * total
+
+
+_add(OpSpec("NONE", "movement", _one(mv.identity), _COPY_SIGS, {"*": _MOVED}, layouts="any",
+            validate=checks.one_input, notes="a leaf tensor read back through ggml_cont; " + _VIEW_NOTE))
+_add(OpSpec("VIEW", "movement",
+            lambda xs, c: mv.view(xs[0], c.param("ne"), [n // _esize(c) for n in c.param("nb")],
+                                        c.param("offset") // _esize(c)),
+            _COPY_SIGS, {"*": _MOVED},
+            params={"ne": "view shape", "nb": "view strides in bytes (nb0 = element size)",
+                    "offset": "byte offset into the source"},
+            layouts="contiguous", validate=checks.view_fits,
+            notes="ggml_view_4d of a contiguous source (its strides are relative to that source); " + _VIEW_NOTE))
+_add(OpSpec("RESHAPE", "movement", lambda xs, c: mv.reshape(xs[0], c.param("ne")), _COPY_SIGS,
+            {"*": _MOVED}, params={"ne": "new shape, same element count"}, layouts="contiguous",
+            validate=checks.same_count, notes="ggml_reshape_4d needs a contiguous source; " + _VIEW_NOTE))
+_add(OpSpec("PERMUTE", "movement", lambda xs, c: mv.permute(xs[0], c.param("axes")), _COPY_SIGS,
+            {"*": _MOVED}, params={"axes": "ggml_permute axes: source dim k goes to position axes[k]"},
+            layouts="any", validate=checks.valid_permute, notes=_VIEW_NOTE))
+_add(OpSpec("TRANSPOSE", "movement", _one(mv.transpose), _COPY_SIGS, {"*": _MOVED}, layouts="any",
+            validate=checks.one_input, notes="swaps ne0 and ne1; " + _VIEW_NOTE))
+_add(OpSpec("DUP", "movement", _one(mv.identity), _COPY_SIGS, {"*": _MOVED}, layouts="any",
+            validate=checks.one_input, notes="ggml_dup: a contiguous same-type copy of any layout"))
+_add(OpSpec("CONT", "movement",
+            lambda xs, c: mv.reshape(xs[0], c.param("ne", tuple(c.inputs[0].ne))), _COPY_SIGS,
+            {"*": _MOVED}, params={"ne": "form=cont_4d only: the new shape (same element count)"},
+            layouts="any", validate=checks.same_count,
+            notes="ggml_cont, or ggml_cont_4d (form=cont_4d) which also reshapes"))
+_add(OpSpec("CPY", "movement", lambda xs, c: mv.cpy(xs[0], c.param("dst_ne"), c.out_dtype),
+            (_sig("f32"), _sig("f32", dst="f16"), _sig("f32", dst="bf16"), _sig("f32", dst="i32"),
+             _sig("f16"), _sig("f16", dst="f32"), _sig("f16", dst="bf16"), _sig("bf16"), _sig("bf16", dst="f32"),
+             _sig("bf16", dst="f16"), _sig("i32"), _sig("i32", dst="f32")),
+            {"*": Tolerance("bit-exact: the conversion is defined as one round-to-nearest-even (F16, BF16), "
+                            "truncation toward zero (I32) or exact widening; the golden applies it")},
+            params={"dst_ne": "destination shape (same element count as the source)",
+                    "dst_pad": "elements of padding per dim around the destination (a strided view when non-zero)",
+                    "dst_offset": "element offset of the destination view in its allocation"},
+            layouts="any", validate=checks.same_count,
+            notes="the destination is created by the builder (a strided view of a bigger tensor when padded); "
+                  "elements go in logical order. F32→I32 is drawn without NaN/inf (the C cast is undefined). "
+                  "The CPU aborts on F16/BF16→I32 (not implemented), so those are not listed. "
+                  "Quantized destinations belong to the quant family"))
+_add(OpSpec("REPEAT", "movement", lambda xs, c: mv.repeat(xs[0], c.param("ne")), _COPY_SIGS,
+            {"*": _MOVED}, params={"ne": "target shape: each dim a multiple of the source's"},
+            layouts="rows", validate=checks.repeatable,
+            notes="np.tile. The CPU asserts nb00 == element size (it aborts on a source with dim 0 permuted "
+                  "away), so only layouts keeping rows contiguous are drawn"))
+_add(OpSpec("CONCAT", "movement", lambda xs, c: mv.concat(xs[0], xs[1], c.param("dim")),
+            tuple(_sig(t, t) for t in ("f32", "f16", "bf16", "i32")), {"*": _MOVED},
+            params={"dim": "ggml dim to join along (0..3)"}, layouts="any", validate=checks.concatenable,
+            notes="both inputs may be strided or permuted"))
+_add(OpSpec("GET_ROWS", "movement", _two(mv.get_rows),
+            (_sig("f32", "i32"), _sig("f16", "i32", dst="f32"), _sig("bf16", "i32", dst="f32")),
+            {"*": Tolerance("bit-exact: rows are copied, and F16/BF16 widen to F32 exactly")},
+            layouts="rows", validate=checks.rows_in_range,
+            notes="indices I32 [n_rows, ne2, ne3, 1] with duplicates, batched over dims 2 and 3; out-of-range "
+                  "indices are rejected before the device (ggml asserts). The CPU copies rows as contiguous runs: a "
+                  "source with dim 0 permuted away comes out silently wrong (supports_op says yes), so only "
+                  "row-contiguous data layouts are drawn; the indices may have any layout. Quantized sources: "
+                  "quant family (golden_inputs dequantizes them, the golden needs no change)"))
+_add(OpSpec("ACC", "movement",
+            lambda xs, c: mv.acc(xs[0], xs[1], [n // 4 for n in (4, c.param("nb1"), c.param("nb2"),
+                                                                          c.param("nb3"))], c.param("offset") // 4),
+            (_sig("f32", "f32"),),
+            {"f32": Tolerance("elements under the view get one f32 addition (one rounding); the rest are copied",
+                              ulp=0.5)},
+            params={"nb1": "view row stride in bytes", "nb2": "view plane stride in bytes",
+                    "nb3": "view batch stride in bytes", "offset": "view byte offset into a"},
+            layouts="contiguous", validate=checks.acc_view_fits,
+            notes="form=inplace builds ggml_acc_inplace on a ggml_dup of a, so the in-place kernel runs while "
+                  "the input stays checkable; b may be strided with contiguous rows (the CPU asserts nb10 == 4)"))
+_add(OpSpec("PAD", "movement", lambda xs, c: mv.pad(xs[0], c.param("lp"), c.param("rp")), (_sig("f32"),),
+            {"f32": _MOVED}, params={"lp": "zeros before each dim (form=pad_ext only)", "rp": "zeros after each dim"},
+            layouts="any", validate=checks.pads, notes="ggml_pad (end padding) or ggml_pad_ext (form=pad_ext)"))
+_add(OpSpec("UPSCALE", "resample",
+            lambda xs, c: rs.upscale_nearest(xs[0], c.param("ne") if c.variant == "interpolate" else (
+                c.inputs[0].ne[0] * c.param("sf"), c.inputs[0].ne[1] * c.param("sf"), *c.inputs[0].ne[2:])),
+            (_sig("f32"),),
+            {"f32": Tolerance("bit-exact values: nearest-neighbour copies; the source index follows ggml's f32 "
+                              "scale rule (trunc(f32(i)/f32(out/in))), which the golden models exactly")},
+            params={"sf": "integer factor on dims 0 and 1 (ggml_upscale)", "ne": "form=interpolate: target shape"},
+            layouts="any", validate=checks.upscale_shape,
+            notes="nearest mode only; form=interpolate resizes all four dims to arbitrary sizes"))
+_add(OpSpec("ARANGE", "sequence",
+            lambda xs, c: seq.arange(c.param("start"), c.param("stop"), c.param("step")).reshape(1, 1, 1, -1),
+            (Signature((), "f32"),),
+            {"f32": Tolerance("ggml rounds one fused multiply-add start+step·i (0.5 ulp); an unfused multiply then "
+                              "add also rounds step·i (0.5 ulp of it)", ulp=0.5, model=arange_model,
+                              model_name="half_ulp_of_step_times_i")},
+            params={"start": "first value (f32)", "stop": "exclusive end (f32), > start", "step": "increment (f32)"},
+            layouts="contiguous", validate=checks.arange_range,
+            notes="length (int64)ceilf((stop−start)/step) in f32; no inputs"))
+_add(OpSpec("ARGSORT", "sequence",
+            lambda xs, c: seq.argsort(xs[0], c.param("order") == "desc"), (_sig("f32", dst="i32"),),
+            {"*": Tolerance("judged as a permutation: each row must be a permutation of 0..ne0−1 that puts the "
+                            "values in order; tied values may come in any order (std::sort is unstable)")},
+            params={"order": "asc or desc"}, specials=(np.inf, -np.inf, 0.0, -0.0), layouts="uniform_rows",
+            notes="NaN is not drawn (its order is undefined). The CPU addresses row j at j·nb1: a permuted "
+                  "source, or padding in dims 1–3, comes out silently wrong (supports_op says yes), so only "
+                  "uniformly strided rows (dim-0 padding, offset) are drawn"))
+_add(OpSpec("SUM_ROWS", "sequence", _one(seq.sum_rows), (_sig("f32"),),
+            {"f32": Tolerance("ggml sums each row in double and rounds once; any f32 accumulation order stays "
+                              "within (n−1)·2^-24·Σ|x| (Higham's bound) plus the final rounding",
+                              ulp=0.5, model=sum_rows_model, model_name="f32_summation_bound")},
+            layouts="rows", validate=checks.one_input,
+            notes="output ne [1, ne1, ne2, ne3]; the CPU asserts nb00 == 4, so rows stay contiguous"))
 
 # ---- listed, golden not written yet ---------------------------------------------------------------
 _PENDING = {
@@ -215,4 +350,6 @@ def evaluate(case: OpCase, inputs: list[np.ndarray]) -> np.ndarray:
     spec = get(case.op)
     if spec.golden is None:
         raise NotImplementedError(f"{case.op}: golden not implemented")
+    if spec.validate is not None:
+        spec.validate(case, inputs)
     return spec.golden([np.asarray(x) for x in inputs], case)
