@@ -23,6 +23,23 @@ from golden.case import OpCase
 
 FAILING = ("fail", "crash", "timeout", "error")
 
+# Families that register structured input makers (conformance.data.INPUT_MAKERS) and special
+# verdicts (conformance.verdict.COMPARATORS). Imported here so every entry point — the pytest
+# suite, ``conform repro`` — judges a case the same way.
+FAMILY_MODULES = ("conformance.inputs_movement", "conformance.verdict_movement", "conformance.inputs_numerics",
+                  "conformance.inputs_quant")
+
+
+def load_families() -> None:
+    import importlib
+
+    for name in FAMILY_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # a real import error inside an existing module
+                raise
+
 
 class CaseFailed(AssertionError):
     """A case whose outcome is fail, crash, timeout or error."""
@@ -98,6 +115,7 @@ class Harness:
         self.out_dir = out_dir
         self.timeout = timeout
         self.base_record = dict(base_record or {})
+        load_families()
         self.runner = open_runner(device_spec, self.options, timeout)
         self.current_test_id = ""
         self.counts: dict[str, int] = {}

@@ -35,7 +35,9 @@ class Signature:
     dst: str
 
     def label(self) -> str:
-        return "_".join(self.srcs) + ("" if self.srcs and self.srcs[0] == self.dst else f"_to_{self.dst}")
+        if not self.srcs:
+            return self.dst  # ops without inputs (ARANGE)
+        return "_".join(self.srcs) + ("" if self.srcs[0] == self.dst else f"_to_{self.dst}")
 
 
 @dataclass(frozen=True)
