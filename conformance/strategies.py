@@ -96,4 +96,5 @@ def finish(draw: st.DrawFn, case: OpCase, *, distribution: st.SearchStrategy[str
     """Attach a drawn data seed and distribution to a case."""
     from dataclasses import replace
 
-    return replace(case, data_seed=draw(data_seeds), distribution=draw(distribution if distribution is not None else distributions))
+    chosen = distribution if distribution is not None else distributions
+    return replace(case, data_seed=draw(data_seeds), distribution=draw(chosen))
