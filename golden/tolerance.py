@@ -147,8 +147,9 @@ def rope_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np
     ``f32(powf(base, −2/n_dims))`` (≤ 2u off), so ``Δθ_k ≤ (3k + 8)·u·Θ_k`` with ``Θ_k`` the
     unscaled angle ``|p|·base^(−2k/n)/ff_k·max(1, freq_scale)`` (the +8 covers the freq-factor
     division, freq_scale and the YaRN mix). cos/sin, ``·mscale`` and the rotation's two products and
-    sum add 6u. A rotated pair (x0, x1) is then off by ``mscale·(|x0| + |x1|)·(Δθ + 6u)``; the
-    copied tail is exact. At positions of tens of thousands ``Δθ`` reaches about 1e-2 rad."""
+    sum add 6u. A rotated pair (x0, x1) is then off by ``mscale·(|x0| + |x1|)·(Δθ + 6u)`` (plus
+    4·2^-150 where the result is subnormal); the copied tail is exact. At positions of tens of
+    thousands ``Δθ`` reaches about 1e-2 rad."""
     from golden import rope
 
     x, pos = np.asarray(inputs[0], np.float64), np.asarray(inputs[1], np.float64).ravel()
@@ -166,6 +167,7 @@ def rope_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np
     else:
         first, second = np.s_[..., 0:n_dims:2], np.s_[..., 1:n_dims:2]
     pair = abs(mscale) * (_finite_abs(x[first]) + _finite_abs(x[second])) * (dtheta[None, :, None, :] + 6 * F32_EPS)
+    pair = pair + 4 * 2.0**-150  # results in f32's subnormal range: four roundings of absolute 2^-150
     out = np.zeros_like(x)
     out[first] = pair
     out[second] = pair
@@ -175,17 +177,21 @@ def rope_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np
 def dot_product_model(c: float = 1.0) -> ErrorModel:
     """A K-term dot product accumulated in f32 in any order is within ``K·u·Σ|a_k||b_k|`` (the
     classic γ_K bound, TOSA's form); with F16 weights and F32 src1 the device may round src1 to F16
-    first (ggml's CPU does: it converts src1 to the weights' vec_dot_type), adding ``2^-11·Σ|a||b|``.
-    ``allowed_i = (c·K·2^-24 + e_src1)·Σ_k|a_k||b_k|``."""
+    first (ggml's CPU does: it converts src1 to the weights' vec_dot_type), adding ``2^-11·Σ|a||b|``
+    and, where src1 is below F16's range, ``2^-25·Σ|a|``. Gradual underflow adds 2^-150 per rounding.
+    ``allowed_i = (c·K·2^-24 + e_src1)·Σ_k|a_k||b_k| + (K + 1)·2^-150``."""
     from golden import matmul
 
     def model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
         a, b = (np.asarray(v, np.float64) for v in inputs[:2])
         k = a.shape[-1]
-        src1_eps = F16_EPS if case.inputs[0].dtype == "f16" and case.inputs[1].dtype == "f32" else 0.0
         with np.errstate(invalid="ignore", over="ignore"):
             scale = matmul.abs_dot(_finite_abs(a), _finite_abs(b))
-        return (c * k * F32_EPS + src1_eps) * scale
+            allowed = c * k * F32_EPS * scale + (k + 1) * 2.0**-150  # f32 underflow: 2^-150 per rounding
+            if case.inputs[0].dtype == "f16" and case.inputs[1].dtype == "f32":
+                # |Δb| ≤ 2^-11·|b| + 2^-25 (half an F16 subnormal step: tiny f32 values become 0)
+                allowed = allowed + F16_EPS * scale + 2.0**-25 * matmul.abs_dot(_finite_abs(a), np.ones_like(b))
+        return allowed
 
     model.__name__ = f"dot_product({c}·K·2^-24 [+2^-11 for F16 weights with F32 src1])·Σ|a||b|"
     return model
