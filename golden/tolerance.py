@@ -197,9 +197,12 @@ def dot_product_model(c: float = 1.0) -> ErrorModel:
     return model
 
 
-def avg_pool_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
-    """AVG pooling sums k0·k1 taps in f32 (≤ (k0·k1 − 1)·u·Σ|x|) and divides once (u):
-    ``(k0·k1 + 1)·u·avg(|x|)`` over the window; MAX selects and needs nothing."""
+def pool_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """MAX selects a stored value (or −FLT_MAX): exact. AVG sums k0·k1 taps in f32 (≤ (k0·k1 − 1)·u·Σ|x|)
+    and divides once: ``(k0·k1 + 1)·(u·avg(|x|) + 2^-150)`` over the window (2^-150: a rounding in
+    f32's subnormal range), plus the final rounding to f32. The half ulp is part of this model rather
+    than the row's ``ulp`` because ``dtypes.ulp`` is infinite at ±FLT_MAX, which would excuse any
+    value where a padding-only MAX window must give −FLT_MAX."""
     from golden import conv
 
     if case.param("op") != conv.POOL_AVG:
@@ -207,7 +210,9 @@ def avg_pool_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -
     k0, k1 = case.param("k0"), case.param("k1")
     mag = conv.pool_2d(_finite_abs(inputs[0]), conv.POOL_AVG, k0, k1, case.param("s0"), case.param("s1"),
                        case.param("p0"), case.param("p1"))
-    return (k0 * k1 + 1) * (F32_EPS * mag + 2.0**-150)  # 2^-150: a rounding in f32's subnormal range
+    with np.errstate(over="ignore"):
+        half_ulp = 0.5 * np.spacing(np.minimum(_finite_abs(golden), 2.0**127).astype(np.float32)).astype(np.float64)
+    return (k0 * k1 + 1) * (F32_EPS * mag + 2.0**-150) + half_ulp
 
 
 def timestep_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ same devices on cases that do not exercise the fault."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ PLUGIN = "tests.plugins.faulty_numerics"
 @pytest.fixture(scope="module")
 def harnesses() -> Iterator[dict[str, Harness]]:
     opened = {name: Harness(f"{PLUGIN}:{name}", timeout=60.0)
-              for name in ("rope_double_attn", "softmax_ignore_max_bias", "pool_avg_exclude_pad")}
+              for name in ("rope_double_attn", "softmax_ignore_max_bias", "pool_avg_exclude_pad", "pool_max_zero_pad")}
     yield opened
     for h in opened.values():
         h.close()
@@ -42,8 +43,8 @@ def soft_max(max_bias: float, *, heads: int = 6, seed: int = 0) -> OpCase:
     return OpCase("SOFT_MAX", inputs, params=params, data_seed=seed)
 
 
-def pool(op: int, p: float, *, seed: int = 0) -> OpCase:
-    params = (("op", op), ("k0", 3), ("k1", 3), ("s0", 2), ("s1", 2), ("p0", p), ("p1", p))
+def pool(op: int, p: float, *, k: int = 3, seed: int = 0) -> OpCase:
+    params = (("op", op), ("k0", k), ("k1", k), ("s0", 2), ("s1", 2), ("p0", p), ("p1", p))
     return OpCase("POOL_2D", (TensorSpec("f32", (9, 7, 2, 1)),), params=params, data_seed=seed)
 
 
@@ -54,6 +55,9 @@ FAULTY = [
     ("softmax_ignore_max_bias", soft_max(0.5, heads=5, seed=3)),  # non-power-of-two head count
     ("pool_avg_exclude_pad", pool(1, 1.0)),
     ("pool_avg_exclude_pad", pool(1, 1.7, seed=2)),  # float padding: the taps use int(p) = 1
+    ("pool_max_zero_pad", pool(0, 1.0, k=2)),  # border windows of one or two taps: negative ones become 0
+    ("pool_max_zero_pad", replace(pool(0, 1.0), params=(("op", 0), ("k0", 1), ("k1", 1), ("s0", 1), ("s1", 1),
+                                                         ("p0", 1.0), ("p1", 1.0)))),  # padding-only: −FLT_MAX
 ]
 CLEAN = [
     ("rope_double_attn", rope(1.0)),
@@ -62,6 +66,7 @@ CLEAN = [
     ("pool_avg_exclude_pad", pool(1, 0.0)),
     ("pool_avg_exclude_pad", pool(1, 0.5)),  # p = 0.5 is stored as 0: no padded taps
     ("pool_avg_exclude_pad", pool(0, 1.0)),  # MAX ignores the divisor
+    ("pool_max_zero_pad", pool(0, 0.0)),
     ("pool_avg_exclude_pad", OpCase("ROPE", rope(1.4245).inputs, rope(1.4245).params)),  # other ops untouched
 ]
 

@@ -47,6 +47,18 @@ def _pool_avg_exclude_pad(golden: GoldenDevice, case: OpCase, inputs: list[np.nd
     return replace(result, output=dtypes.round_to(out, case.out_dtype))
 
 
+def _pool_max_zero_pad(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """MAX pooling over a zero-padded image: windows reaching outside give at least 0 (never −FLT_MAX)."""
+    result = golden.run(case, inputs)
+    if case.param("op") != conv.POOL_MAX:
+        return result
+    p = case.params_dict
+    share = conv.pool_2d(np.ones(np.shape(inputs[0])), conv.POOL_AVG, p["k0"], p["k1"], p["s0"], p["s1"],
+                         p["p0"], p["p1"])
+    out = np.asarray(result.output, np.float64)
+    return replace(result, output=np.where(share < 1.0, np.maximum(out, 0.0), out))
+
+
 class FaultyDevice:
     """The golden device, except that ``op`` goes through ``distortion``."""
 
@@ -82,3 +94,7 @@ def softmax_ignore_max_bias(options: dict[str, Any]) -> FaultyDevice:
 
 def pool_avg_exclude_pad(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("pool_avg_exclude_pad", "POOL_2D", _pool_avg_exclude_pad)
+
+
+def pool_max_zero_pad(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("pool_max_zero_pad", "POOL_2D", _pool_max_zero_pad)
