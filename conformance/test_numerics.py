@@ -200,7 +200,8 @@ def pool_case(draw: st.DrawFn, sig: Signature) -> OpCase:
         dims.append((k, s, p))
     (k0, s0, p0), (k1, s1, p1) = dims
     params += [("k0", k0), ("k1", k1), ("s0", s0), ("s1", s1), ("p0", f32(p0)), ("p1", f32(p1))]
-    return finish(draw, OpCase("POOL_2D", (spec(sig.srcs[0], ne),), params=tuple(params), out_dtype=sig.dst))
+    lay = draw(layouts_for(catalogue.get("POOL_2D").layouts))
+    return finish(draw, OpCase("POOL_2D", (spec(sig.srcs[0], ne, lay),), params=tuple(params), out_dtype=sig.dst))
 
 
 @pytest.mark.parametrize(("op", "sig"), op_signatures(("IM2COL",)))
@@ -221,8 +222,8 @@ def timestep_case(draw: st.DrawFn, sig: Signature) -> OpCase:
     dim = draw(st.one_of(st.sampled_from([1, 2, 3, 8, 9, 128, 255, 256, 320]), st.integers(1, 512)))
     n = draw(st.integers(1, max(1, min(64, MAX_ELEMENTS // dim))))
     params = (("dim", dim), ("max_period", draw(st.sampled_from([10000, 10000, 1000, 100, 2]))))
-    return finish(draw, OpCase("TIMESTEP_EMBEDDING", (spec(sig.srcs[0], (n, 1, 1, 1)),), params=params,
-                               out_dtype=sig.dst))
+    t = spec(sig.srcs[0], (n, 1, 1, 1), draw(layouts_for(catalogue.get("TIMESTEP_EMBEDDING").layouts)))
+    return finish(draw, OpCase("TIMESTEP_EMBEDDING", (t,), params=params, out_dtype=sig.dst))
 
 
 @pytest.mark.parametrize(("op", "sig"), op_signatures(("TIMESTEP_EMBEDDING",)))

@@ -174,6 +174,8 @@ _add(OpSpec("GELU_QUICK", "unary", _one(unary.gelu_quick), SAME_FLOAT,
 
 # ---- numerics: norms, softmax, masks, RoPE, matmul, im2col, pooling, timestep embedding ---------
 # (numerics block: add OpSpecs here)
+
+
 def _soft_max(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
     a, mask, sinks = softmax_golden.split_inputs(xs, bool(c.param("mask")), bool(c.param("sinks")))
     return softmax_golden.soft_max(a, mask, sinks, c.param("scale", 1.0), c.param("max_bias", 0.0))
@@ -281,10 +283,12 @@ _add(OpSpec("POOL_2D", "conv", _pool_2d, (_sig("f32"), _sig("f16", dst="f32")),
                               "≤ 0.67 of the allowance", model=tol.pool_model)},
             params={"op": "0 MAX, 1 AVG", "k0": "kernel", "k1": "kernel", "s0": "stride", "s1": "stride",
                     "p0": "padding (float: the size uses it, the taps use int(p))", "p1": "padding (float)"},
-            specials=(np.inf, -np.inf, 0.0, -0.0), layouts="contiguous",
+            specials=(np.inf, -np.inf, 0.0, -0.0), layouts="uniform_rows",
             notes="AVG divides by k0·k1 always (padding counts as zeros); a MAX window entirely in padding is "
-                  "−FLT_MAX. NaN is not drawn (C's MAX keeps or drops it by order). The CPU walks planes by "
-                  "nb2 up to ggml_nbytes: contiguous input only"))
+                  "−FLT_MAX. NaN is not drawn (C's MAX keeps or drops it by order). ggml 0.20.2's CPU kernel "
+                  "walks source planes by nb2 until ggml_nbytes(src) and writes dst planes in step: a gap "
+                  "between planes (padding in dim 2, a permute) runs it past dst (heap corruption, SIGABRT; "
+                  "perm 0,1,3,2 gives garbage). Only row padding and offsets are drawn"))
 _add(OpSpec("TIMESTEP_EMBEDDING", "embedding",
             lambda xs, c: embedding_golden.timestep_embedding(xs[0], c.param("dim"), c.param("max_period")),
             _F32_ONLY,
@@ -292,7 +296,7 @@ _add(OpSpec("TIMESTEP_EMBEDDING", "embedding",
                               "|Δ| 7.7e-5 at |t| ≤ 1000, ≤ 0.46 of the allowance",
                               ulp=0.5, model=tol.timestep_model)},
             params={"dim": "embedding width; odd → the last element is 0", "max_period": "P (int)"},
-            specials=(0.0, -0.0), layouts="contiguous",
+            specials=(0.0, -0.0), layouts="any",
             notes="cosines first, then sines; timesteps are F32 (drawn up to ±1000, as diffusion models use)"))
 
 # ---- data movement and shape ops ------------------------------------------------------------------
