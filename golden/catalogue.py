@@ -225,7 +225,7 @@ _add(OpSpec("GROUP_NORM", "norm",
 _add(OpSpec("SOFT_MAX", "softmax", _soft_max,
             (_sig("f32"), _sig("f32", "f32"), _sig("f32", "f16", dst="f32")),
             {"f32": Tolerance("f32 logits, SIMD exp and a double sum; ggml CPU nightly: max |Δ| 1.5e-5 "
-                              "(w − max spreads of hundreds), ≤ 0.57 of the allowance", ulp=0.5,
+                              "(w − max spreads of hundreds), ≤ 0.62 of the allowance", ulp=0.5,
                               model=tol.softmax_model, model_name="softmax(Δw_i + max_row Δw + 8u)·|y|")},
             params={"scale": "multiplies a (f32, > 0 drawn)", "max_bias": "ALiBi: 0 = off, > 0 needs a mask",
                     "mask": "src1 is the mask (F32 or F16, ne1 ≥ a.ne1, broadcast modulo over dims 2/3)",
@@ -280,7 +280,7 @@ _add(OpSpec("IM2COL", "conv", _im2col,
 _add(OpSpec("POOL_2D", "conv", _pool_2d, (_sig("f32"), _sig("f16", dst="f32")),
             {"f32": Tolerance("MAX selects (exact, −FLT_MAX included); AVG is a f32 sum of k0·k1 taps, one "
                               "division and one rounding; ggml CPU nightly: ≤ 2.7e3 ulp at cancelling sums, "
-                              "≤ 0.67 of the allowance", model=tol.pool_model)},
+                              "≤ 0.43 of the allowance", model=tol.pool_model)},
             params={"op": "0 MAX, 1 AVG", "k0": "kernel", "k1": "kernel", "s0": "stride", "s1": "stride",
                     "p0": "padding (float: the size uses it, the taps use int(p))", "p1": "padding (float)"},
             specials=(np.inf, -np.inf, 0.0, -0.0), layouts="uniform_rows",
@@ -296,8 +296,9 @@ _add(OpSpec("TIMESTEP_EMBEDDING", "embedding",
                               "|Δ| 7.7e-5 at |t| ≤ 1000, ≤ 0.46 of the allowance",
                               ulp=0.5, model=tol.timestep_model)},
             params={"dim": "embedding width; odd → the last element is 0", "max_period": "P (int)"},
-            specials=(0.0, -0.0), layouts="any",
-            notes="cosines first, then sines; timesteps are F32 (drawn up to ±1000, as diffusion models use)"))
+            specials=(0.0, -0.0), layouts="rows",
+            notes="cosines first, then sines; timesteps are F32 (drawn up to ±1000, as diffusion models use). "
+                  "The CPU asserts nb0 = sizeof(float): layouts keep dim 0 innermost"))
 
 # ---- data movement and shape ops ------------------------------------------------------------------
 # (movement block: add OpSpecs here)
