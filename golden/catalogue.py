@@ -17,10 +17,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from golden import binary, unary
+from golden import conv as conv_golden
+from golden import embedding as embedding_golden
+from golden import matmul as matmul_golden
 from golden import movement as mv
 from golden import movement_checks as checks
+from golden import norm as norm_golden
 from golden import resample as rs
+from golden import rope as rope_golden
 from golden import sequence as seq
+from golden import softmax as softmax_golden
+from golden import tolerance as tol
 from golden.case import OpCase
 from golden.tolerance import EXACT, ROUNDED, Tolerance, f16_table_model, rounded_via_f32
 
@@ -175,6 +182,131 @@ _add(OpSpec("GELU_QUICK", "unary", _one(unary.gelu_quick), SAME_FLOAT,
 
 # ---- numerics: norms, softmax, masks, RoPE, matmul, im2col, pooling, timestep embedding ---------
 # (numerics block: add OpSpecs here)
+
+
+def _soft_max(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
+    a, mask, sinks = softmax_golden.split_inputs(xs, bool(c.param("mask")), bool(c.param("sinks")))
+    return softmax_golden.soft_max(a, mask, sinks, c.param("scale", 1.0), c.param("max_bias", 0.0))
+
+
+def _rope(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
+    return rope_golden.rope(
+        xs[0], xs[1], c.param("n_dims"), c.param("mode", 0), xs[2] if c.param("freq_factors") else None,
+        freq_base=c.param("freq_base"), freq_scale=c.param("freq_scale"), ext_factor=c.param("ext_factor"),
+        n_ctx_orig=c.param("n_ctx_orig"), beta_fast=c.param("beta_fast"), beta_slow=c.param("beta_slow"),
+        attn_factor=c.param("attn_factor"))
+
+
+def _im2col(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
+    p = c.params_dict
+    return conv_golden.im2col(c.inputs[0].ne, xs[1], p["s0"], p["s1"], p["p0"], p["p1"], p["d0"], p["d1"],
+                              bool(p["is_2d"]))
+
+
+def _pool_2d(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
+    p = c.params_dict
+    return conv_golden.pool_2d(xs[0], p["op"], p["k0"], p["k1"], p["s0"], p["s1"], p["p0"], p["p1"])
+
+
+_F32_ONLY = (_sig("f32"),)
+_NORM_NOTE = ("F32 only on ggml's CPU. eps > 0 is drawn: with eps = 0 a constant row is 0/0 exactly but the "
+              "CPU's f32 mean need not cancel exactly")
+_add(OpSpec("NORM", "norm", lambda xs, c: norm_golden.norm(xs[0], c.param("eps")), _F32_ONLY,
+            {"f32": Tolerance("f32 mean/variance with double sums; ggml CPU nightly: max |Δ| 4.6e-6 at "
+                              "|y| ≤ 45, ≤ 0.51 of the allowance", ulp=0.5, atol=2.0**-149,
+                              model=tol.centred_norm_model(lambda c, x: norm_golden.row_stats(x, c.param("eps"))))},
+            params={"eps": "added to the variance (f32, > 0)"}, notes=_NORM_NOTE))
+_add(OpSpec("RMS_NORM", "norm", lambda xs, c: norm_golden.rms_norm(xs[0], c.param("eps")), _F32_ONLY,
+            {"f32": Tolerance("f32(x·x) summed in double, /n, +eps, sqrtf, 1/ and ·x: about 4 roundings, "
+                              "one subnormal step where x·scale underflows; ggml CPU nightly: ≤ 2.4 ulp",
+                              ulp=0.5, rtol=6 * tol.F32_EPS, atol=2.0**-149)},
+            params={"eps": "added to the mean square (f32, > 0)"}, notes=_NORM_NOTE))
+_add(OpSpec("GROUP_NORM", "norm",
+            lambda xs, c: norm_golden.group_norm(xs[0], c.param("n_groups"), c.param("eps")), _F32_ONLY,
+            {"f32": Tolerance("NORM over each group's ne0·ne1·channels block; ggml CPU nightly: max |Δ| "
+                              "4.2e-7, ≤ 0.51 of the allowance", ulp=0.5, atol=2.0**-149,
+                              model=tol.centred_norm_model(
+                                  lambda c, x: norm_golden.group_stats(x, c.param("n_groups"), c.param("eps"))))},
+            params={"n_groups": "groups over ne2: ceil(C/G) channels each, the last shorter or empty",
+                    "eps": "added to the variance (f32, > 0)"},
+            notes=_NORM_NOTE + ". Channels are ne2; every ne3 batch is normalised separately"))
+_add(OpSpec("SOFT_MAX", "softmax", _soft_max,
+            (_sig("f32"), _sig("f32", "f32"), _sig("f32", "f16", dst="f32")),
+            {"f32": Tolerance("f32 logits, SIMD exp and a double sum; ggml CPU nightly: max |Δ| 1.5e-5 "
+                              "(w − max spreads of hundreds), ≤ 0.62 of the allowance", ulp=0.5,
+                              model=tol.softmax_model, model_name="softmax(Δw_i + max_row Δw + 8u)·|y|")},
+            params={"scale": "multiplies a (f32, > 0 drawn)", "max_bias": "ALiBi: 0 = off, > 0 needs a mask",
+                    "mask": "src1 is the mask (F32 or F16, ne1 ≥ a.ne1, broadcast modulo over dims 2/3)",
+                    "sinks": "the last src is one F32 sink logit per head (ggml_soft_max_add_sinks)"},
+            specials=(-np.inf, 0.0, -0.0), layouts="contiguous",
+            notes="Sinks are F32 and the signature lists only a and the mask. A fully masked row gives NaN "
+                  "(no sink: max = −inf and −inf − (−inf) is NaN, as on ggml's CPU) or 0 (with a sink). "
+                  "NaN and +inf inputs are not drawn (the max of a row with NaN is order dependent in C); "
+                  "ggml_soft_max_ext asserts contiguous a and mask"))
+_add(OpSpec("DIAG_MASK_INF", "softmax", lambda xs, c: softmax_golden.diag_mask_inf(xs[0], c.param("n_past")),
+            _F32_ONLY, {"f32": EXACT}, params={"n_past": "columns i0 > n_past + i1 become −inf (≥ 0)"},
+            layouts="contiguous", notes="the CPU's out-of-place path memcpy's the source: contiguous only"))
+_add(OpSpec("ROPE", "rope", _rope, (_sig("f32", "i32"), _sig("f16", "i32")),
+            {"f32": Tolerance("running f32 product for θ; ggml CPU: |Δθ| ≈ 5e-3 rad at positions ≤ 65535 "
+                              "(|Δy| up to 3.4 for |x| ≤ 150), 9e-6 below 64; nightly ≤ 0.37 of the model",
+                              ulp=0.5, model=tol.rope_model,
+                              model_name="rope(mscale·(|x0|+|x1|)·((3k+8)·u·Θ_k + 6u))"),
+             "f16": Tolerance("computed in f32 as for F32, then one F16 rounding; ggml CPU nightly ≤ 0.999 of "
+                              "the allowance (f32 results at F16 rounding ties)",
+                              ulp=0.5, model=tol.rope_model, model_name="rope(...) + ½ulp_f16")},
+            params={"n_dims": "rotated leading dims (even, ≤ ne0)", "mode": "0 NORMAL (pairs 2k,2k+1), 2 NEOX "
+                    "(pairs k, k+n_dims/2)", "n_ctx_orig": "YaRN original context", "freq_base": "θ base (f32)",
+                    "freq_scale": "θ scale (f32)", "ext_factor": "YaRN ramp mix (0 = off)",
+                    "attn_factor": "magnitude scale (f32)", "beta_fast": "YaRN", "beta_slow": "YaRN",
+                    "freq_factors": "a third F32 src divides θ_k (n_dims/2 or more values)"},
+            specials=(0.0, -0.0),
+            notes="src1 holds one I32 position per token (ne2). ±inf/NaN are not drawn: their rotation's sign "
+                  "depends on cos/sin signs that the f32 θ may flip near zero"))
+_add(OpSpec("MUL_MAT", "matmul", lambda xs, c: matmul_golden.mul_mat(xs[0], xs[1]),
+            (_sig("f32", "f32"), _sig("f16", "f32", dst="f32"), _sig("f16", "f16", dst="f32")),
+            {"f32": Tolerance("γ_K dot-product bound; ggml CPU: F32 ≤ 0.84·K·u·Σ|a||b| at K = 1, 4e-5 of the bound "
+                              "at K = 4096; F16 weights with F32 src1 up to 0.66·2^-11·Σ|a||b| (src1 rounded to "
+                              "F16; 0.91 of the allowance nightly), F16·F16 ≤ 0.06", ulp=0.5,
+                              model=tol.dot_product_model(1.0))},
+            params={}, specials=(0.0, -0.0),
+            notes="dst ne [a.ne1, b.ne1, b.ne2, b.ne3]; dims 2/3 of a broadcast blockwise (GQA). Rows of both "
+                  "srcs must be contiguous (nb0 = element size; a transposed operand is rejected by ggml), so "
+                  "layouts keep dim 0 innermost; ±inf/NaN are not drawn (an F32 subnormal src1 becomes 0 "
+                  "in F16 and inf·0 is NaN)"))
+_add(OpSpec("IM2COL", "conv", _im2col,
+            (_sig("f32", "f32"), _sig("f16", "f32", dst="f16"), _sig("f16", "f16")),
+            {"*": Tolerance("values are copied; an F32 value going to an F16 destination is rounded once",
+                            ulp=0.5)},
+            params={"s0": "stride", "s1": "stride (2-D)", "p0": "zero padding", "p1": "zero padding (2-D)",
+                    "d0": "dilation", "d1": "dilation (2-D)", "is_2d": "2-D (else 1-D, s1 = p1 = d1 = 0)"},
+            layouts="rows",
+            notes="src0 is the kernel (only its shape matters); src1 is the data. ggml 0.20.2's CPU 2-D kernel "
+                  "addresses data row ih of a channel at ih·IW elements, ignoring nb1: a row-padded view or a "
+                  "permute moving dim 1 comes out wrong (e.g. perm 0,2,1,3: NMSE 2.0), so 2-D data is drawn "
+                  "with packed planes (channel/batch strides, offset and dims 2/3 swapped are fine); 1-D "
+                  "data keeps rows contiguous only"))
+_add(OpSpec("POOL_2D", "conv", _pool_2d, (_sig("f32"), _sig("f16", dst="f32")),
+            {"f32": Tolerance("MAX selects (exact, −FLT_MAX included); AVG is a f32 sum of k0·k1 taps, one "
+                              "division and one rounding; ggml CPU nightly: ≤ 2.7e3 ulp at cancelling sums, "
+                              "≤ 0.43 of the allowance", model=tol.pool_model)},
+            params={"op": "0 MAX, 1 AVG", "k0": "kernel", "k1": "kernel", "s0": "stride", "s1": "stride",
+                    "p0": "padding (float: the size uses it, the taps use int(p))", "p1": "padding (float)"},
+            specials=(np.inf, -np.inf, 0.0, -0.0), layouts="uniform_rows",
+            notes="AVG divides by k0·k1 always (padding counts as zeros); a MAX window entirely in padding is "
+                  "−FLT_MAX. NaN is not drawn (C's MAX keeps or drops it by order). ggml 0.20.2's CPU kernel "
+                  "walks source planes by nb2 until ggml_nbytes(src) and writes dst planes in step: a gap "
+                  "between planes (padding in dim 2, a permute) runs it past dst (heap corruption, SIGABRT; "
+                  "perm 0,1,3,2 gives garbage). Only row padding and offsets are drawn"))
+_add(OpSpec("TIMESTEP_EMBEDDING", "embedding",
+            lambda xs, c: embedding_golden.timestep_embedding(xs[0], c.param("dim"), c.param("max_period")),
+            _F32_ONLY,
+            {"f32": Tolerance("f32 frequencies via expf and f32 arguments to cosf/sinf; ggml CPU nightly: max "
+                              "|Δ| 7.7e-5 at |t| ≤ 1000, ≤ 0.46 of the allowance",
+                              ulp=0.5, model=tol.timestep_model)},
+            params={"dim": "embedding width; odd → the last element is 0", "max_period": "P (int)"},
+            specials=(0.0, -0.0), layouts="rows",
+            notes="cosines first, then sines; timesteps are F32 (drawn up to ±1000, as diffusion models use). "
+                  "The CPU asserts nb0 = sizeof(float): layouts keep dim 0 innermost"))
 
 # ---- data movement and shape ops ------------------------------------------------------------------
 # (movement block: add OpSpecs here)

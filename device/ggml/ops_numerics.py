@@ -1,7 +1,78 @@
-"""ggml constructors for the numerics ops (see golden/catalogue.py for the list)."""
+"""ggml constructors for the numerics ops (see golden/catalogue.py for the list).
+
+Multi-input conventions (case.inputs order): SOFT_MAX takes a, then the mask when ``mask`` is set,
+then the sinks when ``sinks`` is set; ROPE takes a, positions, then freq factors when
+``freq_factors`` is set; IM2COL takes the kernel (shape only), then the data.
+"""
 
 from __future__ import annotations
 
-from device.ggml.graph import Builder
+from device.ggml.graph import Builder, GraphBuilder
+from device.ggml.lib import TensorP
+from golden import dtypes
+from golden.case import OpCase
 
-BUILDERS: dict[str, Builder] = {}
+
+def _norm(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    return g.lib.ggml_norm(g.ctx, srcs[0], case.param("eps"))
+
+
+def _rms_norm(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    return g.lib.ggml_rms_norm(g.ctx, srcs[0], case.param("eps"))
+
+
+def _group_norm(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    return g.lib.ggml_group_norm(g.ctx, srcs[0], case.param("n_groups"), case.param("eps"))
+
+
+def _soft_max(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    mask = srcs[1] if case.param("mask") else None
+    out = g.lib.ggml_soft_max_ext(g.ctx, srcs[0], mask, case.param("scale", 1.0), case.param("max_bias", 0.0))
+    if case.param("sinks"):
+        g.lib.ggml_soft_max_add_sinks(out, srcs[-1])
+    return out
+
+
+def _diag_mask_inf(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    return g.lib.ggml_diag_mask_inf(g.ctx, srcs[0], case.param("n_past"))
+
+
+def _rope(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    p = case.params_dict
+    freq_factors = srcs[2] if p.get("freq_factors") else None
+    return g.lib.ggml_rope_ext(
+        g.ctx, srcs[0], srcs[1], freq_factors, p["n_dims"], p["mode"], p["n_ctx_orig"], p["freq_base"],
+        p["freq_scale"], p["ext_factor"], p["attn_factor"], p["beta_fast"], p["beta_slow"])
+
+
+def _mul_mat(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    return g.lib.ggml_mul_mat(g.ctx, srcs[0], srcs[1])
+
+
+def _im2col(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    p = case.params_dict
+    return g.lib.ggml_im2col(g.ctx, srcs[0], srcs[1], p["s0"], p["s1"], p["p0"], p["p1"], p["d0"], p["d1"],
+                             bool(p["is_2d"]), dtypes.GGML_TYPE_ID[case.out_dtype])
+
+
+def _pool_2d(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    p = case.params_dict
+    return g.lib.ggml_pool_2d(g.ctx, srcs[0], p["op"], p["k0"], p["k1"], p["s0"], p["s1"], p["p0"], p["p1"])
+
+
+def _timestep_embedding(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    return g.lib.ggml_timestep_embedding(g.ctx, srcs[0], case.param("dim"), case.param("max_period"))
+
+
+BUILDERS: dict[str, Builder] = {
+    "NORM": _norm,
+    "RMS_NORM": _rms_norm,
+    "GROUP_NORM": _group_norm,
+    "SOFT_MAX": _soft_max,
+    "DIAG_MASK_INF": _diag_mask_inf,
+    "ROPE": _rope,
+    "MUL_MAT": _mul_mat,
+    "IM2COL": _im2col,
+    "POOL_2D": _pool_2d,
+    "TIMESTEP_EMBEDDING": _timestep_embedding,
+}
