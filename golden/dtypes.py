@@ -119,13 +119,15 @@ def ulp(values: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "f32":
         with np.errstate(over="ignore"):
             f = a.astype(np.float32)
-        f = np.where(np.isinf(f), np.finfo(np.float32).max, f)
-        return np.spacing(f).astype(np.float64)
+        # at and beyond the largest finite value the spacing is that of the top binade
+        # (np.spacing(FLT_MAX) is inf, which would accept anything)
+        top = np.nextafter(np.finfo(np.float32).max, np.float32(0))
+        return np.spacing(np.minimum(f, top)).astype(np.float64)
     if dtype == "f16":
         with np.errstate(over="ignore"):
             h = a.astype(np.float16)
-        h = np.where(np.isinf(h), np.float16(65504), h)
-        return np.spacing(h).astype(np.float64)
+        top = np.nextafter(np.float16(65504), np.float16(0))
+        return np.spacing(np.minimum(h, top)).astype(np.float64)
     if dtype == "bf16":
         exp = np.floor(np.log2(np.maximum(a, 2.0**-126)))
         return 2.0 ** (exp - 7)

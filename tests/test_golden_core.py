@@ -126,3 +126,11 @@ def test_gelu_quick_tolerance_rejects_erf_gelu() -> None:
 
     erf_gelu = 0.5 * -2.27 * (1 + math.erf(-2.27 / math.sqrt(2)))
     assert abs(erf_gelu - exact[0, 0, 0, 0]) > 5 * allowed[0, 0, 0, 0]
+
+
+def test_ulp_is_finite_at_the_largest_values() -> None:
+    """np.spacing(FLT_MAX) is inf; a tolerance built on it would accept anything there."""
+    f32_max, f16_max = float(np.finfo(np.float32).max), 65504.0
+    assert dtypes.ulp(np.array([f32_max]), "f32")[0] == 2.0**104
+    assert dtypes.ulp(np.array([f16_max]), "f16")[0] == 32.0
+    assert dtypes.ulp(np.array([1.0]), "f32")[0] == 2.0**-23
