@@ -239,7 +239,8 @@ def dequantize(raw: np.ndarray, qtype: str, n: int) -> np.ndarray:
         packed = blocks[:, 2:]
         nibbles = np.concatenate([packed & 0x0F, packed >> 4], axis=1)
         quants = nibbles.astype(np.float32) - np.float32(8)
-    return (quants * scale).reshape(-1)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf/NaN scales behave as in C
+        return (quants * scale).reshape(-1)
 
 
 # --------------------------------------------------------------------------------------------
