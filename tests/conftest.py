@@ -16,9 +16,7 @@ from hypothesis import HealthCheck, settings
 
 settings.register_profile("quick", max_examples=20, deadline=None)
 settings.register_profile("default", max_examples=100, deadline=None)
-settings.register_profile(
-    "ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+settings.register_profile("ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile(
     "thorough", max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
