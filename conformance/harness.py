@@ -150,8 +150,7 @@ class Harness:
             "artefact": None,
             "message": attempt.message,
         }
-        tol = spec.tolerance_for(case.out_dtype)
-        record["tolerance"] = tol.describe()
+        record["tolerance"] = catalogue.tolerance_of(case).describe()
         if attempt.status != "ok":
             record["outcome"] = attempt.status
             if attempt.crash:
@@ -177,14 +176,17 @@ class Harness:
         self, case: OpCase, spec: catalogue.OpSpec, inputs: list[np.ndarray], golden: np.ndarray, result: RunResult
     ) -> Metrics:
         special = COMPARATORS.get(case.op)
-        if special is not None:
+        if dtypes.is_quantized(case.out_dtype):
+            from conformance.verdict_quant import judge_quantized
+
+            metrics = judge_quantized(case, inputs, golden, result.output)
+        elif special is not None:
             metrics = special(case, catalogue.golden_inputs(case, inputs), golden, result.output)
         else:
             out = result.output
-            if not dtypes.is_quantized(case.out_dtype) and case.out_dtype != "i32":
+            if case.out_dtype != "i32":
                 out = np.asarray(out, dtype=np.float64)
-            metrics = compare(case, catalogue.golden_inputs(case, inputs), golden, out,
-                              spec.tolerance_for(case.out_dtype))
+            metrics = compare(case, catalogue.golden_inputs(case, inputs), golden, out, catalogue.tolerance_of(case))
         failures = result.extra.get("integrity_failures") or []
         if failures:
             metrics.passed = False

@@ -30,11 +30,12 @@ class Metrics:
     error_ratio: float = 0.0
     worst_device: float | None = None
     worst_golden: float | None = None
+    n_quants_differ: int | None = None  # quantized destinations: quants unlike ggml's own quantizer
     passed: bool = True
     detail: str = ""
 
     def as_dict(self) -> dict[str, object]:
-        return {k: v for k, v in asdict(self).items() if k not in ("passed",)}
+        return {k: v for k, v in asdict(self).items() if k != "passed" and not (k == "n_quants_differ" and v is None)}
 
 
 def _ggml_index(np_index: tuple[int, ...]) -> list[int]:

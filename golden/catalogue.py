@@ -29,7 +29,7 @@ from golden import sequence as seq
 from golden import softmax as softmax_golden
 from golden import tolerance as tol
 from golden.case import OpCase
-from golden.tolerance import EXACT, ROUNDED, Tolerance, f16_table_model, rounded_via_f32
+from golden.tolerance import EXACT, ROUNDED, Tolerance, f16_table_model, quant_matmul_model, rounded_via_f32
 
 Golden = Callable[[list[np.ndarray], OpCase], np.ndarray]
 
@@ -70,7 +70,10 @@ class OpSpec:
     def implemented(self) -> bool:
         return self.golden is not None
 
-    def tolerance_for(self, dst: str) -> Tolerance:
+    def tolerance_for(self, dst: str, signature: str = "") -> Tolerance:
+        """The row for a signature label (``q4_0_f32_to_f32``) if there is one, else for the dst dtype."""
+        if signature and signature in self.tolerance:
+            return self.tolerance[signature]
         if dst in self.tolerance:
             return self.tolerance[dst]
         if "*" in self.tolerance:
@@ -440,6 +443,47 @@ _add(OpSpec("SUM_ROWS", "sequence", _one(seq.sum_rows), (_sig("f32"),),
             layouts="rows", validate=checks.one_input,
             notes="output ne [1, ne1, ne2, ne3]; the CPU asserts nb00 == 4, so rows stay contiguous"))
 
+# ---- quantized variants (Q4_0 / Q8_0) of ops defined above ---------------------------------------
+# Quantized inputs reach the golden dequantized (golden_inputs); a quantized destination is judged
+# in dequantized space by conformance.verdict_quant (one quant step per block; byte-exact for
+# same-type copies), so these rows only describe the arithmetic around the quantization.
+def _with_signatures(name: str, extra: tuple[Signature, ...], rows: dict[str, Tolerance] | None = None,
+                     note: str = "", golden: Golden | None = None) -> None:
+    from dataclasses import replace
+
+    spec = OPS[name]
+    OPS[name] = replace(spec, signatures=spec.signatures + extra, tolerance={**spec.tolerance, **(rows or {})},
+                        notes=(spec.notes + " " + note).strip(), golden=golden or spec.golden)
+
+
+_QUANT_COPY = Tolerance("quantized destination: judged in dequantized space, one quant step per block "
+                        "(byte-exact when source and destination are the same quantized type)")
+_with_signatures("GET_ROWS", (_sig("q4_0", "i32", dst="f32"), _sig("q8_0", "i32", dst="f32")),
+                 note="Q4_0/Q8_0 rows are dequantized exactly: (q−8)·d or q·d with the F16 scale widened.")
+
+
+def _cpy_golden(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
+    # a quantized destination keeps the exact source values; the verdict quantizes around them
+    dst = "f32" if c.out_dtype in ("q4_0", "q8_0") else c.out_dtype
+    return mv.cpy(xs[0], c.param("dst_ne"), dst)
+
+
+_with_signatures("CPY", tuple(_sig(s, dst=q) for s in ("f32", "f16") for q in ("q4_0", "q8_0")),
+                 {"q4_0": _QUANT_COPY, "q8_0": _QUANT_COPY}, golden=_cpy_golden,
+                 note="F32/F16 → Q4_0/Q8_0 quantizes each 32-element block of the destination (contiguous); "
+                      "NaN/inf are not drawn there (one non-finite value poisons its block's scale).")
+for _copy_op in ("DUP", "CONT"):
+    _with_signatures(_copy_op, (_sig("q4_0"), _sig("q8_0")), {"q4_0": _QUANT_COPY, "q8_0": _QUANT_COPY},
+                     note="Same-type copies of quantized tensors move whole blocks: byte-exact.")
+_with_signatures(
+    "MUL_MAT", (_sig("q4_0", "f32", dst="f32"), _sig("q8_0", "f32", dst="f32")),
+    {label: Tolerance(
+        "exact on the dequantized weights; the device may round src1 first — ggml's CPU quantizes it to Q8_0 "
+        "(≤ ½ step + F16 scale rounding per block), CANN casts it to F16 — then accumulates in f32 "
+        "(K·2^-24·Σ|a||b|)", ulp=0.5, model=quant_matmul_model(), model_name="quant_matmul")
+     for label in ("q4_0_f32_to_f32", "q8_0_f32_to_f32")},
+    note="Quantized weights need K % 32 == 0 and contiguous rows (ggml-cann also requires contiguous src0/src1).")
+
 # ---- listed, golden not written yet ---------------------------------------------------------------
 _PENDING = {
     "NONE": "movement", "VIEW": "movement", "RESHAPE": "movement", "PERMUTE": "movement",
@@ -453,6 +497,14 @@ _PENDING = {
 for _name, _family in _PENDING.items():
     if _name not in OPS:
         _add(OpSpec(_name, _family, None, (), {}, notes="golden not implemented yet"))
+
+
+def signature_of(case: OpCase) -> Signature:
+    return Signature(tuple(t.dtype for t in case.inputs), case.out_dtype)
+
+
+def tolerance_of(case: OpCase) -> Tolerance:
+    return get(case.op).tolerance_for(case.out_dtype, signature_of(case).label())
 
 
 def get(name: str) -> OpSpec:

@@ -197,6 +197,32 @@ def dot_product_model(c: float = 1.0) -> ErrorModel:
     return model
 
 
+def quant_matmul_model() -> ErrorModel:
+    """MUL_MAT with Q4_0/Q8_0 weights, against the exact product of the dequantized weights and src1.
+
+    The device may round src1 before the dot product: ggml's CPU quantizes each 32-block of a src1
+    row to Q8_0 (error ≤ ½·amax/127 per element, plus amax·2^-11 from the F16 scale), ggml-cann casts
+    src1 to F16 (2^-11·|b|, or half an F16 subnormal step). The larger of the two is allowed per
+    element, weighted by |a_k|, on top of the f32 accumulation bound K·2^-24·Σ|a||b|."""
+    from golden import matmul
+
+    def model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+        a, b = (np.asarray(v, np.float64) for v in inputs[:2])
+        k = a.shape[-1]
+        abs_a, abs_b = _finite_abs(a), _finite_abs(b)
+        blocks = abs_b.reshape(abs_b.shape[:-1] + (k // 32, 32))
+        amax = np.repeat(blocks.max(axis=-1), 32, axis=-1)
+        q8_error = amax * (0.5 / 127 + F16_EPS)
+        f16_error = F16_EPS * abs_b + 2.0**-25
+        with np.errstate(invalid="ignore", over="ignore"):
+            src1_rounding = matmul.abs_dot(abs_a, np.maximum(q8_error, f16_error))
+            accumulate = k * F32_EPS * matmul.abs_dot(abs_a, abs_b) + (k + 1) * 2.0**-150
+        return src1_rounding + accumulate
+
+    model.__name__ = "quant_matmul(max(Q8_0, F16) rounding of src1 + K·2^-24)·Σ|a||b|"
+    return model
+
+
 def pool_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
     """MAX selects a stored value (or −FLT_MAX): exact. AVG sums k0·k1 taps in f32 (≤ (k0·k1 − 1)·u·Σ|x|)
     and divides once: ``(k0·k1 + 1)·(u·avg(|x|) + 2^-150)`` over the window (2^-150: a rounding in
