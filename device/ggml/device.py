@@ -12,7 +12,7 @@ import numpy as np
 from device.base import DeviceError, RunResult, Unsupported
 from device.ggml import lib as ggml_lib
 from device.ggml.graph import GraphBuilder, GraphBuildError, InputTensor, builders, read_tensor
-from golden.case import OpCase
+from golden.case import OpCase, TensorSpec
 from golden.geometry import pack, unpack
 
 GGML_STATUS_SUCCESS = 0
@@ -142,6 +142,45 @@ class GgmlDevice:
                 extra["cann_raw"] = integrity
                 extra["integrity_failures"] = [k for k, v in integrity.items() if not v.get("ok", True)]
             return True, RunResult(output, after, extra)
+        finally:
+            if buffer:
+                lib.ggml_backend_buffer_free(buffer)
+            g.free()
+
+    def transfer(
+        self, spec: TensorSpec, raw: np.ndarray, writes: list[tuple[int, int]], reads: list[tuple[int, int]]
+    ) -> dict[str, Any]:
+        """Upload ``raw`` (the tensor's ggml bytes) in the given (offset, size) chunks through the
+        backend's set_tensor, then read it back whole and in the given chunks through get_tensor.
+
+        On CANN, quantized tensors go through the device layout transform on the way in and out, so
+        a chunked write or an offset read exercises paths a whole-tensor copy never does."""
+        lib = self.lib
+        g = GraphBuilder(lib, 4)
+        buffer = None
+        try:
+            t = g.new_tensor(spec.dtype, spec.ne)
+            if spec.name:
+                lib.ggml_set_name(t, spec.name.encode())
+            buffer = lib.ggml_backend_alloc_ctx_tensors(g.ctx, self.backend)
+            if not buffer:
+                raise DeviceError(f"{self.name}: buffer allocation failed")
+            nbytes = lib.ggml_nbytes(t)
+            data = np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1)
+            if data.nbytes != nbytes:
+                raise ValueError(f"transfer: {data.nbytes} bytes given for a tensor of {nbytes}")
+            for offset, size in writes:
+                lib.ggml_backend_tensor_set(t, data[offset:].ctypes.data, offset, size)
+            whole = np.empty(nbytes, dtype=np.uint8)
+            lib.ggml_backend_tensor_get(t, whole.ctypes.data, 0, nbytes)
+            pieces = []
+            for offset, size in reads:
+                piece = np.empty(size, dtype=np.uint8)
+                lib.ggml_backend_tensor_get(t, piece.ctypes.data, offset, size)
+                pieces.append(piece)
+            buft = lib.ggml_backend_get_default_buffer_type(self.backend)
+            return {"whole": whole, "pieces": pieces, "nbytes": nbytes,
+                    "alloc_size": lib.ggml_backend_buft_get_alloc_size(buft, t)}
         finally:
             if buffer:
                 lib.ggml_backend_buffer_free(buffer)
