@@ -55,8 +55,6 @@ _PLAIN_TYPE_BYTES: dict[str, int] = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}
 
 Rounding = Literal["reference", "x86"]
 
-_INT32_MIN = np.int64(-(2**31))
-
 
 def _check_qtype(qtype: str) -> int:
     try:
@@ -106,15 +104,16 @@ def _f16_bits(d: np.ndarray) -> np.ndarray:
 
 
 def _cvt_to_int32(v: np.ndarray) -> np.ndarray:
-    """x86 cvt(t)ps2dq on integral-or-non-finite f32 values: INT32_MIN when out of range or NaN."""
-    valid = np.isfinite(v) & (np.abs(v) < np.float32(2**31))
-    truncated = np.trunc(np.where(valid, v, np.float32(0))).astype(np.int64)
-    return np.where(valid, truncated, _INT32_MIN)
+    """x86 cvt(t)ps2dq of f32 values: truncate, or INT32_MIN when NaN, +-inf or out of range."""
+    valid = np.abs(v) < np.float32(2**31)  # False for NaN and +-inf too
+    if valid.all():
+        return v.astype(np.int32)  # numpy's float -> int cast truncates like C
+    return np.where(valid, np.where(valid, v, np.float32(0)).astype(np.int32), np.int32(-(2**31)))
 
 
 def _low_byte_int8(i: np.ndarray) -> np.ndarray:
-    """C ``(int8_t)`` of an int32 as compiled here: keep the low byte."""
-    return (i & 0xFF).astype(np.uint8).view(np.int8)
+    """C ``(int8_t)`` of an int32 as compiled here: keep the low byte (numpy's cast wraps the same way)."""
+    return i.astype(np.int8)
 
 
 def _round_half_away(v: np.ndarray) -> np.ndarray:
