@@ -26,6 +26,8 @@ Quantizer paths (found by experiment against the wheel, see ``docs/quantization.
   the conversion of mul_mat's src1). ``amax`` by an 8-lane ``maxps`` tree, ``id = 127/amax`` (not
   ``1/d``), ``q = round_half_even(x*id)`` packed with signed saturation: ties round **half to even**
   (0.5 -> 0, 2.5 -> 2). For Q4_0 the CPU uses the reference quantizer, so both settings agree.
+  The two Q8_0 paths also differ off ties now and then, because ``127/amax`` and ``1/(amax/127)``
+  can differ by an ulp (65 of 2**20 standard-normal blocks, one quant by +-1 each).
 
 Non-finite conversions follow x86: a float->int conversion of NaN, +-inf or anything out of int32
 range yields INT32_MIN. The reference paths keep its low byte (0); the x86 path saturates it to
@@ -37,6 +39,8 @@ first, then all ``n/32`` f16 scales in block order. Q8_0 quants are the int8 val
 order. Q4_0 quants are ``n/2`` bytes, byte ``k`` of a block holding element ``2k`` in its low nibble
 and ``2k + 1`` in its high nibble (natural order), every byte XOR 0x88 (so each nibble reads as the
 signed int4 ``q - 8``).
+
+Byte-level views assume a little-endian host (x86-64 and aarch64, where ggml and CANN run).
 """
 
 from __future__ import annotations
