@@ -11,6 +11,7 @@ golden.quant docstring for what they produce), so they are compared like any oth
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -189,3 +190,10 @@ def test_large_random_tensor_matches_bit_for_bit() -> None:
     for qtype in QTYPES:
         np.testing.assert_array_equal(quantize(x, qtype), ggml_quant.ggml_quantize(x, qtype, "chunk"))
         np.testing.assert_array_equal(quantize(x, qtype, "x86"), ggml_quant.ggml_quantize(x, qtype, "cpu"))
+
+
+def test_lib_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GGML_LIB_DIR", str(tmp_path))
+    assert str(ggml_quant.ggml_lib_dir()) == str(tmp_path)
+    monkeypatch.delenv("GGML_LIB_DIR")
+    assert ggml_quant.ggml_lib_dir().name == "lib64"
