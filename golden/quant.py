@@ -26,6 +26,8 @@ Quantizer paths (found by experiment against the wheel, see ``docs/quantization.
   the conversion of mul_mat's src1). ``amax`` by an 8-lane ``maxps`` tree, ``id = 127/amax`` (not
   ``1/d``), ``q = round_half_even(x*id)`` packed with signed saturation: ties round **half to even**
   (0.5 -> 0, 2.5 -> 2). For Q4_0 the CPU uses the reference quantizer, so both settings agree.
+  The two Q8_0 paths also differ off ties now and then, because ``127/amax`` and ``1/(amax/127)``
+  can differ by an ulp (65 of 2**20 standard-normal blocks, one quant by +-1 each).
 
 Non-finite conversions follow x86: a float->int conversion of NaN, +-inf or anything out of int32
 range yields INT32_MIN. The reference paths keep its low byte (0); the x86 path saturates it to
@@ -37,6 +39,8 @@ first, then all ``n/32`` f16 scales in block order. Q8_0 quants are the int8 val
 order. Q4_0 quants are ``n/2`` bytes, byte ``k`` of a block holding element ``2k`` in its low nibble
 and ``2k + 1`` in its high nibble (natural order), every byte XOR 0x88 (so each nibble reads as the
 signed int4 ``q - 8``).
+
+Byte-level views assume a little-endian host (x86-64 and aarch64, where ggml and CANN run).
 """
 
 from __future__ import annotations
@@ -54,8 +58,6 @@ MATRIX_ROW_PADDING = 512  # ggml-cann/common.h
 _PLAIN_TYPE_BYTES: dict[str, int] = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}
 
 Rounding = Literal["reference", "x86"]
-
-_INT32_MIN = np.int64(-(2**31))
 
 
 def _check_qtype(qtype: str) -> int:
@@ -106,15 +108,16 @@ def _f16_bits(d: np.ndarray) -> np.ndarray:
 
 
 def _cvt_to_int32(v: np.ndarray) -> np.ndarray:
-    """x86 cvt(t)ps2dq on integral-or-non-finite f32 values: INT32_MIN when out of range or NaN."""
-    valid = np.isfinite(v) & (np.abs(v) < np.float32(2**31))
-    truncated = np.trunc(np.where(valid, v, np.float32(0))).astype(np.int64)
-    return np.where(valid, truncated, _INT32_MIN)
+    """x86 cvt(t)ps2dq of f32 values: truncate, or INT32_MIN when NaN, +-inf or out of range."""
+    valid = np.abs(v) < np.float32(2**31)  # False for NaN and +-inf too
+    if valid.all():
+        return v.astype(np.int32)  # numpy's float -> int cast truncates like C
+    return np.where(valid, np.where(valid, v, np.float32(0)).astype(np.int32), np.int32(-(2**31)))
 
 
 def _low_byte_int8(i: np.ndarray) -> np.ndarray:
-    """C ``(int8_t)`` of an int32 as compiled here: keep the low byte."""
-    return (i & 0xFF).astype(np.uint8).view(np.int8)
+    """C ``(int8_t)`` of an int32 as compiled here: keep the low byte (numpy's cast wraps the same way)."""
+    return i.astype(np.int8)
 
 
 def _round_half_away(v: np.ndarray) -> np.ndarray:
@@ -158,7 +161,7 @@ def _quantize_q4_0(blocks: np.ndarray) -> np.ndarray:
     out = np.empty((nblocks, BLOCK_BYTES["q4_0"]), np.uint8)
     out[:, :2] = _f16_bits(d).view(np.uint8).reshape(nblocks, 2)
     out[:, 2:] = q[:, : QK // 2] | (q[:, QK // 2 :] << 4)
-    return out.reshape(-1)
+    return out
 
 
 def _q8_0_reference_amax(blocks: np.ndarray) -> np.ndarray:
@@ -200,7 +203,10 @@ def _quantize_q8_0(blocks: np.ndarray, rounding: Rounding) -> np.ndarray:
     out = np.empty((nblocks, BLOCK_BYTES["q8_0"]), np.uint8)
     out[:, :2] = _f16_bits(d.astype(np.float32)).view(np.uint8).reshape(nblocks, 2)
     out[:, 2:] = q.view(np.uint8)
-    return out.reshape(-1)
+    return out
+
+
+_QUANTIZE_CHUNK_BLOCKS = 4096
 
 
 def quantize(x: np.ndarray, qtype: str, rounding: Rounding = "reference") -> np.ndarray:
@@ -214,9 +220,15 @@ def quantize(x: np.ndarray, qtype: str, rounding: Rounding = "reference") -> np.
     if rounding not in ("reference", "x86"):
         raise ValueError(f"rounding must be 'reference' or 'x86', got {rounding!r}")
     blocks = _as_blocks(x)
-    if qtype == "q4_0":
-        return _quantize_q4_0(blocks)
-    return _quantize_q8_0(blocks, rounding)
+    out = np.empty((blocks.shape[0], BLOCK_BYTES[qtype]), np.uint8)
+    # Chunks keep the many per-element temporaries in cache instead of allocating whole tensors.
+    for start in range(0, blocks.shape[0], _QUANTIZE_CHUNK_BLOCKS):
+        chunk = blocks[start : start + _QUANTIZE_CHUNK_BLOCKS]
+        if qtype == "q4_0":
+            out[start : start + chunk.shape[0]] = _quantize_q4_0(chunk)
+        else:
+            out[start : start + chunk.shape[0]] = _quantize_q8_0(chunk, rounding)
+    return out.reshape(-1)
 
 
 def dequantize(raw: np.ndarray, qtype: str, n: int) -> np.ndarray:
@@ -231,65 +243,148 @@ def dequantize(raw: np.ndarray, qtype: str, n: int) -> np.ndarray:
     data = np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1)
     if data.size < nblocks * block_bytes:
         raise ValueError(f"{n} {qtype} elements need {nblocks * block_bytes} bytes, got {data.size}")
-    blocks = data[: nblocks * block_bytes].reshape(nblocks, block_bytes)
-    scale = np.ascontiguousarray(blocks[:, :2]).view(np.float16).astype(np.float32)  # (nblocks, 1)
-    if qtype == "q8_0":
-        quants = blocks[:, 2:].view(np.int8).astype(np.float32)
-    else:
-        packed = blocks[:, 2:]
-        nibbles = np.concatenate([packed & 0x0F, packed >> 4], axis=1)
-        quants = nibbles.astype(np.float32) - np.float32(8)
+    host = _host_records(data[: nblocks * block_bytes], qtype)
+    scales = host["d"].view(np.float16).astype(np.float32)
+    out = np.empty((nblocks, QK), np.float32)
     with np.errstate(invalid="ignore", over="ignore"):  # inf/NaN scales behave as in C
-        return (quants * scale).reshape(-1)
+        for start in range(0, nblocks, _CHUNK_BLOCKS):
+            stop = min(nblocks, start + _CHUNK_BLOCKS)
+            chunk = host["qs"][start:stop]
+            quants = _q8_0_quants(chunk) if qtype == "q8_0" else _q4_0_quants(chunk)
+            np.multiply(quants, scales[start:stop, None], out=out[start:stop])
+    return out.reshape(-1)
+
+
+def _q8_0_quants(host_qs: np.ndarray) -> np.ndarray:
+    as_int8 = np.empty((host_qs.size, QK), np.int8)
+    as_int8.view(host_qs.dtype)[:, 0] = host_qs
+    return as_int8.astype(np.float32)
+
+
+def _q4_0_quants(host_qs: np.ndarray) -> np.ndarray:
+    """(blocks, 32) float32 of nibble - 8, in element order (all low nibbles, then all high)."""
+    packed = np.empty((host_qs.size, 2), np.uint64)
+    packed.view(host_qs.dtype)[:, 0] = host_qs
+    # Split low and high nibbles on whole contiguous arrays, then interleave per block with
+    # one-dimensional 16-byte copies (2-D slices with 16-byte rows are slow in numpy).
+    halves = np.empty((2, host_qs.size, 2), np.uint64)
+    np.bitwise_and(packed, np.uint64(0x0F0F0F0F0F0F0F0F), out=halves[0])
+    np.right_shift(packed, np.uint64(4), out=halves[1])
+    np.bitwise_and(halves[1], np.uint64(0x0F0F0F0F0F0F0F0F), out=halves[1])
+    nibbles = np.empty((host_qs.size, 2, 2), np.uint64)
+    nibbles.view(host_qs.dtype)[:, 0, 0] = halves[0].view(host_qs.dtype)[:, 0]
+    nibbles.view(host_qs.dtype)[:, 1, 0] = halves[1].view(host_qs.dtype)[:, 0]
+    quants = nibbles.view(np.uint8).reshape(host_qs.size, QK).astype(np.float32)
+    return np.subtract(quants, np.float32(8), out=quants)
 
 
 # --------------------------------------------------------------------------------------------
 # CANN device layout
+#
+# Speed matters here (the transforms run on every upload and download of weight tensors, tens of
+# millions of elements): the host blocks are viewed as records of a 2-byte scale and a 16/32-byte
+# void field so field copies are memcpy-like, and the Q4_0 nibble work runs on cache-sized chunks
+# of contiguous uint16 arrays, because numpy is slow on 2-D slices with short inner rows.
+
+_HOST_RECORD = {
+    qtype: np.dtype([("d", "<u2"), ("qs", f"V{BLOCK_BYTES[qtype] - 2}")]) for qtype in BLOCK_BYTES
+}
+_CHUNK_BLOCKS = 8192  # 8192 blocks x 2 x 16 bytes of uint16 work arrays: a few hundred KiB, in L2
+_U16 = np.uint16
 
 
-def _split_blocks(raw: np.ndarray, qtype: str) -> np.ndarray:
+def _host_records(raw: np.ndarray, qtype: str) -> np.ndarray:
     block_bytes = _check_qtype(qtype)
     data = np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1)
     if data.size % block_bytes:
         raise ValueError(f"{data.size} bytes is not a whole number of {block_bytes}-byte {qtype} blocks")
-    return data.reshape(-1, block_bytes)
+    return data.view(_HOST_RECORD[qtype])
 
 
 def to_cann(raw: np.ndarray, qtype: str) -> np.ndarray:
     """Host blocks -> the seed's device buffer (``ggml_backend_cann_transform``), same byte count."""
-    blocks = _split_blocks(raw, qtype)
-    nblocks = blocks.shape[0]
-    out = np.empty(blocks.size, np.uint8)
-    quant_bytes = nblocks * (blocks.shape[1] - 2)
-    out[quant_bytes:].reshape(nblocks, 2)[:] = blocks[:, :2]
+    host = _host_records(raw, qtype)
+    nblocks = host.size
+    out = np.empty(nblocks * BLOCK_BYTES[qtype], np.uint8)
+    quant_bytes = out.size - 2 * nblocks
+    out[quant_bytes:].view(_U16)[:] = host["d"]
     if qtype == "q8_0":
-        out[:quant_bytes].reshape(nblocks, QK)[:] = blocks[:, 2:]
+        out[:quant_bytes].view(host.dtype["qs"])[:] = host["qs"]
         return out
-    # Byte pair (qs[2k], qs[2k+1]) as one little-endian uint16 holds elements 2k, 2k+1 (low
-    # nibbles) and 2k+16, 2k+17 (high nibbles); re-pair the nibbles by element.
-    pairs = np.ascontiguousarray(blocks[:, 2:]).view("<u2")  # (nblocks, 8)
-    dev = out[:quant_bytes].reshape(nblocks, 2, 8)
-    dev[:, 0] = ((pairs & 0x000F) | ((pairs >> 4) & 0x00F0)) ^ 0x88  # elements 0..15
-    dev[:, 1] = (((pairs >> 4) & 0x000F) | ((pairs >> 8) & 0x00F0)) ^ 0x88  # elements 16..31
+    _q4_0_nibbles_to_cann(host["qs"], out[:quant_bytes].view(np.uint64).reshape(nblocks, 2))
     return out
+
+
+def _q4_0_nibbles_to_cann(host_qs: np.ndarray, dev: np.ndarray) -> None:
+    """16 host ``qs`` bytes per block -> 8 bytes of elements 0..15 and 8 of elements 16..31.
+
+    Host byte pair (qs[2k], qs[2k+1]) read as a little-endian uint16 ``w`` holds, nibble by nibble,
+    elements 2k, 2k+16, 2k+1, 2k+17. The device byte for elements (2k, 2k+1) is
+    ``(w & 0x0F) | ((w >> 4) & 0xF0)``, and the one for (2k+16, 2k+17) is the same function of
+    ``w >> 4``. XOR 0x88 on the device byte equals XOR 0x8888 on ``w`` first.
+    """
+    nblocks = host_qs.size
+    work = np.empty((2, _CHUNK_BLOCKS, 8), _U16)  # [elements 0..15 | 16..31][block][byte pair]
+    high = np.empty_like(work)
+    as_bytes = np.empty((2, _CHUNK_BLOCKS, 8), np.uint8)
+    for start in range(0, nblocks, _CHUNK_BLOCKS):
+        stop = min(nblocks, start + _CHUNK_BLOCKS)
+        w, t, b = work[:, : stop - start], high[:, : stop - start], as_bytes[:, : stop - start]
+        w[0].view(host_qs.dtype)[:, 0] = host_qs[start:stop]
+        np.bitwise_xor(w[0], _U16(0x8888), out=w[0])
+        np.right_shift(w[0], _U16(4), out=w[1])
+        np.right_shift(w, _U16(4), out=t)
+        np.bitwise_and(t, _U16(0xF0), out=t)
+        np.bitwise_and(w, _U16(0x0F), out=w)
+        np.bitwise_or(w, t, out=w)
+        np.copyto(b, w, casting="unsafe")  # keep the low byte of each uint16
+        dev[start:stop, 0] = b[0].view(np.uint64)[:, 0]
+        dev[start:stop, 1] = b[1].view(np.uint64)[:, 0]
 
 
 def from_cann(buf: np.ndarray, qtype: str) -> np.ndarray:
     """The seed's device buffer -> host blocks (``ggml_backend_cann_transform_back``)."""
-    data = _split_blocks(buf, qtype).reshape(-1)  # same total size as the host blocks
-    block_bytes = BLOCK_BYTES[qtype]
+    block_bytes = _check_qtype(qtype)
+    data = np.ascontiguousarray(buf, dtype=np.uint8).reshape(-1)
+    if data.size % block_bytes:
+        raise ValueError(f"{data.size} bytes is not a whole number of {block_bytes}-byte {qtype} blocks")
     nblocks = data.size // block_bytes
-    quant_bytes = nblocks * (block_bytes - 2)
-    out = np.empty((nblocks, block_bytes), np.uint8)
-    out[:, :2] = data[quant_bytes:].reshape(nblocks, 2)
+    quant_bytes = data.size - 2 * nblocks
+    out = np.empty(data.size, np.uint8)
+    host = out.view(_HOST_RECORD[qtype])
+    host["d"] = data[quant_bytes:].view(_U16)
     if qtype == "q8_0":
-        out[:, 2:] = data[:quant_bytes].reshape(nblocks, QK)
-        return out.reshape(-1)
-    dev = (data[:quant_bytes].reshape(nblocks, 2, 8) ^ 0x88).astype(np.uint16)
-    first, second = dev[:, 0], dev[:, 1]  # elements 0..15 and 16..31, two per byte
-    pairs = (first & 0x0F) | ((second & 0x0F) << 4) | ((first & 0xF0) << 4) | ((second & 0xF0) << 8)
-    out[:, 2:] = pairs.astype("<u2").view(np.uint8).reshape(nblocks, 16)
-    return out.reshape(-1)
+        host["qs"] = data[:quant_bytes].view(host.dtype["qs"])
+        return out
+    _q4_0_nibbles_from_cann(data[:quant_bytes].view(np.uint64).reshape(nblocks, 2), host["qs"])
+    return out
+
+
+def _q4_0_nibbles_from_cann(dev: np.ndarray, host_qs: np.ndarray) -> None:
+    """Inverse of :func:`_q4_0_nibbles_to_cann`.
+
+    A device byte ``a`` (elements 2k, 2k+1) spreads to the uint16 ``(a | a << 4) & 0x0F0F``: element
+    2k in the low nibble of the low byte, 2k+1 in the low nibble of the high byte. The host pair is
+    that spread for elements 0..15 OR the spread for 16..31 shifted into the high nibbles.
+    """
+    nblocks = host_qs.size
+    as_bytes = np.empty((2, _CHUNK_BLOCKS, 8), np.uint8)
+    work = np.empty((2, _CHUNK_BLOCKS, 8), _U16)
+    shifted = np.empty_like(work)
+    pairs = np.empty((_CHUNK_BLOCKS, 8), _U16)
+    for start in range(0, nblocks, _CHUNK_BLOCKS):
+        stop = min(nblocks, start + _CHUNK_BLOCKS)
+        b, w, t, p = (a[:, : stop - start] for a in (as_bytes, work, shifted, pairs[None]))
+        b[0].view(np.uint64)[:, 0] = dev[start:stop, 0]
+        b[1].view(np.uint64)[:, 0] = dev[start:stop, 1]
+        np.copyto(w, b)
+        np.left_shift(w, _U16(4), out=t)
+        np.bitwise_or(w, t, out=w)
+        np.bitwise_and(w, _U16(0x0F0F), out=w)
+        np.left_shift(w[1], _U16(4), out=p[0])
+        np.bitwise_or(p[0], w[0], out=p[0])
+        np.bitwise_xor(p[0], _U16(0x8888), out=p[0])
+        host_qs[start:stop] = p[0].view(host_qs.dtype)[:, 0]
 
 
 __all__ = [
@@ -303,4 +398,5 @@ __all__ = [
     "from_cann",
     "quantize",
     "row_size",
+    "to_cann",
 ]

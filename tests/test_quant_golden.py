@@ -85,6 +85,41 @@ def test_to_cann_places_every_byte_where_the_seed_does(case: tuple[str, np.ndarr
     np.testing.assert_array_equal(to_cann(raw, qtype), _seed_layout_per_element(raw, qtype))
 
 
+def _seed_layout_by_index(raw: np.ndarray, qtype: str) -> np.ndarray:
+    """The same placement rule as :func:`_seed_layout_per_element`, as numpy scatter indices (for
+    buffers too big for a Python loop)."""
+    block_bytes = BLOCK_BYTES[qtype]
+    nblocks = raw.size // block_bytes
+    quant_bytes = nblocks * (block_bytes - 2)
+    block = np.arange(nblocks)[:, None]
+    dev = np.zeros(raw.size, np.uint8)
+    scale_byte = np.arange(2)[None, :]
+    dev[quant_bytes + 2 * block + scale_byte] = raw[block_bytes * block + scale_byte]
+    element = np.arange(QK)[None, :]
+    if qtype == "q8_0":
+        dev[QK * block + element] = raw[block_bytes * block + 2 + element]
+        return dev
+    nibble = (raw[block_bytes * block + 2 + element % 16] >> (4 * (element // 16))) & 0xF
+    shifted = ((nibble ^ 0x8) << (4 * (element % 2))).astype(np.uint8)
+    np.bitwise_or.at(dev, 16 * block + element // 2, shifted)
+    return dev
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+def test_transforms_of_large_buffers(qtype: str) -> None:
+    # 16 500 blocks: past the transforms' 8192-block chunks, with a partial last chunk.
+    raw = np.random.default_rng(5).integers(0, 256, 16_500 * BLOCK_BYTES[qtype], dtype=np.uint8)
+    dev = to_cann(raw, qtype)
+    np.testing.assert_array_equal(dev, _seed_layout_by_index(raw, qtype))
+    np.testing.assert_array_equal(from_cann(dev, qtype), raw)
+
+
+@given(raw_blocks())
+def test_both_layout_oracles_agree(case: tuple[str, np.ndarray]) -> None:
+    qtype, raw = case
+    np.testing.assert_array_equal(_seed_layout_by_index(raw, qtype), _seed_layout_per_element(raw, qtype))
+
+
 def test_q4_0_layout_worked_example() -> None:
     # Two blocks. Block 0: element j holds nibble j % 16 (so elements j and j + 16 share host byte j),
     # scale bytes 0xAA 0xBB. Block 1: all nibbles 8 (the value 0), scale 0xCC 0xDD.

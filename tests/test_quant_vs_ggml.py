@@ -11,6 +11,7 @@ golden.quant docstring for what they produce), so they are compared like any oth
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -183,9 +184,22 @@ def test_ggml_type_enum_values_match_the_header() -> None:
 
 
 def test_large_random_tensor_matches_bit_for_bit() -> None:
-    # One big deterministic draw next to the small hypothesis ones (many blocks, two row lengths).
+    # One big deterministic draw next to the small hypothesis ones: 8320 blocks cross the chunk
+    # boundaries golden.quant works in (4096 blocks for quantize, 8192 for dequantize).
     rng = np.random.default_rng(20261130)
-    x = (rng.standard_normal((256, 512)) * rng.uniform(1e-3, 1e3, (256, 1))).astype(np.float32)
+    x = (rng.standard_normal((520, 512)) * rng.uniform(1e-3, 1e3, (520, 1))).astype(np.float32)
     for qtype in QTYPES:
-        np.testing.assert_array_equal(quantize(x, qtype), ggml_quant.ggml_quantize(x, qtype, "chunk"))
+        raw = ggml_quant.ggml_quantize(x, qtype, "chunk")
+        np.testing.assert_array_equal(quantize(x, qtype), raw)
         np.testing.assert_array_equal(quantize(x, qtype, "x86"), ggml_quant.ggml_quantize(x, qtype, "cpu"))
+        np.testing.assert_array_equal(
+            dequantize(raw, qtype, x.size).view(np.uint32),
+            ggml_quant.ggml_dequantize(raw, qtype, x.size).view(np.uint32),
+        )
+
+
+def test_lib_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GGML_LIB_DIR", str(tmp_path))
+    assert str(ggml_quant.ggml_lib_dir()) == str(tmp_path)
+    monkeypatch.delenv("GGML_LIB_DIR")
+    assert ggml_quant.ggml_lib_dir().name == "lib64"
