@@ -26,6 +26,52 @@ class UsageError(Exception):
     """A user mistake: printed as one line, exit code 2."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr (not the usage block), exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def check_case(case_id: str):  # -> OpCase
+    """Parse a case id and check it names a case the harness can build; UsageError otherwise."""
+    from conformance.data import DISTRIBUTIONS
+    from golden import catalogue, dtypes
+    from golden.case import parse_case_id
+
+    def bad(reason: str) -> UsageError:
+        return UsageError(f"malformed case id {case_id!r}: {reason}")
+
+    try:
+        case = parse_case_id(case_id)
+    except KeyError as exc:
+        raise bad(f"an input lacks its {exc.args[0]} field") from None
+    except (ValueError, TypeError, IndexError) as exc:
+        raise bad(str(exc)) from None
+    try:
+        spec = catalogue.get(case.op)
+    except KeyError:
+        raise UsageError(f"unknown op {case.op!r} in case id (see conform ops)") from None
+    if not spec.implemented:
+        raise UsageError(f"op {case.op} has no golden model yet, so its cases cannot be judged (see conform ops)")
+    if not case.inputs:
+        raise bad("no input tensors (type=...,ne=[...])")
+    for i, t in enumerate(case.inputs):
+        if t.dtype not in dtypes.ALL_TYPES:
+            raise bad(f"input {i} has unknown dtype {t.dtype!r} (known: {', '.join(dtypes.ALL_TYPES)})")
+        if len(t.ne) != 4 or any(n < 1 for n in t.ne):
+            raise bad(f"input {i} shape ne={list(t.ne)} is not 4 positive sizes")
+    if case.out_dtype not in dtypes.ALL_TYPES:
+        raise bad(f"unknown destination dtype {case.out_dtype!r}")
+    srcs = tuple(t.dtype for t in case.inputs)
+    if spec.signatures and not any(s.srcs == srcs and s.dst == case.out_dtype for s in spec.signatures):
+        raise bad(f"{case.op} does not take {','.join(srcs)} -> {case.out_dtype} "
+                  f"(accepted: {' '.join(s.label() for s in spec.signatures)})")
+    if case.distribution not in DISTRIBUTIONS:
+        raise bad(f"unknown data distribution {case.distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+    return case
+
+
 def _device_options(args: argparse.Namespace) -> dict[str, object]:
     return {"ggml_lib": args.ggml_lib, "threads": getattr(args, "threads", 1)}
 
@@ -39,7 +85,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"ggml": devices, "acl": acl}, indent=2))
         return 0
-    print(f"ggml {devices[0]['ggml_version'] if devices else '?'} from {devices[0]['library_path'] if devices else '?'}")
+    first = devices[0] if devices else {"ggml_version": "?", "library_path": "?"}
+    print(f"ggml {first['ggml_version']} from {first['library_path']}")
     print(f"{'device':<14} {'backend':<8} {'type':<6} {'free MiB':>10} {'total MiB':>10}  description")
     for d in devices:
         print(f"{d['spec']:<14} {d['backend']:<8} {d['type']:<6} {d['memory_free'] // 2**20:>10} "
@@ -48,7 +95,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
         print("\nACL devices (CANN runtime)")
         for a in acl:
             print(f"  acl:{a.get('index')}  {a.get('soc_name', '?')}  HBM free/total "
-                  f"{a.get('hbm_free', 0) // 2**20}/{a.get('hbm_total', 0) // 2**20} MiB  CANN {a.get('cann_version', '?')}")
+                  f"{a.get('hbm_free', 0) // 2**20}/{a.get('hbm_total', 0) // 2**20} MiB  "
+                  f"CANN {a.get('cann_version', '?')}")
     else:
         print("\nACL devices: none (no CANN runtime libascendcl found)")
     return 0
@@ -78,14 +126,11 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
 def cmd_repro(args: argparse.Namespace) -> int:
     from conformance.harness import Harness
-    from golden import catalogue
-    from golden.case import parse_case_id
+    from device.registry import check_spec
 
-    try:
-        case = parse_case_id(args.case_id)
-        catalogue.get(case.op)
-    except (ValueError, KeyError) as exc:
-        raise UsageError(str(exc).strip("'\"")) from None
+    case = check_case(args.case_id)
+    _check_numbers(args)
+    check_spec(args.device, _device_options(args))
     harness = Harness(args.device, _device_options(args), out_dir=args.out, timeout=args.case_timeout)
     try:
         record = harness.evaluate(case)
@@ -105,17 +150,32 @@ def cmd_repro(args: argparse.Namespace) -> int:
     return 0 if record["outcome"] in ("pass", "unsupported") else 1
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    if not args.case_timeout > 0:
+        raise UsageError(f"--case-timeout must be a positive number of seconds (got {args.case_timeout:g})")
+    if args.threads < 1:
+        raise UsageError(f"--threads must be at least 1 (got {args.threads})")
+    if getattr(args, "workers", None) is not None and args.workers < 0:
+        raise UsageError(f"--workers must be 0 or more (got {args.workers})")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from device.base import DeviceError
-    from device.registry import expand_specs
+    from device.registry import check_spec, expand_specs
 
+    _check_numbers(args)
     try:
         devices = expand_specs(args.device or ["ggml:CPU"], _device_options(args))
+        for spec in devices:  # every device opens, or one line now rather than a failed session later
+            check_spec(spec, _device_options(args))
     except DeviceError as exc:
         raise UsageError(str(exc)) from None
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out or f"conform-out/{stamp}")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the output folder {str(out)!r}: {exc.strerror or exc}") from None
     results = out / "results.jsonl"
     suite = Path(__file__).parent
     cmd = [sys.executable, "-m", "pytest", str(suite), "-p", "no:cacheprovider", "-q", "-rN",
@@ -168,7 +228,7 @@ def cmd_report(argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="conform", description="ggml/CANN conformance harness")
+    parser = OneLineParser(prog="conform", description="ggml/CANN conformance harness")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:

@@ -77,10 +77,28 @@ class ConformSession:
         self.header_written = False
 
     def pinned_devices(self) -> list[str]:
+        """The devices this process serves: under xdist, worker gwN serves device N mod count."""
         if self.worker.startswith("gw") and len(self.devices) > 1:
             index = int(self.worker[2:])
             return [self.devices[index % len(self.devices)]]
         return self.devices
+
+    def check(self) -> None:
+        """Raise pytest.UsageError for devices that cannot be opened or too few xdist workers."""
+        from device.base import DeviceError
+        from device.registry import check_spec
+
+        try:
+            for spec in self.devices:
+                check_spec(spec, self.options)
+        except DeviceError as exc:
+            raise pytest.UsageError(f"conform: {exc}") from None
+        workers = _xdist_workers(self.config)
+        if 0 < workers < len(self.devices):
+            raise pytest.UsageError(
+                f"conform: {len(self.devices)} devices need at least {len(self.devices)} xdist workers "
+                f"(each worker is pinned to one device); got -n {workers}"
+            )
 
     def harness(self, spec: str) -> Any:
         from conformance.harness import Harness
@@ -116,8 +134,8 @@ class ConformSession:
             "harness_version": HARNESS_VERSION,
             "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "host": socket.gethostname(),
-            "profile": settings._current_profile,  # the loaded profile's name
-            "hypothesis_seed": self.config.getoption("hypothesis_seed", None),
+            "profile": _profile_name(),
+            "hypothesis_seed": _hypothesis_seed(self.config),
             "devices": inventory,
             "acl_devices": acl_devices(),
             "env": {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))},
@@ -141,16 +159,46 @@ class ConformSession:
 _SESSION_KEY = pytest.StashKey[ConformSession]()
 
 
+def _xdist_workers(config: pytest.Config) -> int:
+    """How many xdist workers this run starts (0 without xdist); valid in the controller."""
+    if (config.getoption("dist", "no") or "no") == "no":
+        return 0
+    return len(config.getoption("tx", None) or [])
+
+
+def _profile_name() -> str:
+    """The loaded hypothesis profile, without the ``+db`` suffix --hypothesis-db adds."""
+    return settings.get_current_profile_name().split("+")[0]
+
+
+def _hypothesis_seed(config: pytest.Config) -> int | str | None:
+    seed = config.getoption("hypothesis_seed", None)
+    if seed is None:
+        return None
+    try:
+        return int(seed)
+    except ValueError:
+        return seed
+
+
 def pytest_configure(config: pytest.Config) -> None:
     profile = config.getoption("conform_profile", None)
     if profile:
         settings.load_profile(profile)
     db = config.getoption("hypothesis_db", None) or os.environ.get("CONFORM_HYPOTHESIS_DB")
     if db:
-        current = settings._current_profile
+        current = _profile_name()
+        path = os.path.abspath(os.path.expanduser(db))
         settings.register_profile(f"{current}+db", settings(settings.get_profile(current),
-                                                            database=DirectoryBasedExampleDatabase(db)))
+                                                            database=DirectoryBasedExampleDatabase(path)))
         settings.load_profile(f"{current}+db")
+    if not hasattr(config, "workerinput"):
+        os.environ.setdefault("CONFORM_RUN_ID", uuid.uuid4().hex[:12])  # xdist workers inherit it
+    # Devices are checked once, in the process pytest started (not in each xdist worker), and only
+    # when chosen explicitly: a bad --device is a usage error, not a collection error per module.
+    # Creating the session here also fixes the run id before xdist starts its workers.
+    if not hasattr(config, "workerinput") and (config.getoption("device", None) or os.environ.get("CONFORM_DEVICE")):
+        _session(config).check()
 
 
 def _session(config: pytest.Config) -> ConformSession:
@@ -160,7 +208,7 @@ def _session(config: pytest.Config) -> ConformSession:
         try:
             config.stash[_SESSION_KEY] = ConformSession(config)
         except DeviceError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise pytest.UsageError(f"conform: {exc}") from None
     return config.stash[_SESSION_KEY]
 
 
