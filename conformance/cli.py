@@ -192,6 +192,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.hypothesis_db:
         cmd += ["--hypothesis-db", args.hypothesis_db]
     workers = args.workers if args.workers is not None else (len(devices) if len(devices) > 1 else 0)
+    if 0 < workers < len(devices):
+        raise UsageError(f"{len(devices)} devices need at least {len(devices)} workers (each worker is pinned "
+                         f"to one device); got --workers {workers}")
     if workers:
         cmd += ["-n", str(workers)]
     cmd += args.pytest_args

@@ -67,10 +67,16 @@ class ConformSession:
         self.config = config
         self.options = {"ggml_lib": config.getoption("ggml_lib"), "threads": config.getoption("threads")}
         self.timeout = config.getoption("case_timeout")
+        # an xdist worker takes the device list and run id from the controller (pytest_configure_node):
+        # globs are expanded once, and every worker's records carry the same run id
+        workerinput = getattr(config, "workerinput", {})
         raw = config.getoption("device") or [os.environ.get("CONFORM_DEVICE", "ggml:CPU")]
-        self.devices = expand_specs(raw, self.options)
+        if workerinput.get("conform_devices"):
+            self.devices = list(workerinput["conform_devices"])
+        else:
+            self.devices = expand_specs(raw, self.options)
         self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        self.run_id = os.environ.setdefault("CONFORM_RUN_ID", uuid.uuid4().hex[:12])
+        self.run_id = workerinput.get("conform_run_id") or os.environ.get("CONFORM_RUN_ID") or uuid.uuid4().hex[:12]
         self.results_path = config.getoption("results")
         self.writer = None
         self.harnesses: dict[str, Any] = {}
@@ -192,13 +198,18 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.register_profile(f"{current}+db", settings(settings.get_profile(current),
                                                             database=DirectoryBasedExampleDatabase(path)))
         settings.load_profile(f"{current}+db")
-    if not hasattr(config, "workerinput"):
-        os.environ.setdefault("CONFORM_RUN_ID", uuid.uuid4().hex[:12])  # xdist workers inherit it
     # Devices are checked once, in the process pytest started (not in each xdist worker), and only
     # when chosen explicitly: a bad --device is a usage error, not a collection error per module.
-    # Creating the session here also fixes the run id before xdist starts its workers.
     if not hasattr(config, "workerinput") and (config.getoption("device", None) or os.environ.get("CONFORM_DEVICE")):
         _session(config).check()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist (controller): hand each worker the expanded device list and the run id."""
+    session = _session(node.config)
+    node.workerinput["conform_devices"] = session.devices
+    node.workerinput["conform_run_id"] = session.run_id
 
 
 def _session(config: pytest.Config) -> ConformSession:

@@ -73,6 +73,8 @@ def thin_ggml(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.param(["run", "--device", "ggml:CPU7"], ["unknown ggml device", "CPU7"], id="run-index-out-of-range"),
         pytest.param(["run", "--device", "ggml:ZZ*"], ["no ggml device matches", "ZZ*"], id="run-glob-matches-none"),
         pytest.param(["run", "--profile", "bogus"], ["--profile", "bogus", "nightly"], id="run-unknown-profile"),
+        pytest.param(["run", "--device", "ggml:CPU", "--device", "golden", "--workers", "1"],
+                     ["2 devices need at least 2 workers"], id="run-fewer-workers-than-devices"),
         pytest.param(["run", "--case-timeout", "-1"], ["--case-timeout"], id="run-negative-timeout"),
         pytest.param(["repro", "FOO(type=f32,ne=[4,1,1,1],dst=f32,data=uniform:1)"], ["unknown op", "FOO"],
                      id="repro-unknown-op"),
