@@ -191,6 +191,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd += ["-k", args.k]
     if args.hypothesis_db:
         cmd += ["--hypothesis-db", args.hypothesis_db]
+    if args.hypothesis_seed is not None:
+        cmd += ["--hypothesis-seed", args.hypothesis_seed]
     workers = args.workers if args.workers is not None else (len(devices) if len(devices) > 1 else 0)
     if 0 < workers < len(devices):
         raise UsageError(f"{len(devices)} devices need at least {len(devices)} workers (each worker is pinned "
@@ -251,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, default=1, help="CPU backend threads per worker")
     run.add_argument("--hypothesis-db", default=None, metavar="DIR",
                      help="keep hypothesis' example database here (failures replay first next time)")
+    run.add_argument("--hypothesis-seed", default=None, metavar="SEED",
+                     help="force hypothesis' seed (recorded in the results header; turns the example database off)")
     run.add_argument("--no-report", action="store_true", help="skip the HTML report")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
 

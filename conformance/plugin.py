@@ -142,6 +142,7 @@ class ConformSession:
             "host": socket.gethostname(),
             "profile": _profile_name(),
             "hypothesis_seed": _hypothesis_seed(self.config),
+            "hypothesis_db": _database_in_use(self.config),
             "devices": inventory,
             "acl_devices": acl_devices(),
             "env": {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))},
@@ -187,6 +188,17 @@ def _hypothesis_seed(config: pytest.Config) -> int | str | None:
         return seed
 
 
+def _database_in_use(config: pytest.Config) -> str | None:
+    """Where hypothesis keeps examples in this run: a directory, or None (no database, or a forced seed)."""
+    if _hypothesis_seed(config) is not None:
+        return None  # hypothesis runs without its database when a seed is forced (core.py: database_key=None)
+    db = settings.default.database
+    if db is None:
+        return None
+    path = getattr(db, "path", None)
+    return str(path) if path is not None else repr(db)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     profile = config.getoption("conform_profile", None)
     if profile:
@@ -198,6 +210,10 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.register_profile(f"{current}+db", settings(settings.get_profile(current),
                                                             database=DirectoryBasedExampleDatabase(path)))
         settings.load_profile(f"{current}+db")
+        if _hypothesis_seed(config) is not None and not hasattr(config, "workerinput"):
+            config.issue_config_time_warning(pytest.PytestConfigWarning(
+                f"--hypothesis-seed turns hypothesis' example database off: failing examples are neither "
+                f"replayed from nor saved to {path}"), stacklevel=2)
     # Devices are checked once, in the process pytest started (not in each xdist worker), and only
     # when chosen explicitly: a bad --device is a usage error, not a collection error per module.
     if not hasattr(config, "workerinput") and (config.getoption("device", None) or os.environ.get("CONFORM_DEVICE")):
