@@ -105,11 +105,14 @@ class DeviceWorker:
         self._conn: Any = None
         self._stderr_path = ""
         self.inventory: dict[str, Any] = {}
-        self.restarts = 0
+        self.restarts = 0  # fresh children started after the first (crash, timeout)
+        self._starts = 0
 
     def start(self) -> dict[str, Any]:
         """Start the child and open the device there; raises DeviceError with its one-line reason."""
         self._stop()
+        self.restarts += self._starts > 0
+        self._starts += 1
         fd, self._stderr_path = tempfile.mkstemp(prefix="conform-worker-", suffix=".stderr")
         # A fresh interpreter (not fork: the parent may hold threads and ggml state; not
         # multiprocessing's spawn: it re-imports the caller's __main__). ggml prints its failed
@@ -144,7 +147,6 @@ class DeviceWorker:
 
     def attempt(self, case: OpCase, inputs: list[np.ndarray], timeout: float | None = None) -> Attempt:
         if self._proc is None or self._proc.poll() is not None:
-            self.restarts += self._proc is not None
             self.start()
         limit = self.timeout if timeout is None else timeout
         start = time.perf_counter()
@@ -174,7 +176,6 @@ class DeviceWorker:
         and a DeviceError raised.
         """
         if self._proc is None or self._proc.poll() is not None:
-            self.restarts += self._proc is not None
             self.start()
         try:
             self._conn.send("info")
