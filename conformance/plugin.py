@@ -149,18 +149,28 @@ class ConformSession:
             "argv": sys.argv,
         })
 
-    def finish(self) -> None:
+    def finish(self, exitstatus: int = 0) -> None:
+        """Close the devices; write the footer only when the session ended normally.
+
+        An interrupted session (Ctrl-C, ``pytest.exit``) or an internal error gets no footer, so its
+        file reads as partial, as a killed one does; failing tests and ``-x`` are a normal end.
+        """
         counts: dict[str, int] = {}
         for h in self.harnesses.values():
             for k, v in h.counts.items():
                 counts[k] = counts.get(k, 0) + v
             h.close()
         if self.writer is not None:
-            self.writer.write({
-                "type": "footer", "run_id": self.run_id, "worker": self.worker,
-                "ended": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "counts": counts,
-            })
+            if exitstatus in _NORMAL_END:
+                self.writer.write({
+                    "type": "footer", "run_id": self.run_id, "worker": self.worker,
+                    "ended": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "counts": counts,
+                    "exitstatus": int(exitstatus),
+                })
             self.writer.close()
+
+
+_NORMAL_END = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
 
 
 _SESSION_KEY = pytest.StashKey[ConformSession]()
@@ -285,4 +295,4 @@ def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(_SESSION_KEY, None)
     if state is not None:
-        state.finish()
+        state.finish(exitstatus)

@@ -24,13 +24,14 @@ CASE_FIELDS = ("run_id", "worker", "test_id", "case_id", "device", "op", "dtypes
                "distribution", "data_seed", "supported", "outcome", "tolerance", "duration_s", "repro", "message")
 
 
-def start_run(results: Path) -> subprocess.Popen:
+def start_run(results: Path, profile: str = "dev") -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("CONFORM_RUN_ID", None)
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "-k", "tanh or relu",
-         "--results", str(results), "--conform-profile", "dev"],
+         "--results", str(results), "--conform-profile", profile],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C works even if we ignore it
     )
 
 
@@ -99,6 +100,23 @@ def test_sigkill_after_three_cases_leaves_a_valid_partial_file(tmp_path: Path) -
     records = complete_records(results)
     check_partial(records)
     assert sum(r["type"] == "case" for r in records) >= 3
+
+
+def test_ctrl_c_leaves_a_partial_file(tmp_path: Path) -> None:
+    """An interrupted run is not a complete one: pytest still runs its session end, but writes no footer."""
+    results = tmp_path / "results.jsonl"
+    proc = start_run(results, profile="nightly")  # long enough to be interrupted mid-run
+    try:
+        deadline = time.monotonic() + 60
+        while case_lines(results) < 3:
+            assert proc.poll() is None and time.monotonic() < deadline, "no 3 case records"
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(30) == 2  # pytest's INTERRUPTED
+    finally:
+        kill_group(proc)
+    wait_group_gone(proc)
+    check_partial(complete_records(results))
 
 
 def test_sigkill_at_random_moments(tmp_path: Path) -> None:
