@@ -159,6 +159,31 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise UsageError(f"--workers must be 0 or more (got {args.workers})")
 
 
+def _open_each(devices: list[str], options: dict[str, object], timeout: float) -> None:
+    """Open every device once in a worker process (all at once) and close it again.
+
+    What check_spec cannot see without opening (a CANN runtime that is missing or will not start,
+    a backend that fails to initialise, a plug-in factory that raises) is then one line here, not
+    an aborted pytest session. A crash while opening stays in the worker.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from device.worker import DeviceWorker
+
+    def probe(spec: str) -> None:
+        worker = DeviceWorker(spec, options, timeout=timeout)
+        try:
+            worker.start()
+        finally:
+            worker.close()
+
+    remote = [d for d in devices if d != "golden"]
+    if remote:
+        with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
+            for done in [pool.submit(probe, spec) for spec in remote]:
+                done.result()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from device.base import DeviceError
     from device.registry import check_spec, expand_specs
@@ -168,6 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         devices = expand_specs(args.device or ["ggml:CPU"], _device_options(args))
         for spec in devices:  # every device opens, or one line now rather than a failed session later
             check_spec(spec, _device_options(args))
+        _open_each(devices, _device_options(args), args.case_timeout)
     except DeviceError as exc:
         raise UsageError(str(exc)) from None
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")

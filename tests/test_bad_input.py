@@ -16,9 +16,9 @@ ROOT = Path(__file__).parent.parent
 GOOD_CASE = "RELU(type=f32,ne=[4,1,1,1],dst=f32,data=uniform:1)"
 
 
-def conform(*args: str, cwd: Path | None = None) -> tuple[int, str]:
+def conform(*args: str, cwd: Path | None = None, path: tuple[str, ...] = ()) -> tuple[int, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *path, env.get("PYTHONPATH", "")])
     env.pop("GGML_CONFORM_ALLOW_VERSION", None)
     proc = subprocess.run([sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, env=env, timeout=120)
@@ -98,6 +98,24 @@ def test_bad_input_is_one_line(tmp_path: Path, args: list[str], expect: list[str
         assert word in line, line
     if args[0] == "run":
         assert not (tmp_path / "out" / "results.jsonl").exists()  # nothing ran
+
+
+def test_plugin_factory_that_raises(tmp_path: Path) -> None:
+    """A device that cannot be opened (here: a factory that raises) is one line before pytest starts."""
+    (tmp_path / "broken_plugin.py").write_text("def factory(options):\n    raise RuntimeError('no such board')\n")
+    out = str(tmp_path / "o")
+    line = one_line(*conform("run", "--device", "broken_plugin:factory", "--no-report", "--out", out,
+                             path=(str(tmp_path),)))
+    assert "RuntimeError: no such board" in line
+
+
+def test_acl_device_without_a_cann_runtime(tmp_path: Path) -> None:
+    from device.inventory import acl_devices
+
+    if acl_devices():
+        pytest.skip("this host has ACL devices")
+    line = one_line(*conform("run", "--device", "acl:0", "--no-report", "--out", str(tmp_path / "o")))
+    assert "acl" in line.lower() or "CANN" in line
 
 
 @pytest.mark.parametrize("command", ["run", "devices", "repro"])
