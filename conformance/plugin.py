@@ -90,13 +90,17 @@ class ConformSession:
         return self.devices
 
     def check(self) -> None:
-        """Raise pytest.UsageError for devices that cannot be opened or too few xdist workers."""
+        """Raise pytest.UsageError for device specs that cannot work, or too few xdist workers.
+
+        Cheap checks only (no device library is loaded in the pytest process); a device that then
+        fails to open ends the session through the ``conform`` fixture with its one-line reason.
+        """
         from device.base import DeviceError
         from device.registry import check_spec
 
         try:
             for spec in self.devices:
-                check_spec(spec, self.options)
+                check_spec(spec, self.options, load_libraries=False)
         except DeviceError as exc:
             raise pytest.UsageError(f"conform: {exc}") from None
         workers = _xdist_workers(self.config)

@@ -59,13 +59,16 @@ def open_device(spec: str, options: dict[str, Any] | None = None) -> Device:
     )
 
 
-def check_spec(spec: str, options: dict[str, Any] | None = None) -> None:
+def check_spec(spec: str, options: dict[str, Any] | None = None, load_libraries: bool = True) -> None:
     """Check that ``spec`` names a device that can be opened, without opening it.
 
     Raises :class:`DeviceError` with a one-line reason: an unknown spec form, a ggml directory
     that is not a matching ggml build, a ggml device name the library does not have (``ggml:CPU7``),
     a plug-in module that does not import or lacks its factory. ``conform run`` calls this for
     every device before it starts pytest, so bad input is one line and not a failed session.
+    With ``load_libraries=False`` the ggml directory is only looked at, not loaded (the pytest
+    plug-in's check: loading ggml loads its backends, and CANN's starts the ACL runtime, in that
+    process); the device name is then checked when the device opens.
     """
     options = dict(options or {})
     kind, _, rest = spec.partition(":")
@@ -76,6 +79,9 @@ def check_spec(spec: str, options: dict[str, Any] | None = None) -> None:
             raise DeviceError("ggml device spec needs a device name, e.g. ggml:CPU")
         from device.ggml import lib as ggml_lib
 
+        if not load_libraries:
+            ggml_lib.resolve_lib_dir(options.get("ggml_lib"))
+            return
         lib = ggml_lib.load(options.get("ggml_lib"))
         names = lib.device_names()
         if rest not in names:

@@ -140,15 +140,30 @@ def test_ggml_missing_symbols(thin_ggml: Path) -> None:
     assert "does not match" not in line  # the version is the pinned one; the symbols are what is wrong
 
 
-def test_pytest_itself_reports_a_bad_device_as_a_usage_error(tmp_path: Path) -> None:
-    """Through pytest directly: one ``ERROR:`` line (pytest's own usage error), not a collection error."""
+def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "--device", "ggml:CPU7",
-         "-k", "relu", "--results", str(tmp_path / "r.jsonl")],
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "-k", "relu",
+         "--results", str(tmp_path / "r.jsonl"), *args],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
     )
+
+
+@pytest.mark.parametrize(("device", "expect"), [("nope:x", "unknown device 'nope:x'"),
+                                                ("ggml:ZZ*", "no ggml device matches 'ZZ*'")])
+def test_pytest_itself_reports_a_bad_device_as_a_usage_error(tmp_path: Path, device: str, expect: str) -> None:
+    """Through pytest directly: one ``ERROR:`` line (pytest's own usage error), not a collection error."""
+    proc = _pytest(tmp_path, "--device", device)
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR
     assert "Traceback" not in proc.stdout + proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert errors == [errors[0]] and errors[0].startswith("ERROR: conform: unknown ggml device 'CPU7'")
+    assert errors == [errors[0]] and errors[0].startswith(f"ERROR: conform: {expect}")
+
+
+def test_pytest_itself_stops_when_a_device_does_not_open(tmp_path: Path) -> None:
+    """A ggml name the library lacks is found when the device opens: the session ends with the reason."""
+    proc = _pytest(tmp_path, "--device", "ggml:CPU7")
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "conform: unknown ggml device 'CPU7'" in proc.stdout
+    assert not (tmp_path / "r.jsonl").exists()
