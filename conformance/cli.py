@@ -85,8 +85,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"ggml": devices, "acl": acl}, indent=2))
         return 0
-    first = devices[0] if devices else {"ggml_version": "?", "library_path": "?"}
-    print(f"ggml {first['ggml_version']} from {first['library_path']}")
+    first = devices[0] if devices else {}
+    print(f"ggml {first.get('ggml_version', '?')} from {first.get('library_path', '?')}")
     print(f"{'device':<14} {'backend':<8} {'type':<6} {'free MiB':>10} {'total MiB':>10}  description")
     for d in devices:
         print(f"{d['spec']:<14} {d['backend']:<8} {d['type']:<6} {d['memory_free'] // 2**20:>10} "
@@ -94,8 +94,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
     if acl:
         print("\nACL devices (CANN runtime)")
         for a in acl:
-            print(f"  acl:{a.get('index')}  {a.get('soc_name', '?')}  HBM free/total "
-                  f"{a.get('hbm_free', 0) // 2**20}/{a.get('hbm_total', 0) // 2**20} MiB  "
+            hbm = f"{a.get('hbm_free', 0) // 2**20}/{a.get('hbm_total', 0) // 2**20} MiB"
+            print(f"  acl:{a.get('index')}  {a.get('soc_name', '?')}  HBM free/total {hbm}  "
                   f"CANN {a.get('cann_version', '?')}")
     else:
         print("\nACL devices: none (no CANN runtime libascendcl found)")
