@@ -26,6 +26,52 @@ class UsageError(Exception):
     """A user mistake: printed as one line, exit code 2."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr (not the usage block), exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def check_case(case_id: str):  # -> OpCase
+    """Parse a case id and check it names a case the harness can build; UsageError otherwise."""
+    from conformance.data import DISTRIBUTIONS
+    from golden import catalogue, dtypes
+    from golden.case import parse_case_id
+
+    def bad(reason: str) -> UsageError:
+        return UsageError(f"malformed case id {case_id!r}: {reason}")
+
+    try:
+        case = parse_case_id(case_id)
+    except KeyError as exc:
+        raise bad(f"an input lacks its {exc.args[0]} field") from None
+    except (ValueError, TypeError, IndexError) as exc:
+        raise bad(str(exc)) from None
+    try:
+        spec = catalogue.get(case.op)
+    except KeyError:
+        raise UsageError(f"unknown op {case.op!r} in case id (see conform ops)") from None
+    if not spec.implemented:
+        raise UsageError(f"op {case.op} has no golden model yet, so its cases cannot be judged (see conform ops)")
+    if not case.inputs:
+        raise bad("no input tensors (type=...,ne=[...])")
+    for i, t in enumerate(case.inputs):
+        if t.dtype not in dtypes.ALL_TYPES:
+            raise bad(f"input {i} has unknown dtype {t.dtype!r} (known: {', '.join(dtypes.ALL_TYPES)})")
+        if len(t.ne) != 4 or any(n < 1 for n in t.ne):
+            raise bad(f"input {i} shape ne={list(t.ne)} is not 4 positive sizes")
+    if case.out_dtype not in dtypes.ALL_TYPES:
+        raise bad(f"unknown destination dtype {case.out_dtype!r}")
+    srcs = tuple(t.dtype for t in case.inputs)
+    if spec.signatures and not any(s.srcs == srcs and s.dst == case.out_dtype for s in spec.signatures):
+        raise bad(f"{case.op} does not take {','.join(srcs)} -> {case.out_dtype} "
+                  f"(accepted: {' '.join(s.label() for s in spec.signatures)})")
+    if case.distribution not in DISTRIBUTIONS:
+        raise bad(f"unknown data distribution {case.distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+    return case
+
+
 def _device_options(args: argparse.Namespace) -> dict[str, object]:
     return {"ggml_lib": args.ggml_lib, "threads": getattr(args, "threads", 1)}
 
@@ -80,14 +126,11 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
 def cmd_repro(args: argparse.Namespace) -> int:
     from conformance.harness import Harness
-    from golden import catalogue
-    from golden.case import parse_case_id
+    from device.registry import check_spec
 
-    try:
-        case = parse_case_id(args.case_id)
-        catalogue.get(case.op)
-    except (ValueError, KeyError) as exc:
-        raise UsageError(str(exc).strip("'\"")) from None
+    case = check_case(args.case_id)
+    _check_numbers(args)
+    check_spec(args.device, _device_options(args))
     harness = Harness(args.device, _device_options(args), out_dir=args.out, timeout=args.case_timeout)
     try:
         record = harness.evaluate(case)
@@ -107,17 +150,58 @@ def cmd_repro(args: argparse.Namespace) -> int:
     return 0 if record["outcome"] in ("pass", "unsupported") else 1
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    if not args.case_timeout > 0:
+        raise UsageError(f"--case-timeout must be a positive number of seconds (got {args.case_timeout:g})")
+    if args.threads < 1:
+        raise UsageError(f"--threads must be at least 1 (got {args.threads})")
+    if getattr(args, "workers", None) is not None and args.workers < 0:
+        raise UsageError(f"--workers must be 0 or more (got {args.workers})")
+
+
+def _open_each(devices: list[str], options: dict[str, object], timeout: float) -> None:
+    """Open every device once in a worker process (all at once) and close it again.
+
+    What check_spec cannot see without opening (a CANN runtime that is missing or will not start,
+    a backend that fails to initialise, a plug-in factory that raises) is then one line here, not
+    an aborted pytest session. A crash while opening stays in the worker.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from device.worker import DeviceWorker
+
+    def probe(spec: str) -> None:
+        worker = DeviceWorker(spec, options, timeout=timeout)
+        try:
+            worker.start()
+        finally:
+            worker.close()
+
+    remote = [d for d in devices if d != "golden"]
+    if remote:
+        with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
+            for done in [pool.submit(probe, spec) for spec in remote]:
+                done.result()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from device.base import DeviceError
-    from device.registry import expand_specs
+    from device.registry import check_spec, expand_specs
 
+    _check_numbers(args)
     try:
         devices = expand_specs(args.device or ["ggml:CPU"], _device_options(args))
+        for spec in devices:  # every device opens, or one line now rather than a failed session later
+            check_spec(spec, _device_options(args))
+        _open_each(devices, _device_options(args), args.case_timeout)
     except DeviceError as exc:
         raise UsageError(str(exc)) from None
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out or f"conform-out/{stamp}")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the output folder {str(out)!r}: {exc.strerror or exc}") from None
     results = out / "results.jsonl"
     suite = Path(__file__).parent
     cmd = [sys.executable, "-m", "pytest", str(suite), "-p", "no:cacheprovider", "-q", "-rN",
@@ -133,7 +217,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd += ["-k", args.k]
     if args.hypothesis_db:
         cmd += ["--hypothesis-db", args.hypothesis_db]
+    if args.hypothesis_seed is not None:
+        cmd += ["--hypothesis-seed", args.hypothesis_seed]
     workers = args.workers if args.workers is not None else (len(devices) if len(devices) > 1 else 0)
+    if 0 < workers < len(devices):
+        raise UsageError(f"{len(devices)} devices need at least {len(devices)} workers (each worker is pinned "
+                         f"to one device); got --workers {workers}")
     if workers:
         cmd += ["-n", str(workers)]
     cmd += args.pytest_args
@@ -170,7 +259,7 @@ def cmd_report(argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="conform", description="ggml/CANN conformance harness")
+    parser = OneLineParser(prog="conform", description="ggml/CANN conformance harness")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -190,6 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, default=1, help="CPU backend threads per worker")
     run.add_argument("--hypothesis-db", default=None, metavar="DIR",
                      help="keep hypothesis' example database here (failures replay first next time)")
+    run.add_argument("--hypothesis-seed", default=None, metavar="SEED",
+                     help="force hypothesis' seed (recorded in the results header; turns the example database off)")
     run.add_argument("--no-report", action="store_true", help="skip the HTML report")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
 

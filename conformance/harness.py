@@ -68,6 +68,11 @@ class InProcessRunner:
         except Exception as exc:
             return Attempt("error", None, message=f"{type(exc).__name__}: {exc}")
 
+    def refresh_info(self) -> dict[str, Any]:
+        from device.worker import process_rss
+
+        return dict(self.device.info()) | {"worker_rss_bytes": process_rss()}
+
     def close(self) -> None:
         self.device.close()
 
@@ -124,6 +129,10 @@ class Harness:
     @property
     def inventory(self) -> dict[str, Any]:
         return self.runner.inventory
+
+    def refresh_info(self) -> dict[str, Any]:
+        """The device's inventory now (free memory) plus the device process' RSS (``worker_rss_bytes``)."""
+        return self.runner.refresh_info()
 
     def close(self) -> None:
         self.runner.close()

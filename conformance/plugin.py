@@ -67,20 +67,48 @@ class ConformSession:
         self.config = config
         self.options = {"ggml_lib": config.getoption("ggml_lib"), "threads": config.getoption("threads")}
         self.timeout = config.getoption("case_timeout")
+        # an xdist worker takes the device list and run id from the controller (pytest_configure_node):
+        # globs are expanded once, and every worker's records carry the same run id
+        workerinput = getattr(config, "workerinput", {})
         raw = config.getoption("device") or [os.environ.get("CONFORM_DEVICE", "ggml:CPU")]
-        self.devices = expand_specs(raw, self.options)
+        if workerinput.get("conform_devices"):
+            self.devices = list(workerinput["conform_devices"])
+        else:
+            self.devices = expand_specs(raw, self.options)
         self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        self.run_id = os.environ.setdefault("CONFORM_RUN_ID", uuid.uuid4().hex[:12])
+        self.run_id = workerinput.get("conform_run_id") or os.environ.get("CONFORM_RUN_ID") or uuid.uuid4().hex[:12]
         self.results_path = config.getoption("results")
         self.writer = None
         self.harnesses: dict[str, Any] = {}
         self.header_written = False
 
     def pinned_devices(self) -> list[str]:
+        """The devices this process serves: under xdist, worker gwN serves device N mod count."""
         if self.worker.startswith("gw") and len(self.devices) > 1:
             index = int(self.worker[2:])
             return [self.devices[index % len(self.devices)]]
         return self.devices
+
+    def check(self) -> None:
+        """Raise pytest.UsageError for device specs that cannot work, or too few xdist workers.
+
+        Cheap checks only (no device library is loaded in the pytest process); a device that then
+        fails to open ends the session through the ``conform`` fixture with its one-line reason.
+        """
+        from device.base import DeviceError
+        from device.registry import check_spec
+
+        try:
+            for spec in self.devices:
+                check_spec(spec, self.options, load_libraries=False)
+        except DeviceError as exc:
+            raise pytest.UsageError(f"conform: {exc}") from None
+        workers = _xdist_workers(self.config)
+        if 0 < workers < len(self.devices):
+            raise pytest.UsageError(
+                f"conform: {len(self.devices)} devices need at least {len(self.devices)} xdist workers "
+                f"(each worker is pinned to one device); got -n {workers}"
+            )
 
     def harness(self, spec: str) -> Any:
         from conformance.harness import Harness
@@ -116,29 +144,73 @@ class ConformSession:
             "harness_version": HARNESS_VERSION,
             "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "host": socket.gethostname(),
-            "profile": settings._current_profile,  # the loaded profile's name
-            "hypothesis_seed": self.config.getoption("hypothesis_seed", None),
+            "profile": _profile_name(),
+            "hypothesis_seed": _hypothesis_seed(self.config),
+            "hypothesis_db": _database_in_use(self.config),
             "devices": inventory,
             "acl_devices": acl_devices(),
             "env": {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))},
             "argv": sys.argv,
         })
 
-    def finish(self) -> None:
+    def finish(self, exitstatus: int = 0) -> None:
+        """Close the devices; write the footer only when the session ended normally.
+
+        An interrupted session (Ctrl-C, ``pytest.exit``) or an internal error gets no footer, so its
+        file reads as partial, as a killed one does; failing tests and ``-x`` are a normal end.
+        """
         counts: dict[str, int] = {}
         for h in self.harnesses.values():
             for k, v in h.counts.items():
                 counts[k] = counts.get(k, 0) + v
             h.close()
         if self.writer is not None:
-            self.writer.write({
-                "type": "footer", "run_id": self.run_id, "worker": self.worker,
-                "ended": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "counts": counts,
-            })
+            if exitstatus in _NORMAL_END:
+                self.writer.write({
+                    "type": "footer", "run_id": self.run_id, "worker": self.worker,
+                    "ended": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "counts": counts,
+                    "exitstatus": int(exitstatus),
+                })
             self.writer.close()
 
 
+_NORMAL_END = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
+
+
 _SESSION_KEY = pytest.StashKey[ConformSession]()
+
+
+def _xdist_workers(config: pytest.Config) -> int:
+    """How many xdist workers this run starts (0 without xdist); valid in the controller."""
+    if (config.getoption("dist", "no") or "no") == "no":
+        return 0
+    return len(config.getoption("tx", None) or [])
+
+
+def _profile_name() -> str:
+    """The loaded hypothesis profile, without the ``+db`` suffix --hypothesis-db adds."""
+    return settings.get_current_profile_name().split("+")[0]
+
+
+def _hypothesis_seed(config: pytest.Config) -> int | str | None:
+    seed = config.getoption("hypothesis_seed", None)
+    if seed is None:
+        return None
+    try:
+        return int(seed)
+    except ValueError:
+        return seed
+
+
+def _database_in_use(config: pytest.Config) -> str | None:
+    """Where hypothesis keeps examples in this run: a directory, or None (no database, or a forced seed)."""
+    if _hypothesis_seed(config) is not None:
+        return None  # hypothesis runs without its database when a seed is forced (core.py: database_key=None)
+    db = settings.default.database
+    if db is None:
+        return None
+    path = getattr(db, "path", None)
+    return str(path) if path is not None else repr(db)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -147,10 +219,27 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.load_profile(profile)
     db = config.getoption("hypothesis_db", None) or os.environ.get("CONFORM_HYPOTHESIS_DB")
     if db:
-        current = settings._current_profile
+        current = _profile_name()
+        path = os.path.abspath(os.path.expanduser(db))
         settings.register_profile(f"{current}+db", settings(settings.get_profile(current),
-                                                            database=DirectoryBasedExampleDatabase(db)))
+                                                            database=DirectoryBasedExampleDatabase(path)))
         settings.load_profile(f"{current}+db")
+        if _hypothesis_seed(config) is not None and not hasattr(config, "workerinput"):
+            config.issue_config_time_warning(pytest.PytestConfigWarning(
+                f"--hypothesis-seed turns hypothesis' example database off: failing examples are neither "
+                f"replayed from nor saved to {path}"), stacklevel=2)
+    # Devices are checked once, in the process pytest started (not in each xdist worker), and only
+    # when chosen explicitly: a bad --device is a usage error, not a collection error per module.
+    if not hasattr(config, "workerinput") and (config.getoption("device", None) or os.environ.get("CONFORM_DEVICE")):
+        _session(config).check()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist (controller): hand each worker the expanded device list and the run id."""
+    session = _session(node.config)
+    node.workerinput["conform_devices"] = session.devices
+    node.workerinput["conform_run_id"] = session.run_id
 
 
 def _session(config: pytest.Config) -> ConformSession:
@@ -160,7 +249,7 @@ def _session(config: pytest.Config) -> ConformSession:
         try:
             config.stash[_SESSION_KEY] = ConformSession(config)
         except DeviceError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise pytest.UsageError(f"conform: {exc}") from None
     return config.stash[_SESSION_KEY]
 
 
@@ -210,4 +299,4 @@ def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(_SESSION_KEY, None)
     if state is not None:
-        state.finish()
+        state.finish(exitstatus)

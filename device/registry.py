@@ -59,6 +59,58 @@ def open_device(spec: str, options: dict[str, Any] | None = None) -> Device:
     )
 
 
+def check_spec(spec: str, options: dict[str, Any] | None = None, load_libraries: bool = True) -> None:
+    """Check that ``spec`` names a device that can be opened, without opening it.
+
+    Raises :class:`DeviceError` with a one-line reason: an unknown spec form, a ggml directory
+    that is not a matching ggml build, a ggml device name the library does not have (``ggml:CPU7``),
+    a plug-in module that does not import or lacks its factory. ``conform run`` calls this for
+    every device before it starts pytest, so bad input is one line and not a failed session.
+    With ``load_libraries=False`` the ggml directory is only looked at, not loaded (the pytest
+    plug-in's check: loading ggml loads its backends, and CANN's starts the ACL runtime, in that
+    process); the device name is then checked when the device opens.
+    """
+    options = dict(options or {})
+    kind, _, rest = spec.partition(":")
+    if spec == "golden":
+        return
+    if kind == "ggml":
+        if not rest:
+            raise DeviceError("ggml device spec needs a device name, e.g. ggml:CPU")
+        from device.ggml import lib as ggml_lib
+
+        if not load_libraries:
+            ggml_lib.resolve_lib_dir(options.get("ggml_lib"))
+            return
+        lib = ggml_lib.load(options.get("ggml_lib"))
+        names = lib.device_names()
+        if rest not in names:
+            raise DeviceError(f"unknown ggml device {rest!r} in {lib.lib_dir} (devices: {', '.join(names) or 'none'})")
+        return
+    if kind == "acl":
+        if not rest.isdigit():
+            raise DeviceError(f"acl device spec needs an index, e.g. acl:0 (got {spec!r})")
+        try:
+            import device.acl.device  # noqa: F401
+        except ImportError as exc:
+            raise DeviceError(f"acl devices are not available: {exc}") from None
+        return
+    if kind and rest:
+        try:
+            module = importlib.import_module(kind)
+        except Exception as exc:  # ImportError, or the plug-in's own import-time failure
+            raise DeviceError(
+                f"unknown device {spec!r}: no importable plug-in module {kind!r} ({type(exc).__name__}: {exc}); "
+                "use golden, ggml:NAME, acl:N or package.module:factory"
+            ) from None
+        if not callable(getattr(module, rest, None)):
+            raise DeviceError(f"device plug-in {spec!r}: module {kind!r} has no callable {rest!r}")
+        return
+    raise DeviceError(
+        f"unknown device {spec!r}: use golden, ggml:NAME (e.g. ggml:CPU), acl:N, or package.module:factory"
+    )
+
+
 def expand_specs(specs: list[str], options: dict[str, Any] | None = None) -> list[str]:
     """Expand glob patterns over ggml device names (``ggml:CANN*``) and check each spec's form."""
     out: list[str] = []

@@ -41,6 +41,15 @@ class Attempt:
     duration_s: float = 0.0
 
 
+def process_rss() -> int | None:
+    """This process' resident memory in bytes (Linux /proc), or None where it cannot be read."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _child_main(conn: Any, spec: str, options: dict[str, Any]) -> None:
     from device.registry import open_device
 
@@ -57,6 +66,13 @@ def _child_main(conn: Any, spec: str, options: dict[str, Any]) -> None:
             break
         if message is None:
             break
+        if message == "info":  # a fresh inventory (free memory now) and this process' RSS
+            try:
+                info = dict(device.info())
+            except Exception as exc:
+                info = {"error": f"{type(exc).__name__}: {exc}"}
+            conn.send(("info", info | {"worker_rss_bytes": process_rss()}))
+            continue
         case, inputs = message
         start = time.perf_counter()
         try:
@@ -92,11 +108,14 @@ class DeviceWorker:
         self._conn: Any = None
         self._stderr_path = ""
         self.inventory: dict[str, Any] = {}
-        self.restarts = 0
+        self.restarts = 0  # fresh children started after the first (crash, timeout)
+        self._starts = 0
 
     def start(self) -> dict[str, Any]:
         """Start the child and open the device there; raises DeviceError with its one-line reason."""
         self._stop()
+        self.restarts += self._starts > 0
+        self._starts += 1
         fd, self._stderr_path = tempfile.mkstemp(prefix="conform-worker-", suffix=".stderr")
         # A fresh interpreter (not fork: the parent may hold threads and ggml state; not
         # multiprocessing's spawn: it re-imports the caller's __main__). ggml prints its failed
@@ -131,7 +150,6 @@ class DeviceWorker:
 
     def attempt(self, case: OpCase, inputs: list[np.ndarray], timeout: float | None = None) -> Attempt:
         if self._proc is None or self._proc.poll() is not None:
-            self.restarts += self._proc is not None
             self.start()
         limit = self.timeout if timeout is None else timeout
         start = time.perf_counter()
@@ -152,6 +170,26 @@ class DeviceWorker:
             crash={"signal": "SIGKILL", "exitcode": None, "stderr_tail": tail},
             duration_s=time.perf_counter() - start,
         )
+
+    def refresh_info(self) -> dict[str, Any]:
+        """The device's inventory asked afresh (``memory_free`` now), plus ``worker_rss_bytes``.
+
+        ``self.inventory`` keeps what the device said when it opened (the results header's copy).
+        A dead worker is restarted first; one that does not answer within the timeout is killed
+        and a DeviceError raised.
+        """
+        if self._proc is None or self._proc.poll() is not None:
+            self.start()
+        try:
+            self._conn.send("info")
+            if self._conn.poll(self.timeout):
+                kind, payload = self._conn.recv()
+                if kind == "info":
+                    return payload
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            pass
+        self._kill()
+        raise DeviceError(f"{self.spec}: the device worker did not answer an info request")
 
     def _crashed(self, elapsed: float) -> Attempt:
         try:

@@ -189,6 +189,15 @@ class GgmlLib:
             self.registry = C.CDLL(str(self.lib_dir / "libggml.so"), mode=C.RTLD_GLOBAL)
         except OSError as exc:
             raise GgmlLibraryError(f"{self.lib_dir}: cannot load ggml: {exc}") from None
+        # read the version first: a build of another ggml version is named as such, even when
+        # it also lacks symbols this harness binds
+        version = ""
+        try:
+            version_fn = self.base.ggml_version
+            version_fn.restype, version_fn.argtypes = _s, []
+            version = (version_fn() or b"").decode(errors="replace")
+        except AttributeError:
+            pass
         missing = []
         for lib, table in ((self.base, BASE_SYMBOLS), (self.registry, REGISTRY_SYMBOLS)):
             for name, (restype, argtypes) in table.items():
@@ -200,19 +209,20 @@ class GgmlLib:
                 fn.restype = restype
                 fn.argtypes = argtypes
                 setattr(self, name, fn)
-        if missing:
+        if check_version and version != PINNED_GGML_VERSION:
+            lacks = f"; it also lacks {len(missing)} symbol(s) this harness binds" if missing else ""
             raise GgmlLibraryError(
-                f"{self.lib_dir}: ggml library lacks {len(missing)} symbol(s) this harness binds: "
-                + ", ".join(missing[:8])
-            )
-        self.version = (self.ggml_version() or b"").decode()
-        self.commit = (self.ggml_commit() or b"").decode()
-        if check_version and self.version != PINNED_GGML_VERSION:
-            raise GgmlLibraryError(
-                f"{self.lib_dir}: ggml version {self.version or '?'} does not match the pinned "
-                f"{PINNED_GGML_VERSION} whose struct layouts this harness binds "
+                f"{self.lib_dir}: ggml version {version or '?'} does not match the pinned "
+                f"{PINNED_GGML_VERSION} whose struct layouts this harness binds{lacks} "
                 "(set GGML_CONFORM_ALLOW_VERSION=1 to try anyway)"
             )
+        if missing:
+            raise GgmlLibraryError(
+                f"{self.lib_dir}: ggml library {version or '?'} lacks {len(missing)} symbol(s) this harness binds: "
+                + ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else "")
+            )
+        self.version = version
+        self.commit = (self.ggml_commit() or b"").decode()
         self.ggml_backend_load_all_from_path(str(self.lib_dir).encode())
 
     def devices(self) -> list[int]:

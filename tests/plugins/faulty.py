@@ -73,6 +73,24 @@ class WritesIntoInputs(GoldenDevice):
         return RunResult(result.output, after)
 
 
+class CachesByShape(GoldenDevice):
+    """Keys its "compiled graphs" by (op, input shapes) alone: the first case of a shape fixes the
+    op params, and every later case of that op and shape runs with its new inputs but those stale
+    params, as backends that cache graphs or executors by shape have done (SCALE(s=3) computing s=2).
+    """
+
+    name = "tests.plugins.faulty:caches_by_shape"
+
+    def __init__(self) -> None:
+        self._graphs: dict[tuple, OpCase] = {}
+
+    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        from dataclasses import replace
+
+        compiled = self._graphs.setdefault((case.op, tuple(t.ne for t in case.inputs)), case)
+        return super().run(replace(case, params=compiled.params), inputs)
+
+
 def erf_gelu_quick(options: dict[str, Any]) -> ErfGeluQuick:
     return ErfGeluQuick()
 
@@ -87,3 +105,7 @@ def hangs_on_silu(options: dict[str, Any]) -> HangsOnSilu:
 
 def writes_into_inputs(options: dict[str, Any]) -> WritesIntoInputs:
     return WritesIntoInputs()
+
+
+def caches_by_shape(options: dict[str, Any]) -> CachesByShape:
+    return CachesByShape()

@@ -1,0 +1,169 @@
+"""Bad input to ``conform`` is one clear line on stderr and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from device.ggml.lib import BASE_SYMBOLS, PINNED_GGML_VERSION, REGISTRY_SYMBOLS
+
+ROOT = Path(__file__).parent.parent
+GOOD_CASE = "RELU(type=f32,ne=[4,1,1,1],dst=f32,data=uniform:1)"
+
+
+def conform(*args: str, cwd: Path | None = None, path: tuple[str, ...] = ()) -> tuple[int, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *path, env.get("PYTHONPATH", "")])
+    env.pop("GGML_CONFORM_ALLOW_VERSION", None)
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env=env, timeout=120)
+    return proc.returncode, proc.stderr
+
+
+def one_line(code: int, stderr: str) -> str:
+    """The error contract: non-zero exit, stderr exactly one non-empty line, no traceback."""
+    assert code != 0, stderr
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].strip(), stderr
+    return lines[0]
+
+
+# ---- a ggml build that does not match: stub libraries compiled at test time ---------------------
+
+def _build_stub(where: Path, version: str, symbols: list[str]) -> Path:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build a stub ggml library")
+    where.mkdir(parents=True, exist_ok=True)
+    base = [f'const char *ggml_version(void) {{ return "{version}"; }}']
+    base += [f"void {name}(void) {{}}" for name in symbols if name != "ggml_version"]
+    for lib, body in (("libggml-base.so", base), ("libggml.so", ["int conform_stub_registry;"])):
+        src = where / (lib + ".c")
+        src.write_text("\n".join(body) + "\n")
+        subprocess.run([cc, "-shared", "-fPIC", "-o", str(where / lib), str(src)], check=True, capture_output=True)
+    return where
+
+
+@pytest.fixture(scope="module")
+def old_ggml(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ggml 0.0.1 with none of the symbols the harness binds beyond ggml_version."""
+    return _build_stub(tmp_path_factory.mktemp("ggml-old"), "0.0.1", [])
+
+
+@pytest.fixture(scope="module")
+def thin_ggml(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pinned version string, but none of the other bound symbols (a stripped or foreign build)."""
+    return _build_stub(tmp_path_factory.mktemp("ggml-thin"), PINNED_GGML_VERSION, [])
+
+
+# ---- the cases ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("args", "expect"),
+    [
+        pytest.param(["run", "--device", "nope:x"], ["unknown device", "nope:x"], id="run-unknown-device"),
+        pytest.param(["run", "--device", "ggml:NOPE"], ["unknown ggml device", "NOPE", "devices: CPU"],
+                     id="run-unknown-ggml-device"),
+        pytest.param(["run", "--device", "ggml:CPU7"], ["unknown ggml device", "CPU7"], id="run-index-out-of-range"),
+        pytest.param(["run", "--device", "ggml:ZZ*"], ["no ggml device matches", "ZZ*"], id="run-glob-matches-none"),
+        pytest.param(["run", "--profile", "bogus"], ["--profile", "bogus", "nightly"], id="run-unknown-profile"),
+        pytest.param(["run", "--device", "ggml:CPU", "--device", "golden", "--workers", "1"],
+                     ["2 devices need at least 2 workers"], id="run-fewer-workers-than-devices"),
+        pytest.param(["run", "--case-timeout", "-1"], ["--case-timeout"], id="run-negative-timeout"),
+        pytest.param(["repro", "FOO(type=f32,ne=[4,1,1,1],dst=f32,data=uniform:1)"], ["unknown op", "FOO"],
+                     id="repro-unknown-op"),
+        pytest.param(["repro", "RELU(type=f32"], ["malformed case id"], id="repro-unclosed"),
+        pytest.param(["repro", "RELU(ne=[4,1,1,1],dst=f32)"], ["malformed case id", "type"], id="repro-no-type"),
+        pytest.param(["repro", "RELU(type=f32,ne=[4,x],dst=f32)"], ["malformed case id"], id="repro-bad-shape"),
+        pytest.param(["repro", "RELU(type=f99,ne=[4,1,1,1],dst=f32)"], ["malformed case id", "f99"],
+                     id="repro-unknown-dtype"),
+        pytest.param(["repro", "just words"], ["malformed case id"], id="repro-not-a-case-id"),
+        pytest.param(["repro", GOOD_CASE, "--device", "nope:x"], ["unknown device", "nope:x"],
+                     id="repro-unknown-device"),
+        pytest.param(["repro", GOOD_CASE, "--device", "ggml:CPU7"], ["CPU7"], id="repro-index-out-of-range"),
+        pytest.param(["frobnicate"], ["invalid choice", "frobnicate"], id="unknown-command"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path: Path, args: list[str], expect: list[str]) -> None:
+    if args[0] == "run":
+        args = [*args, "--no-report", "--out", str(tmp_path / "out")]
+    line = one_line(*conform(*args))
+    for word in expect:
+        assert word in line, line
+    if args[0] == "run":
+        assert not (tmp_path / "out" / "results.jsonl").exists()  # nothing ran
+
+
+def test_plugin_factory_that_raises(tmp_path: Path) -> None:
+    """A device that cannot be opened (here: a factory that raises) is one line before pytest starts."""
+    (tmp_path / "broken_plugin.py").write_text("def factory(options):\n    raise RuntimeError('no such board')\n")
+    out = str(tmp_path / "o")
+    line = one_line(*conform("run", "--device", "broken_plugin:factory", "--no-report", "--out", out,
+                             path=(str(tmp_path),)))
+    assert "RuntimeError: no such board" in line
+
+
+def test_acl_device_without_a_cann_runtime(tmp_path: Path) -> None:
+    from device.inventory import acl_devices
+
+    if acl_devices():
+        pytest.skip("this host has ACL devices")
+    line = one_line(*conform("run", "--device", "acl:0", "--no-report", "--out", str(tmp_path / "o")))
+    assert "acl" in line.lower() or "CANN" in line
+
+
+@pytest.mark.parametrize("command", ["run", "devices", "repro"])
+def test_library_path_without_ggml(tmp_path: Path, command: str) -> None:
+    extra = {"run": ["--no-report", "--out", str(tmp_path / "out")], "devices": [], "repro": [GOOD_CASE]}[command]
+    line = one_line(*conform(command, "--ggml-lib", str(tmp_path), *extra))
+    assert str(tmp_path) in line and "libggml-base.so" in line
+
+
+@pytest.mark.parametrize("command", ["run", "devices"])
+def test_ggml_of_another_version(old_ggml: Path, tmp_path: Path, command: str) -> None:
+    extra = ["--no-report", "--out", str(tmp_path / "out")] if command == "run" else []
+    line = one_line(*conform(command, "--ggml-lib", str(old_ggml), *extra))
+    assert "version 0.0.1" in line and PINNED_GGML_VERSION in line
+    n = len(BASE_SYMBOLS) + len(REGISTRY_SYMBOLS) - 1
+    assert f"lacks {n} symbol(s)" in line
+
+
+def test_ggml_missing_symbols(thin_ggml: Path) -> None:
+    line = one_line(*conform("devices", "--ggml-lib", str(thin_ggml)))
+    assert "lacks" in line and "symbol(s) this harness binds: ggml_commit" in line
+    assert "does not match" not in line  # the version is the pinned one; the symbols are what is wrong
+
+
+def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "-k", "relu",
+         "--results", str(tmp_path / "r.jsonl"), *args],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )
+
+
+@pytest.mark.parametrize(("device", "expect"), [("nope:x", "unknown device 'nope:x'"),
+                                                ("ggml:ZZ*", "no ggml device matches 'ZZ*'")])
+def test_pytest_itself_reports_a_bad_device_as_a_usage_error(tmp_path: Path, device: str, expect: str) -> None:
+    """Through pytest directly: one ``ERROR:`` line (pytest's own usage error), not a collection error."""
+    proc = _pytest(tmp_path, "--device", device)
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "Traceback" not in proc.stdout + proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert errors == [errors[0]] and errors[0].startswith(f"ERROR: conform: {expect}")
+
+
+def test_pytest_itself_stops_when_a_device_does_not_open(tmp_path: Path) -> None:
+    """A ggml name the library lacks is found when the device opens: the session ends with the reason."""
+    proc = _pytest(tmp_path, "--device", "ggml:CPU7")
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "conform: unknown ggml device 'CPU7'" in proc.stdout
+    assert not (tmp_path / "r.jsonl").exists()
