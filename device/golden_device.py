@@ -31,7 +31,13 @@ class GoldenDevice:
             raise Unsupported(f"{case.op}: golden not implemented")
         exact = catalogue.evaluate(case, catalogue.golden_inputs(case, inputs))
         if dtypes.is_quantized(case.out_dtype):
-            return RunResult(np.asarray(exact, dtype=np.uint8), [np.array(x) for x in inputs])
+            from golden import quant
+
+            if case.inputs and case.inputs[0].dtype == case.out_dtype:
+                blocks = np.asarray(inputs[0], dtype=np.uint8)  # same-type copy: the blocks themselves
+            else:  # ggml's reference quantizer on the exact values, one block of 32 at a time
+                blocks = quant.quantize(np.asarray(exact, dtype=np.float32).reshape(-1, 32), case.out_dtype)
+            return RunResult(blocks.reshape(-1), [np.array(x) for x in inputs])
         if case.out_dtype == "i32":
             return RunResult(np.asarray(exact).astype(np.int32), [np.array(x) for x in inputs])
         return RunResult(dtypes.round_to(exact, case.out_dtype), [np.array(x) for x in inputs])
