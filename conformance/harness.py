@@ -19,7 +19,7 @@ from conformance.verdict import COMPARATORS, Metrics, compare, same_values
 from device.base import DeviceError, RunResult
 from device.worker import Attempt, DeviceWorker
 from golden import catalogue, dtypes
-from golden.case import OpCase
+from golden.case import OpCase, TensorSpec
 
 FAILING = ("fail", "crash", "timeout", "error")
 
@@ -72,6 +72,15 @@ class InProcessRunner:
         from device.worker import process_rss
 
         return dict(self.device.info()) | {"worker_rss_bytes": process_rss()}
+
+    def call(self, method: str, args: tuple[Any, ...], timeout: float | None = None) -> Attempt:
+        if not hasattr(self.device, method):
+            return Attempt("unsupported", None, message=f"{self.spec} has no {method}()")
+        start = time.perf_counter()
+        try:
+            return Attempt("ok", True, getattr(self.device, method)(*args), duration_s=time.perf_counter() - start)
+        except Exception as exc:
+            return Attempt("error", None, message=f"{type(exc).__name__}: {exc}")
 
     def close(self) -> None:
         self.device.close()
@@ -230,6 +239,62 @@ class Harness:
         arrays["case_id"] = np.array(case.case_id)
         np.savez_compressed(os.path.join(self.out_dir, "artefacts", name), **arrays)
         return os.path.join("artefacts", name)
+
+    # ---- set/get round trips through the backend -------------------------------------------------
+    def check_transfer(
+        self, spec: TensorSpec, raw: np.ndarray, writes: list[tuple[int, int]], reads: list[tuple[int, int]],
+        data_seed: int = 0,
+    ) -> dict[str, Any]:
+        """Upload ``raw`` in ``writes`` chunks, read it back whole and in ``reads`` chunks: every byte must
+        come back. On CANN the quantized layout transform sits on this path (real bugs: chunked uploads
+        B18, offset reads L1), and the allocation must be the seed's padded size."""
+        __tracebackhide__ = True
+        from golden import quant
+
+        raw = np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1)
+        case_id = (f"SET_GET(type={spec.dtype},ne=[{','.join(map(str, spec.ne))}],"
+                   f"writes={[list(w) for w in writes]},reads={[list(r) for r in reads]},data=bytes:{data_seed})"
+                   ).replace(" ", "")
+        attempt = self.runner.call("transfer", (spec, raw, writes, reads), self.timeout)
+        record: dict[str, Any] = {
+            "type": "case", **self.base_record, "test_id": self.current_test_id, "case_id": case_id,
+            "device": self.device_spec, "op": "SET_GET", "dtypes": {"src0": spec.dtype, "dst": spec.dtype},
+            "shapes": {"src0": list(spec.ne)}, "layout": {"src0": "contiguous"},
+            "params": {"writes": [list(w) for w in writes], "reads": [list(r) for r in reads]},
+            "distribution": "bytes", "data_seed": data_seed, "supported": attempt.supported,
+            "duration_s": round(attempt.duration_s, 6), "artefact": None, "message": attempt.message,
+            "repro": f"pytest conformance/test_transfer.py --device {shlex.quote(self.device_spec)} "
+                     f"-k {spec.dtype}  # case {case_id}",
+            "tolerance": {"reason": "byte-exact: set_tensor then get_tensor must return every byte"},
+        }
+        if attempt.status != "ok":
+            record["outcome"] = attempt.status
+            if attempt.crash:
+                record["crash"] = attempt.crash
+        else:
+            got = attempt.result
+            problems = []
+            if not np.array_equal(got["whole"], raw):
+                bad = np.flatnonzero(got["whole"] != raw)
+                problems.append(f"whole read differs in {bad.size} bytes, first at {int(bad[0])}")
+            for (offset, size), piece in zip(reads, got["pieces"], strict=True):
+                if not np.array_equal(piece, raw[offset : offset + size]):
+                    problems.append(f"read of {size} bytes at offset {offset} differs")
+            if self.device_spec.upper().startswith("GGML:CANN") and dtypes.is_quantized(spec.dtype):
+                expected = quant.cann_alloc_size(spec.dtype, spec.ne)
+                if got["alloc_size"] != expected:
+                    problems.append(f"alloc size {got['alloc_size']} != seed's get_alloc_size {expected}")
+            record["metrics"] = {"n": int(raw.size), "n_bad": len(problems), "error_ratio": float(bool(problems)),
+                                 "alloc_size": int(got["alloc_size"]), "nbytes": int(got["nbytes"])}
+            record["outcome"] = "fail" if problems else "pass"
+            if problems:
+                record["message"] = "; ".join(problems[:5])
+        self.counts[record["outcome"]] = self.counts.get(record["outcome"], 0) + 1
+        if self.writer is not None:
+            self.writer.write(record)
+        if record["outcome"] in FAILING:
+            raise CaseFailed(f"{record['outcome'].upper()} {case_id} on {self.device_spec}: {record['message']}")
+        return record
 
     def check(self, case: OpCase) -> dict[str, Any]:
         __tracebackhide__ = True

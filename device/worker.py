@@ -73,6 +73,9 @@ def _child_main(conn: Any, spec: str, options: dict[str, Any]) -> None:
                 info = {"error": f"{type(exc).__name__}: {exc}"}
             conn.send(("info", info | {"worker_rss_bytes": process_rss()}))
             continue
+        if isinstance(message, tuple) and message and message[0] == "call":
+            conn.send(_call_method(device, message[1], message[2]))
+            continue
         case, inputs = message
         start = time.perf_counter()
         try:
@@ -95,6 +98,23 @@ def _child_main(conn: Any, spec: str, options: dict[str, Any]) -> None:
         device.close()
     except Exception:
         pass
+
+
+# optional device methods the parent may call by name (beyond the Device contract)
+CALLABLE_METHODS = ("transfer",)
+
+
+def _call_method(device: Any, method: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    start = time.perf_counter()
+    if method not in CALLABLE_METHODS or not hasattr(device, method):
+        return ("unsupported", None, None, f"the device has no {method}()", 0.0)
+    try:
+        result = getattr(device, method)(*args)
+        return ("ok", True, result, "", time.perf_counter() - start)
+    except Unsupported as exc:
+        return ("unsupported", None, None, str(exc), time.perf_counter() - start)
+    except Exception as exc:
+        return ("error", None, None, f"{type(exc).__name__}: {exc}", time.perf_counter() - start)
 
 
 class DeviceWorker:
@@ -148,13 +168,20 @@ class DeviceWorker:
         self.inventory = payload
         return payload
 
+    def call(self, method: str, args: tuple[Any, ...], timeout: float | None = None) -> Attempt:
+        """Call an optional device method (see CALLABLE_METHODS) with crash and timeout handling."""
+        return self._exchange(("call", method, args), timeout)
+
     def attempt(self, case: OpCase, inputs: list[np.ndarray], timeout: float | None = None) -> Attempt:
+        return self._exchange((case, inputs), timeout)
+
+    def _exchange(self, message: Any, timeout: float | None) -> Attempt:
         if self._proc is None or self._proc.poll() is not None:
             self.start()
         limit = self.timeout if timeout is None else timeout
         start = time.perf_counter()
         try:
-            self._conn.send((case, inputs))
+            self._conn.send(message)
             ready = self._conn.poll(limit)
             if ready:
                 status, supported, result, message, duration = self._conn.recv()

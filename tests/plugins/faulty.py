@@ -109,3 +109,37 @@ def writes_into_inputs(options: dict[str, Any]) -> WritesIntoInputs:
 
 def caches_by_shape(options: dict[str, Any]) -> CachesByShape:
     return CachesByShape()
+
+
+class SeedLikeQuantTransfers(GoldenDevice):
+    """Stores Q4_0/Q8_0 tensors in the CANN device layout the way the seed's set/get_tensor do:
+    each set_tensor call transforms *its own chunk* as if it were the whole tensor, and each
+    get_tensor transforms back *its read* as if it were the whole tensor. Whole-tensor copies round
+    trip; chunked uploads (B18) and offset or partial reads (L1) do not."""
+
+    name = "tests.plugins.faulty:seed_like_quant_transfers"
+
+    def transfer(self, spec, raw, writes, reads):  # type: ignore[no-untyped-def]
+        from golden import quant
+
+        raw = np.asarray(raw, dtype=np.uint8)
+        memory = np.zeros(raw.size, dtype=np.uint8)
+        quantized = spec.dtype in ("q4_0", "q8_0")
+        block = 18 if spec.dtype == "q4_0" else 34
+
+        def transform(chunk, fn):  # type: ignore[no-untyped-def]
+            whole = chunk.size - chunk.size % block
+            out = chunk.copy()
+            if quantized and whole:
+                out[:whole] = fn(chunk[:whole], spec.dtype)
+            return out
+
+        for offset, size in writes:
+            memory[offset:offset + size] = transform(raw[offset:offset + size], quant.to_cann)
+        whole = transform(memory, quant.from_cann)
+        pieces = [transform(memory[o:o + s], quant.from_cann) for o, s in reads]
+        return {"whole": whole, "pieces": pieces, "nbytes": raw.size, "alloc_size": raw.size}
+
+
+def seed_like_quant_transfers(options: dict[str, Any]) -> SeedLikeQuantTransfers:
+    return SeedLikeQuantTransfers()
