@@ -49,5 +49,5 @@ def test_set_get_round_trip(conform, dtype: str, data: st.DataObject) -> None:
         raw = dtypes.to_storage(values, dtype).view(np.uint8).reshape(-1)
     nbytes = raw.size
     spec = TensorSpec(dtype, ne)
-    conform.check_transfer(spec, raw, data.draw(chunks(nbytes), label="writes"), data.draw(reads(nbytes), label="reads"),
-                           data_seed=seed)
+    writes = data.draw(chunks(nbytes), label="writes")
+    conform.check_transfer(spec, raw, writes, data.draw(reads(nbytes), label="reads"), data_seed=seed)
