@@ -203,9 +203,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"cannot create the output folder {str(out)!r}: {exc.strerror or exc}") from None
     results = out / "results.jsonl"
+    if results.exists():
+        # one results file per run: an earlier run's file in the same folder is kept under its time
+        kept = out / f"results-{dt.datetime.fromtimestamp(results.stat().st_mtime):%Y%m%d-%H%M%S}.jsonl"
+        results.rename(kept)
+        print(f"conform: kept the previous run's results as {kept}", flush=True)
     suite = Path(__file__).parent
     cmd = [sys.executable, "-m", "pytest", str(suite), "-p", "no:cacheprovider", "-q", "-rN",
-           "--results", str(results), "--junitxml", str(out / "junit.xml"),
+           "--results", str(results), "--junitxml", str(out / "junit.xml"), "-o", "junit_family=xunit1",
            "--conform-profile", args.profile, "--case-timeout", str(args.case_timeout),
            "--threads", str(args.threads), "-o", "console_output_style=count", "--tb=line",
            "-W", "ignore::DeprecationWarning"]
