@@ -19,6 +19,37 @@ from typing import Any
 
 from device.base import Device, DeviceError
 
+USAGE = "use golden, ggml:NAME (e.g. ggml:CPU), acl:N, or package.module:factory"
+
+
+def _ggml_name(rest: str) -> str:
+    if not rest:
+        raise DeviceError("ggml device spec needs a device name, e.g. ggml:CPU")
+    return rest
+
+
+def _acl_index(rest: str, spec: str) -> int:
+    if not rest.isdigit():
+        raise DeviceError(f"acl device spec needs an index, e.g. acl:0 (got {spec!r})")
+    try:
+        import device.acl.device  # noqa: F401
+    except ImportError as exc:
+        raise DeviceError(f"acl devices are not available: {exc}") from None
+    return int(rest)
+
+
+def _plugin_factory(kind: str, rest: str, spec: str) -> Any:
+    try:
+        module = importlib.import_module(kind)
+    except Exception as exc:  # ImportError, or the plug-in's own import-time failure
+        raise DeviceError(
+            f"unknown device {spec!r}: no importable plug-in module {kind!r} ({type(exc).__name__}: {exc}); {USAGE}"
+        ) from None
+    factory = getattr(module, rest, None)
+    if not callable(factory):
+        raise DeviceError(f"device plug-in {spec!r}: module {kind!r} has no callable {rest!r}")
+    return factory
+
 
 def open_device(spec: str, options: dict[str, Any] | None = None) -> Device:
     options = dict(options or {})
@@ -28,35 +59,20 @@ def open_device(spec: str, options: dict[str, Any] | None = None) -> Device:
 
         return open_golden_device(options)
     if kind == "ggml":
-        if not rest:
-            raise DeviceError("ggml device spec needs a device name, e.g. ggml:CPU")
         from device.ggml.device import open_ggml_device
 
-        return open_ggml_device(rest, options)
+        return open_ggml_device(_ggml_name(rest), options)
     if kind == "acl":
-        if not rest.isdigit():
-            raise DeviceError(f"acl device spec needs an index, e.g. acl:0 (got {spec!r})")
-        try:
-            from device.acl.device import open_acl_device
-        except ImportError as exc:
-            raise DeviceError(f"acl devices are not available: {exc}") from None
-        return open_acl_device(int(rest))
+        from device.acl.device import open_acl_device
+
+        return open_acl_device(_acl_index(rest, spec))
     if kind and rest:
-        try:
-            module = importlib.import_module(kind)
-        except ImportError as exc:
-            raise DeviceError(f"device plug-in {spec!r}: cannot import module {kind!r}: {exc}") from None
-        factory = getattr(module, rest, None)
-        if factory is None or not callable(factory):
-            raise DeviceError(f"device plug-in {spec!r}: module {kind!r} has no callable {rest!r}")
-        device = factory(options)
+        device = _plugin_factory(kind, rest, spec)(options)
         missing = [m for m in ("name", "info", "supports", "run") if not hasattr(device, m)]
         if missing:
             raise DeviceError(f"device plug-in {spec!r} lacks {', '.join(missing)} (see the Device contract)")
         return device
-    raise DeviceError(
-        f"unknown device {spec!r}: use golden, ggml:NAME (e.g. ggml:CPU), acl:N, or package.module:factory"
-    )
+    raise DeviceError(f"unknown device {spec!r}: {USAGE}")
 
 
 def check_spec(spec: str, options: dict[str, Any] | None = None, load_libraries: bool = True) -> None:
@@ -75,8 +91,7 @@ def check_spec(spec: str, options: dict[str, Any] | None = None, load_libraries:
     if spec == "golden":
         return
     if kind == "ggml":
-        if not rest:
-            raise DeviceError("ggml device spec needs a device name, e.g. ggml:CPU")
+        name = _ggml_name(rest)
         from device.ggml import lib as ggml_lib
 
         if not load_libraries:
@@ -84,31 +99,16 @@ def check_spec(spec: str, options: dict[str, Any] | None = None, load_libraries:
             return
         lib = ggml_lib.load(options.get("ggml_lib"))
         names = lib.device_names()
-        if rest not in names:
-            raise DeviceError(f"unknown ggml device {rest!r} in {lib.lib_dir} (devices: {', '.join(names) or 'none'})")
+        if name not in names:
+            raise DeviceError(f"unknown ggml device {name!r} in {lib.lib_dir} (devices: {', '.join(names) or 'none'})")
         return
     if kind == "acl":
-        if not rest.isdigit():
-            raise DeviceError(f"acl device spec needs an index, e.g. acl:0 (got {spec!r})")
-        try:
-            import device.acl.device  # noqa: F401
-        except ImportError as exc:
-            raise DeviceError(f"acl devices are not available: {exc}") from None
+        _acl_index(rest, spec)
         return
     if kind and rest:
-        try:
-            module = importlib.import_module(kind)
-        except Exception as exc:  # ImportError, or the plug-in's own import-time failure
-            raise DeviceError(
-                f"unknown device {spec!r}: no importable plug-in module {kind!r} ({type(exc).__name__}: {exc}); "
-                "use golden, ggml:NAME, acl:N or package.module:factory"
-            ) from None
-        if not callable(getattr(module, rest, None)):
-            raise DeviceError(f"device plug-in {spec!r}: module {kind!r} has no callable {rest!r}")
+        _plugin_factory(kind, rest, spec)
         return
-    raise DeviceError(
-        f"unknown device {spec!r}: use golden, ggml:NAME (e.g. ggml:CPU), acl:N, or package.module:factory"
-    )
+    raise DeviceError(f"unknown device {spec!r}: {USAGE}")
 
 
 def expand_specs(specs: list[str], options: dict[str, Any] | None = None) -> list[str]:
