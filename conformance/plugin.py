@@ -160,18 +160,34 @@ class ConformSession:
         file reads as partial, as a killed one does; failing tests and ``-x`` are a normal end.
         """
         counts: dict[str, int] = {}
+        memory: list[dict[str, Any]] = []
         for h in self.harnesses.values():
             for k, v in h.counts.items():
                 counts[k] = counts.get(k, 0) + v
+            if exitstatus in _NORMAL_END:
+                memory.append(_memory_at_end(h))
             h.close()
         if self.writer is not None:
             if exitstatus in _NORMAL_END:
                 self.writer.write({
                     "type": "footer", "run_id": self.run_id, "worker": self.worker,
                     "ended": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "counts": counts,
-                    "exitstatus": int(exitstatus),
+                    "exitstatus": int(exitstatus), "devices_end": memory,
                 })
             self.writer.close()
+
+
+def _memory_at_end(harness: Any) -> dict[str, Any]:
+    """The device's free memory now, next to what the header recorded at the start."""
+    start = harness.inventory.get("memory_free")
+    try:
+        now = harness.refresh_info()
+    except Exception as exc:  # a device that cannot answer any more: say so, keep the footer
+        return {"spec": harness.device_spec, "error": f"{type(exc).__name__}: {exc}"}
+    end = now.get("memory_free")
+    grew = start - end if isinstance(start, int) and isinstance(end, int) else None
+    return {"spec": harness.device_spec, "memory_free_start": start, "memory_free_end": end,
+            "memory_used_growth": grew, "worker_rss_bytes": now.get("worker_rss_bytes")}
 
 
 _NORMAL_END = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
