@@ -84,6 +84,12 @@ def layouts_for(kind: str) -> st.SearchStrategy[Layout]:
     return layouts(perms=ROW_KEEPING_PERMS)
 
 
+# Weight tensor names as llama.cpp gives them: ggml-cann picks its NZ weight path (GGML_CANN_WEIGHT_NZ,
+# on by default) by matching such names, a path unnamed test tensors never reach.
+weight_names = st.sampled_from(["", "blk.0.attn_q.weight", "blk.3.ffn_up.weight", "blk.1.attn_output.weight",
+                                "output.weight"])
+
+
 distributions = st.sampled_from(sorted(DISTRIBUTIONS))
 data_seeds = st.integers(0, 2**32 - 1)
 

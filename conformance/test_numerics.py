@@ -13,7 +13,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import conformance.inputs_numerics  # noqa: F401  (registers the input makers)
-from conformance.strategies import ROW_KEEPING_PERMS, f32, finish, layouts, layouts_for, row_size, shapes, spec
+from conformance.strategies import (
+    ROW_KEEPING_PERMS,
+    f32,
+    finish,
+    layouts,
+    layouts_for,
+    row_size,
+    shapes,
+    spec,
+    weight_names,
+)
 from conformance.suite import op_signatures
 from golden import catalogue
 from golden.case import Layout, OpCase
@@ -135,7 +145,7 @@ def mul_mat_case(draw: st.DrawFn, sig: Signature) -> OpCase:
     r2, r3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
     n = draw(st.integers(1, max(1, min(16, MAX_ELEMENTS // (k * a2 * a3)))))
     m = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (k * a2 * r2 * a3 * r3)))))
-    a = spec(sig.srcs[0], (k, n, a2, a3), draw(layouts_for(catalogue.get("MUL_MAT").layouts)))
+    a = spec(sig.srcs[0], (k, n, a2, a3), draw(layouts_for(catalogue.get("MUL_MAT").layouts)), draw(weight_names))
     b = spec(sig.srcs[1], (k, m, a2 * r2, a3 * r3), draw(layouts(perms=ROW_KEEPING_PERMS)))
     return finish(draw, OpCase("MUL_MAT", (a, b), out_dtype=sig.dst))
 

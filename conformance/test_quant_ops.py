@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.strategies import ROW_KEEPING_PERMS, finish, layouts, spec
+from conformance.strategies import ROW_KEEPING_PERMS, finish, layouts, spec, weight_names
 from conformance.suite import op_signatures
 from golden import dtypes
 from golden.case import Layout, OpCase
@@ -57,7 +57,7 @@ def quant_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     m = draw(st.integers(1, 16))
     n = draw(st.integers(1, 8))
     a2, r2 = draw(st.integers(1, 2)), draw(st.integers(1, 3))
-    weights = spec(sig.srcs[0], (k, m, a2, 1), name=draw(st.sampled_from(["", "blk.0.attn_q.weight"])))
+    weights = spec(sig.srcs[0], (k, m, a2, 1), name=draw(weight_names))
     src1 = spec(sig.srcs[1], (k, n, a2 * r2, 1))
     return finish(draw, OpCase(op, (weights, src1), out_dtype=sig.dst))
 
