@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conformance.strategies import weight_names
 from golden import dtypes, quant
 from golden.case import TensorSpec
 
@@ -48,6 +49,6 @@ def test_set_get_round_trip(conform, dtype: str, data: st.DataObject) -> None:
     else:
         raw = dtypes.to_storage(values, dtype).view(np.uint8).reshape(-1)
     nbytes = raw.size
-    spec = TensorSpec(dtype, ne)
+    spec = TensorSpec(dtype, ne, name=data.draw(weight_names, label="name"))  # named weights: CANN's NZ path
     writes = data.draw(chunks(nbytes), label="writes")
     conform.check_transfer(spec, raw, writes, data.draw(reads(nbytes), label="reads"), data_seed=seed)
