@@ -59,8 +59,11 @@ def test_pytest_xdist_two_devices_one_file(tmp_path: Path) -> None:
 def test_conform_run_with_a_glob_spreads_over_workers(tmp_path: Path) -> None:
     """``conform run`` starts one worker per device by default; ``ggml:C*`` expands to ggml:CPU."""
     out = tmp_path / "run"
-    proc = run(["-m", "conformance.cli", "run", "--device", "ggml:C*", "--device", "golden", "--no-report",
+    proc = run(["-m", "conformance.cli", "run", "--device", "ggml:C*", "--device", "golden",
                 "--profile", "dev", "--out", str(out), "-k", SELECTION])
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "running 2 device(s) ggml:CPU, golden" in proc.stdout
     check_one_file_two_workers(out / "results.jsonl", ["ggml:CPU", "golden"])
+    # one report from the merged file, with a matrix column for each worker's device
+    html = (out / "report.html").read_text()
+    assert 'data-device="ggml:CPU"' in html and 'data-device="golden"' in html
