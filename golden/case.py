@@ -10,7 +10,7 @@ values has the reversed shape ``(ne3, ne2, ne1, ne0)``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 Ne = tuple[int, int, int, int]
@@ -109,7 +109,6 @@ class OpCase:
     variant: str = ""
     data_seed: int = 0
     distribution: str = "uniform"
-    extra: tuple[tuple[str, Any], ...] = field(default=())
 
     @property
     def params_dict(self) -> dict[str, Any]:
