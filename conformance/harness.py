@@ -150,7 +150,8 @@ class Harness:
     def evaluate(self, case: OpCase) -> dict[str, Any]:
         spec = catalogue.get(case.op)
         inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
-        golden = catalogue.evaluate(case, catalogue.golden_inputs(case, inputs))
+        exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
+        golden = catalogue.evaluate(case, exact_inputs)
         attempt = self.runner.attempt(case, inputs, self.timeout)
         record: dict[str, Any] = {
             "type": "case",
@@ -173,10 +174,9 @@ class Harness:
             record["outcome"] = attempt.status
             if attempt.crash:
                 record["crash"] = attempt.crash
-            metrics = None
         else:
             result: RunResult = attempt.result  # type: ignore[assignment]
-            metrics = self._judge(case, spec, inputs, golden, result)
+            metrics = self._judge(case, spec, inputs, exact_inputs, golden, result)
             record["metrics"] = metrics.as_dict()
             record["outcome"] = "pass" if metrics.passed else "fail"
             if not metrics.passed:
@@ -191,7 +191,8 @@ class Harness:
         return record
 
     def _judge(
-        self, case: OpCase, spec: catalogue.OpSpec, inputs: list[np.ndarray], golden: np.ndarray, result: RunResult
+        self, case: OpCase, spec: catalogue.OpSpec, inputs: list[np.ndarray], exact_inputs: list[np.ndarray],
+        golden: np.ndarray, result: RunResult,
     ) -> Metrics:
         special = COMPARATORS.get(case.op)
         if dtypes.is_quantized(case.out_dtype):
@@ -199,12 +200,12 @@ class Harness:
 
             metrics = judge_quantized(case, inputs, golden, result.output)
         elif special is not None:
-            metrics = special(case, catalogue.golden_inputs(case, inputs), golden, result.output)
+            metrics = special(case, exact_inputs, golden, result.output)
         else:
             out = result.output
             if case.out_dtype != "i32":
                 out = np.asarray(out, dtype=np.float64)
-            metrics = compare(case, catalogue.golden_inputs(case, inputs), golden, out, catalogue.tolerance_of(case))
+            metrics = compare(case, exact_inputs, golden, out, catalogue.tolerance_of(case))
         failures = result.extra.get("integrity_failures") or []
         if failures:
             metrics.passed = False
