@@ -185,10 +185,14 @@ class Harness:
                                if k not in ("input_bytes_intact", "integrity_failures")}
         if record["outcome"] in FAILING:
             record["artefact"] = self._save_artefact(case, inputs, golden, attempt)
+        self._record(record)
+        return record
+
+    def _record(self, record: dict[str, Any]) -> None:
+        """Count a finished record's outcome and append it to the results file (flushed at once)."""
         self.counts[record["outcome"]] = self.counts.get(record["outcome"], 0) + 1
         if self.writer is not None:
             self.writer.write(record)
-        return record
 
     def _judge(
         self, case: OpCase, spec: catalogue.OpSpec, inputs: list[np.ndarray], exact_inputs: list[np.ndarray],
@@ -290,9 +294,7 @@ class Harness:
             record["outcome"] = "fail" if problems else "pass"
             if problems:
                 record["message"] = "; ".join(problems[:5])
-        self.counts[record["outcome"]] = self.counts.get(record["outcome"], 0) + 1
-        if self.writer is not None:
-            self.writer.write(record)
+        self._record(record)
         if record["outcome"] in FAILING:
             raise CaseFailed(f"{record['outcome'].upper()} {case_id} on {self.device_spec}: {record['message']}")
         return record
