@@ -1,0 +1,64 @@
+"""Known kernel bugs of real backends: expectations that belong to one device and release.
+
+A backend's defect never narrows what is drawn for every device. Each :class:`KnownBug` names the
+backend devices and ggml releases that have it and a predicate over the case; a failing (or
+crashing) case it matches is recorded with the bug attached (``expected``) and does not fail the
+test, and the report lists it as a known failure. A matching case that passes is recorded too, so a
+fixed bug shows up as stale.
+
+Bug lists live next to the device layer that knows them (``device/ggml/known_bugs_*.py``) and are
+collected here.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from golden.case import OpCase
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """One backend defect, precise enough to match the cases it breaks and nothing else."""
+
+    id: str  # short, stable: "cpu-clamp-row-stride"
+    devices: str  # fnmatch over the ggml device name: "CPU", "Vulkan*"
+    op: str
+    applies: Callable[[OpCase], bool]
+    reason: str  # what the kernel does wrong, with the evidence
+    repro: str  # a minimal case id that shows it
+    releases: tuple[str, ...] = ()  # ggml versions that have it; empty: every release we know
+    outcomes: tuple[str, ...] = ("fail",)  # what it gives: fail, crash, timeout, error
+    # the kernel corrupts process memory (a write past a buffer): restart the worker after the case
+    corrupts_process: bool = False
+    tags: tuple[str, ...] = field(default=())
+
+    def matches(self, case: OpCase, device_name: str, release: str) -> bool:
+        if case.op != self.op or not fnmatch.fnmatchcase(device_name, self.devices):
+            return False
+        if self.releases and release not in self.releases:
+            return False
+        return bool(self.applies(case))
+
+
+def all_known_bugs() -> list[KnownBug]:
+    from device.ggml import known_bugs_cpu
+
+    bugs: list[KnownBug] = list(known_bugs_cpu.BUGS)
+    try:
+        from device.ggml import known_bugs_vulkan
+    except ImportError:
+        pass
+    else:
+        bugs += known_bugs_vulkan.BUGS
+    return bugs
+
+
+def find(case: OpCase, device_name: str, release: str, bugs: Iterable[KnownBug] | None = None) -> KnownBug | None:
+    """The first known bug of ``device_name`` at ``release`` that covers ``case``, or None."""
+    for bug in all_known_bugs() if bugs is None else bugs:
+        if bug.matches(case, device_name, release):
+            return bug
+    return None
