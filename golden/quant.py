@@ -316,7 +316,7 @@ def _quantize_q4_0_usual(blocks: np.ndarray, records: np.ndarray, work: _Quantiz
         signed_max[all_zero] = 0  # ggml's max starts at +0 and no element beats it: d = -0.0
         d = signed_max / np.float32(-8)
         inv_d = np.where(d != 0, np.float32(1) / d, np.float32(0))
-        usual &= np.isfinite(inv_d)
+        usual &= np.isfinite(inv_d)  # not left to numpy's float->int cast of inf, which is platform-defined
         shifted = first.reshape(nblocks, QK)
         np.multiply(blocks, inv_d[:, None], out=shifted)
         np.add(shifted, np.float32(8.5), out=shifted)  # two f32 roundings, as in C (no FMA)
