@@ -470,10 +470,11 @@ def _q4_0_quants(host_qs: np.ndarray, out: np.ndarray) -> None:
 #
 # Speed matters here (the transforms run on every upload and download of weight tensors, tens of
 # millions of elements). Host blocks are viewed as records of a 2-byte scale and a 16/32-byte void
-# field. NumPy copies 16-byte items quickly when one side is contiguous, and calls memmove per item
-# otherwise, so the Q4_0 nibble work runs on contiguous cache-sized chunks between such copies.
+# field. NumPy copies items of up to 16 bytes quickly when one side is contiguous, and calls memmove
+# per item otherwise (so a Q8_0 block's 32 quants cost a memmove each), so the Q4_0 nibble work
+# runs on contiguous uint64 arrays of one chunk, between such copies.
 
-_CHUNK_BLOCKS = 32768  # measured: 8192 pays more in per-call overhead than 32768 loses to L2 misses
+_CHUNK_BLOCKS = 32768  # measured: smaller chunks pay more in numpy calls than they win in cache
 _U16 = np.uint16
 _XOR_88 = np.uint64(0x8888888888888888)
 
@@ -507,52 +508,73 @@ def to_cann(raw: np.ndarray, qtype: str) -> np.ndarray:
     return out
 
 
-def _shift_right_4(lanes: np.ndarray, out: np.ndarray) -> None:
-    np.right_shift(lanes.view(np.uint64), np.uint64(4), out=out.view(np.uint64))
-
-
-def _shift_left_4(lanes: np.ndarray, out: np.ndarray) -> None:
-    np.left_shift(lanes.view(np.uint64), np.uint64(4), out=out.view(np.uint64))
-
-
 @dataclass(frozen=True)
 class _NibbleWork:
     """Work arrays of the Q4_0 transforms for chunks of up to ``nblocks`` blocks."""
 
-    bytes: np.ndarray  # uint8 [2, nblocks, 8]: device bytes of elements 0..15 | 16..31
-    lanes: np.ndarray  # uint16 [2, nblocks, 8]
-    shifted: np.ndarray  # uint16 [2, nblocks, 8]
+    lanes: np.ndarray  # uint16 [nblocks, 8]: a block's 16 host qs bytes as little-endian pairs
+    shifted: np.ndarray  # uint16 [nblocks, 8]
+    first: np.ndarray  # uint64 [nblocks]: 8 bytes per block
+    second: np.ndarray  # uint64 [nblocks]
+    low: np.ndarray  # uint64 [nblocks]
+    high: np.ndarray  # uint64 [nblocks]
 
     @classmethod
     def for_blocks(cls, nblocks: int) -> _NibbleWork:
-        shape = (2, nblocks, 8)
         return cls(
-            bytes=_scratch.array("nibbles.bytes", shape, np.uint8),
-            lanes=_scratch.array("nibbles.lanes", shape, _U16),
-            shifted=_scratch.array("nibbles.shifted", shape, _U16),
+            lanes=_scratch.array("nibbles.lanes", (nblocks, 8), _U16),
+            shifted=_scratch.array("nibbles.shifted", (nblocks, 8), _U16),
+            first=_scratch.array("nibbles.first", (nblocks,), np.uint64),
+            second=_scratch.array("nibbles.second", (nblocks,), np.uint64),
+            low=_scratch.array("nibbles.low", (nblocks,), np.uint64),
+            high=_scratch.array("nibbles.high", (nblocks,), np.uint64),
         )
 
 
-def _q4_0_nibbles_to_cann(host_qs: np.ndarray, dev: np.ndarray, work: _NibbleWork) -> None:
-    """One chunk's 16 host ``qs`` bytes per block -> 8 device bytes of elements 0..15 and 8 of 16..31.
+_LOW_NIBBLES = np.uint64(0x0F0F0F0F0F0F0F0F)
+_HIGH_NIBBLES = np.uint64(0xF0F0F0F0F0F0F0F0)
 
-    Host byte pair (qs[2k], qs[2k+1]) read as a little-endian uint16 ``w`` holds, nibble by nibble,
-    elements 2k, 2k+16, 2k+1, 2k+17. With ``m = w & 0x0F0F`` the low byte of ``m | m >> 4`` is the
-    device byte for elements (2k, 2k+1); the same on ``w >> 4`` gives the one for (2k+16, 2k+17).
-    The XOR 0x88 of every device byte rides on the copy into the device buffer.
+
+def _transpose_nibbles(first: np.ndarray, second: np.ndarray, work: _NibbleWork) -> None:
+    """In place, byte by byte (uint64 arrays, 8 bytes per item): with ``f`` and ``s`` the bytes at one
+    position, ``f`` becomes ``f.low | s.low << 4`` and ``s`` becomes ``f.high | s.high << 4``.
+
+    This is the whole Q4_0 layout change, in both directions: from the even and odd host qs bytes
+    it makes the device bytes of elements 0..15 and of 16..31, and from those it makes the even
+    and odd host bytes again (it is its own inverse).
+    """
+    n = first.size
+    low, high = work.low[:n], work.high[:n]
+    np.bitwise_and(second, _LOW_NIBBLES, out=low)
+    np.left_shift(low, np.uint64(4), out=low)  # masked first, so no nibble crosses a byte
+    np.right_shift(first, np.uint64(4), out=high)
+    np.bitwise_and(high, _LOW_NIBBLES, out=high)  # drops what came down from the next byte
+    np.bitwise_and(first, _LOW_NIBBLES, out=first)
+    np.bitwise_or(first, low, out=first)
+    np.bitwise_and(second, _HIGH_NIBBLES, out=second)
+    np.bitwise_or(second, high, out=second)
+
+
+def _q4_0_nibbles_to_cann(host_qs: np.ndarray, dev: np.ndarray, work: _NibbleWork) -> None:
+    """One chunk: 16 host ``qs`` bytes per block -> 8 device bytes of elements 0..15 and 8 of 16..31.
+
+    Host byte ``qs[j]`` holds element j (low nibble) and j + 16 (high). Device byte k of the first
+    half holds elements 2k and 2k + 1, i.e. the low nibbles of ``qs[2k]`` and ``qs[2k + 1]``; byte k
+    of the second half their high nibbles: a nibble transpose of the even and odd host bytes. The
+    XOR 0x88 of every device byte rides on the copy into the device buffer.
     """
     n = host_qs.size
-    w, t, b = work.lanes[:, :n], work.shifted[:, :n], work.bytes[:, :n]
-    w[0].view(host_qs.dtype)[:, 0] = host_qs
-    # Shifts run on uint64 views (numpy's uint16 shifts are slower). A uint64 right shift moves a
-    # lane's low nibble into the top of the lane below: masked off here, outside the kept low byte later.
-    _shift_right_4(w[0], out=w[1])
-    np.bitwise_and(w, _U16(0x0F0F), out=w)
-    _shift_right_4(w, out=t)
-    np.bitwise_or(w, t, out=w)
-    np.copyto(b, w, casting="unsafe")  # keep the low byte of each uint16
-    np.bitwise_xor(b[0].view(np.uint64)[:, 0], _XOR_88, out=dev[:, 0])
-    np.bitwise_xor(b[1].view(np.uint64)[:, 0], _XOR_88, out=dev[:, 1])
+    lanes, shifted = work.lanes[:n], work.shifted[:n]
+    even, odd = work.first[:n], work.second[:n]
+    lanes.view(host_qs.dtype)[:, 0] = host_qs
+    np.copyto(even.view(np.uint8).reshape(n, 8), lanes, casting="unsafe")  # low byte of each pair
+    # A uint64 shift stands in for a uint16 one (numpy's is slower): the next pair's low byte lands
+    # in the top byte, which the narrowing copy drops.
+    np.right_shift(lanes.view(np.uint64), np.uint64(8), out=shifted.view(np.uint64))
+    np.copyto(odd.view(np.uint8).reshape(n, 8), shifted, casting="unsafe")
+    _transpose_nibbles(even, odd, work)
+    np.bitwise_xor(even, _XOR_88, out=dev[:, 0])
+    np.bitwise_xor(odd, _XOR_88, out=dev[:, 1])
 
 
 def from_cann(buf: np.ndarray, qtype: str) -> np.ndarray:
@@ -580,24 +602,19 @@ def from_cann(buf: np.ndarray, qtype: str) -> np.ndarray:
 
 
 def _q4_0_nibbles_from_cann(dev: np.ndarray, host_qs: np.ndarray, work: _NibbleWork) -> None:
-    """Inverse of :func:`_q4_0_nibbles_to_cann`, for one chunk.
-
-    A device byte ``a`` (elements 2k, 2k+1) spreads to the uint16 ``(a | a << 4) & 0x0F0F``: element
-    2k in the low nibble of the low byte, 2k+1 in the low nibble of the high byte. The host pair is
-    that spread for elements 0..15 OR the spread for 16..31 shifted into the high nibbles. The XOR
-    0x88 rides on the copy out of the device buffer.
-    """
+    """Inverse of :func:`_q4_0_nibbles_to_cann`, for one chunk: the same nibble transpose gives the
+    even and odd host bytes, which are then interleaved into byte pairs."""
     n = host_qs.size
-    b, w, t = work.bytes[:, :n], work.lanes[:, :n], work.shifted[:, :n]
-    np.bitwise_xor(dev[:, 0], _XOR_88, out=b[0].view(np.uint64)[:, 0])
-    np.bitwise_xor(dev[:, 1], _XOR_88, out=b[1].view(np.uint64)[:, 0])
-    np.copyto(w, b)
-    _shift_left_4(w, out=t)  # lanes hold bytes, so nothing crosses into the next uint16
-    np.bitwise_or(w, t, out=w)
-    np.bitwise_and(w, _U16(0x0F0F), out=w)
-    _shift_left_4(w[1], out=t[0])
-    np.bitwise_or(t[0], w[0], out=t[0])
-    host_qs[:] = t[0].view(host_qs.dtype)[:, 0]
+    lanes, shifted = work.lanes[:n], work.shifted[:n]
+    even, odd = work.first[:n], work.second[:n]
+    np.bitwise_xor(dev[:, 0], _XOR_88, out=even)
+    np.bitwise_xor(dev[:, 1], _XOR_88, out=odd)
+    _transpose_nibbles(even, odd, work)
+    np.copyto(lanes, even.view(np.uint8).reshape(n, 8))
+    np.copyto(shifted, odd.view(np.uint8).reshape(n, 8))
+    np.left_shift(shifted.view(np.uint64), np.uint64(8), out=shifted.view(np.uint64))  # bytes: no spill
+    np.bitwise_or(lanes, shifted, out=lanes)
+    host_qs[:] = lanes.view(host_qs.dtype)[:, 0]
 
 
 __all__ = [
