@@ -41,6 +41,11 @@ and ``2k + 1`` in its high nibble (natural order), every byte XOR 0x88 (so each 
 signed int4 ``q - 8``).
 
 Byte-level views assume a little-endian host (x86-64 and aarch64, where ggml and CANN run).
+
+Speed (figures in ``docs/quantization.md``): ``quantize`` runs ordinary blocks through whole-chunk
+array arithmetic and hands blocks with NaN, inf, an overflowing reciprocal scale or a Q4_0 +max/-max
+tie to the general code, which spells out the C arithmetic; the transforms and quantizers work on
+chunks, with per-thread work buffers.
 """
 
 from __future__ import annotations

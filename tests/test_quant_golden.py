@@ -316,7 +316,7 @@ def _special_block(draw: st.DrawFn) -> np.ndarray:
 
 def _draw_special_block(draw: st.DrawFn) -> np.ndarray:
     kind = draw(st.sampled_from(["any", "nan", "tie", "half_ties", "tiny", "huge", "zeros", "one_value"]))
-    block = np.array(draw(st.lists(st.floats(-4.0, 4.0, width=32), min_size=QK, max_size=QK)), np.float32)
+    block: np.ndarray = np.array(draw(st.lists(st.floats(-4.0, 4.0, width=32), min_size=QK, max_size=QK)), np.float32)
     position = draw(st.integers(0, QK - 1))
     if kind == "any":
         block = np.array(draw(st.lists(_any_f32, min_size=QK, max_size=QK)), np.float32)
