@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from device.outcome import Outcome
 from reports.schema import OUTCOMES, SCHEMA, SCHEMA_VERSION
 
 RECORD_TYPES = ("header", "case", "footer")
-FAILING_OUTCOMES = ("fail", "crash", "timeout", "error")
+FAILING_OUTCOMES: tuple[str, ...] = tuple(outcome.value for outcome in Outcome if outcome.failing)
 REQUIRED_CASE_FIELDS = ("case_id", "device", "op", "outcome")
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from device.base import RunResult
+from device.base import Capability, RunResult
 from device.golden_device import GoldenDevice
 from golden import dtypes
 from golden.case import OpCase
@@ -118,6 +118,7 @@ class SeedLikeQuantTransfers(GoldenDevice):
     trip; chunked uploads (B18) and offset or partial reads (L1) do not."""
 
     name = "tests.plugins.faulty:seed_like_quant_transfers"
+    capabilities = frozenset({Capability.TRANSFER})
 
     def transfer(self, spec, raw, writes, reads):  # type: ignore[no-untyped-def]
         from golden import quant
