@@ -77,12 +77,15 @@ class SequenceRunner:
 
 
 def shrink(runner: SequenceRunner, cases: Sequence[SequenceCase], target: Outcome) -> list[SequenceCase]:
-    """The shortest sequence found (ddmin over the cases before the last) whose last case still
-    ends the process with ``target``. ``cases`` must reproduce it; the last case is always kept."""
+    """The shortest sequence found whose last case still ends the process with ``target``.
+
+    Delta debugging over the cases before the last (which is always kept): split them into chunks,
+    drop every chunk whose removal keeps the crash, then halve the chunks, down to single cases,
+    until no single case can go. ``cases`` must reproduce the crash.
+    """
     *before, last = cases
     if runner.replay([last]).reproduces(target):
         return [last]
-    # (one case left before the last cannot go: the last alone does not reproduce)
 
     def dies(prefix: list[SequenceCase]) -> bool:
         return runner.replay([*prefix, last]).reproduces(target)
@@ -90,19 +93,21 @@ def shrink(runner: SequenceRunner, cases: Sequence[SequenceCase], target: Outcom
     granularity = 2
     while len(before) >= 2:
         chunks = _split(before, granularity)
-        smaller = next((chunk for chunk in chunks if dies(chunk)), None)
-        if smaller is not None:  # one chunk alone is enough
-            before, granularity = smaller, 2
-            continue
-        if granularity > 2:
-            complements = ([c for j, chunk in enumerate(chunks) if j != i for c in chunk] for i in range(len(chunks)))
-            smaller = next((rest for rest in complements if dies(rest)), None)
-            if smaller is not None:  # one chunk can go
-                before, granularity = smaller, max(granularity - 1, 2)
-                continue
-        if granularity >= len(before):
-            break
-        granularity = min(len(before), 2 * granularity)
+        dropped = False
+        i = 0
+        while i < len(chunks) and len(chunks) > 1:
+            rest = [c for j, chunk in enumerate(chunks) if j != i for c in chunk]
+            if dies(rest):
+                del chunks[i]  # the next chunk moves up to i
+                dropped = True
+            else:
+                i += 1
+        before = [c for chunk in chunks for c in chunk]
+        if granularity >= len(before) and not dropped:
+            break  # no single case can go: 1-minimal
+        if not dropped:
+            granularity = min(len(before), 2 * granularity)
+        granularity = max(2, min(granularity, len(before)))
     return [*before, last]
 
 
