@@ -125,8 +125,8 @@ class SeedLikeQuantTransfers(GoldenDevice):
 
         raw = np.asarray(raw, dtype=np.uint8)
         memory = np.zeros(raw.size, dtype=np.uint8)
-        quantized = spec.dtype in ("q4_0", "q8_0")
-        block = 18 if spec.dtype == "q4_0" else 34
+        quantized = dtypes.is_quantized(spec.dtype)
+        block = dtypes.type_size(spec.dtype)
 
         def transform(chunk, fn):  # type: ignore[no-untyped-def]
             whole = chunk.size - chunk.size % block
