@@ -122,7 +122,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def cmd_ops(args: argparse.Namespace) -> int:
     from golden import catalogue
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for spec in catalogue.OPS.values():
         rows.append({
             "op": spec.name, "family": spec.family, "implemented": spec.implemented,

@@ -19,6 +19,7 @@ import os
 import socket
 import sys
 import uuid
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -229,7 +230,7 @@ def _database_in_use(config: pytest.Config) -> str | None:
     """Where hypothesis keeps examples in this run: a directory, or None (no database, or a forced seed)."""
     if _hypothesis_seed(config) is not None:
         return None  # hypothesis runs without its database when a seed is forced (core.py: database_key=None)
-    db = settings.default.database
+    db = settings().database  # the loaded profile's
     if db is None:
         return None
     path = getattr(db, "path", None)
@@ -312,7 +313,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     session = item.config.stash.get(_SESSION_KEY, None)
     if session is not None:
         for h in session.harnesses.values():

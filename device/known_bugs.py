@@ -13,6 +13,7 @@ collected here.
 from __future__ import annotations
 
 import fnmatch
+import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -47,9 +48,9 @@ def all_known_bugs() -> list[KnownBug]:
     from device.ggml import known_bugs_cpu
 
     bugs: list[KnownBug] = list(known_bugs_cpu.BUGS)
-    try:
-        from device.ggml import known_bugs_vulkan
-    except ImportError:
+    try:  # a list that may not exist yet: imported by name
+        known_bugs_vulkan = importlib.import_module("device.ggml.known_bugs_vulkan")
+    except ModuleNotFoundError:
         pass
     else:
         bugs += known_bugs_vulkan.BUGS

@@ -42,7 +42,7 @@ def _plugin_factory(spec: DeviceSpec) -> Callable[[dict[str, Any]], Any]:
     factory = getattr(module, spec.factory, None)
     if not callable(factory):
         raise DeviceError(f"device plug-in {spec.text!r}: module {spec.module!r} has no callable {spec.factory!r}")
-    return factory  # type: ignore[no-any-return]
+    return factory
 
 
 def runs_in_process(spec: DeviceSpec) -> bool:
@@ -86,7 +86,7 @@ def open_device(spec: DeviceSpec | str, options: dict[str, Any] | None = None) -
     missing = [m for m in CONTRACT_MEMBERS if not hasattr(device, m)]
     if missing:
         raise DeviceError(f"device plug-in {spec.text!r} lacks {', '.join(missing)} (see the Device contract)")
-    return device  # type: ignore[no-any-return]
+    return device
 
 
 def _device_index(ggml_name: str) -> int:
