@@ -205,7 +205,9 @@ def _sequence_ids(items: list[str]) -> list[str]:
 def _history_record(results: str, case_id: str | None) -> CaseRecord:
     """The crash/timeout record with a history in ``results`` (the one for ``case_id``, or the only one)."""
     from conformance.record import CaseRecord
+    from device.outcome import Outcome
 
+    DIED = {o.value for o in Outcome if o.process_died}
     try:
         lines = Path(results).read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -216,7 +218,7 @@ def _history_record(results: str, case_id: str | None) -> CaseRecord:
             data = json.loads(line)
         except ValueError:
             continue  # a cut-off last line, or not a results line
-        if not isinstance(data, dict) or data.get("type") != "case" or data.get("outcome") not in ("crash", "timeout"):
+        if not isinstance(data, dict) or data.get("type") != "case" or data.get("outcome") not in DIED:
             continue
         if case_id and data.get("case_id") != case_id:
             continue
