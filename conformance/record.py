@@ -24,13 +24,14 @@ class ExpectedFailure:
     id: str
     reason: str
     repro: str
+    outcomes: tuple[str, ...] = ("fail",)  # what the bug gives: fail, crash, timeout, error
 
     @classmethod
     def of(cls, bug: KnownBug) -> ExpectedFailure:
-        return cls(bug.id, bug.reason, bug.repro)
+        return cls(bug.id, bug.reason, bug.repro, tuple(bug.outcomes))
 
-    def to_json(self) -> dict[str, str]:
-        return {"id": self.id, "reason": self.reason, "repro": self.repro}
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "reason": self.reason, "repro": self.repro, "outcomes": list(self.outcomes)}
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ class CaseRecord:
             if isinstance(crash, dict) else None,
             extra=data.get("extra"), history=tuple(data.get("history", ())),
             history_dropped=int(data.get("history_dropped", 0)),
-            expected=ExpectedFailure(expected["id"], expected["reason"], expected["repro"])
+            expected=ExpectedFailure(expected["id"], expected["reason"], expected["repro"],
+                                     tuple(expected.get("outcomes", ("fail",))))
             if isinstance(expected, dict) else None,
         )

@@ -53,7 +53,8 @@ def test_expected_failure_comes_from_a_known_bug() -> None:
     case = OpCase("CLAMP", (TensorSpec("f32", (8, 1, 1, 1)),), params=(("min", 0.0), ("max", 1.0)))
     record = CaseRecord(case.case_id, "ggml:CPU", "CLAMP", Outcome.FAIL, CaseDescription.of(case), "uniform", 0,
                         True, 0.0, "conform repro ...", {"reason": "r"}, expected=expected)
-    assert record.to_json()["expected"] == {"id": "cpu-x", "reason": "wrong rows", "repro": "CLAMP(type=f32,...)"}
+    assert record.to_json()["expected"] == {"id": "cpu-x", "reason": "wrong rows", "repro": "CLAMP(type=f32,...)",
+                                            "outcomes": ["fail"]}
     assert CaseRecord.from_json(record.to_json()).expected == expected
 
 
