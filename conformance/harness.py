@@ -156,7 +156,10 @@ class Harness:
 
             metrics = judge_quantized(case, inputs, golden, result.output)
         elif special is not None:
-            metrics = special(case, exact_inputs, golden, result.output)
+            judged = special(case, exact_inputs, golden, result.output)
+            if not isinstance(judged, Metrics):  # a harness error: the comparator broke its contract
+                raise TypeError(f"the {case.op} comparator returned {type(judged).__name__}, not Metrics")
+            metrics = judged
         else:
             out = result.output
             if case.out_dtype != "i32":
