@@ -175,7 +175,7 @@ class AclDevice:
         elif op == "CPY":
             (a,) = _inputs(case, 1)
             device_dtype(case.out_dtype)
-            dst_ne = case.param("dst_ne")
+            dst_ne = case.param("dst_ne", None)
             if dst_ne is not None and tuple(dst_ne) != tuple(a.ne):
                 raise Unsupported("CPY into a different shape is a reshape ggml does, not aclnnCast")
         else:
