@@ -1,0 +1,303 @@
+"""Comparing a run with baseline runs by what they found, not by case ids.
+
+Hypothesis draws other cases every night, so two nightly runs share few case ids (about 20 % were
+measured). What does carry over is the *failure clusters* (op, device, dtype signature, kind of
+failure; :mod:`reports.clusters`) and the per-op figures: pass rate and worst error ratio. This
+module compares those, and the support matrix's cells:
+
+* clusters new in this run, gone since the baseline, and grown (more cases, or a worse ratio);
+* per op and device: pass rate and worst error ratio now against the pooled baseline runs, with the
+  pass rate of each baseline run for the plot; a fall in pass rate is flagged when it exceeds the
+  noise of two binomial samples, a worst passing ratio when it grew more than 2×;
+* support-matrix cells whose mark changed (newly supported, newly declined, newly failing...).
+
+Several baseline files of one run (several hosts) pool into that run; several runs give the plot
+its history, oldest first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from reports.clusters import FailureKind, dtype_signature, failure_kind
+from reports.load import FAILING_OUTCOMES, ResultsFile, as_float
+from reports.matrix import CLAIMED_FAIL, NOT_CLAIMED, CellStats, classify_cell, dtype_key
+
+# A baseline error ratio below this counts as this much when looking for 2x growth: otherwise an
+# op measured at exactly 0 last time would be flagged for any rounding at all.
+ERROR_GROWTH_FACTOR = 2.0
+ERROR_GROWTH_FLOOR = 0.01
+# A fall in pass rate is flagged beyond this many standard errors of the difference (and at least
+# half a percentage point): random drawing moves pass rates a little every night.
+PASS_RATE_SIGMAS = 2.0
+PASS_RATE_MIN_DROP = 0.005
+
+
+@dataclass
+class _OpFigures:
+    passed: int = 0
+    ran: int = 0
+    worst: float | None = None  # worst error ratio of any case that ran
+    worst_passing: float | None = None
+
+    def add(self, outcome: str, ratio: float | None) -> None:
+        if outcome == "unsupported":
+            return
+        self.ran += 1
+        if outcome == "pass":
+            self.passed += 1
+        if ratio is None:
+            if outcome in FAILING_OUTCOMES:
+                ratio = math.inf
+            else:
+                return
+        if math.isnan(ratio):
+            ratio = math.inf
+        self.worst = ratio if self.worst is None else max(self.worst, ratio)
+        if outcome == "pass":
+            self.worst_passing = ratio if self.worst_passing is None else max(self.worst_passing, ratio)
+
+    @property
+    def rate(self) -> float | None:
+        return self.passed / self.ran if self.ran else None
+
+
+@dataclass
+class _ClusterFigures:
+    op: str
+    device: str
+    signature: str
+    kind: FailureKind
+    detail: str
+    count: int = 0
+    worst: float | None = None
+
+
+# (op, device spec, dtype key) -> what the cell holds, for the support-matrix comparison
+_CellKey = tuple[str, str, str]
+
+
+@dataclass
+class _Summary:
+    ops: dict[tuple[str, str], _OpFigures] = field(default_factory=lambda: defaultdict(_OpFigures))
+    per_run: dict[str, dict[tuple[str, str], _OpFigures]] = field(default_factory=dict)
+    clusters: dict[tuple[str, str, str, str, str], _ClusterFigures] = field(default_factory=dict)
+    cells: dict[_CellKey, list[int]] = field(default_factory=dict)  # [total, passed, failed, declined, claimed-failing]
+
+
+def _summarise(files: list[ResultsFile], run_of: dict[int, str] | None = None) -> _Summary:
+    summary = _Summary()
+    for index, results in enumerate(files):
+        run = run_of.get(index) if run_of else None
+        per_run = summary.per_run.setdefault(run, defaultdict(_OpFigures)) if run is not None else None
+        for case in results.cases:
+            outcome = case["outcome"]
+            spec = case["device"]
+            metrics = case.get("metrics")
+            ratio = as_float(metrics.get("error_ratio")) if isinstance(metrics, dict) else None
+            key = (case["op"], spec)
+            summary.ops[key].add(outcome, ratio)
+            if per_run is not None:
+                per_run[key].add(outcome, ratio)
+            cell = summary.cells.setdefault((case["op"], spec, dtype_key(case.get("dtypes"))), [0, 0, 0, 0, 0])
+            cell[0] += 1
+            if outcome == "pass":
+                cell[1] += 1
+            elif outcome == "unsupported":
+                cell[3] += 1
+            else:
+                cell[2] += 1
+                cell[4] += case.get("supported") is True
+            if outcome in FAILING_OUTCOMES and not isinstance(case.get("expected"), dict):
+                kind, detail = failure_kind(case)
+                signature = dtype_signature(case.get("dtypes"))
+                match = (case["op"], spec, signature, kind.name, detail)
+                figures = summary.clusters.get(match)
+                if figures is None:
+                    figures = summary.clusters[match] = _ClusterFigures(case["op"], spec, signature, kind, detail)
+                figures.count += 1
+                if ratio is not None:
+                    ratio = math.inf if math.isnan(ratio) else ratio
+                    figures.worst = ratio if figures.worst is None else max(figures.worst, ratio)
+    return summary
+
+
+@dataclass
+class ClusterChange:
+    op: str
+    device: str
+    signature: str
+    kind: str
+    count_before: int
+    count_now: int
+    worst_before: float | None
+    worst_now: float | None
+    status: str  # "new", "gone", "grew"
+    still_ran: bool = True  # for "gone": the op/device/type still ran in this run (fixed?) or not
+
+
+@dataclass
+class OpTrend:
+    op: str
+    device: str
+    series: list[tuple[str, float | None]]  # (run label, pass rate) per baseline run, then this run
+    passed_before: int
+    ran_before: int
+    passed_now: int
+    ran_now: int
+    worst_before: float | None
+    worst_now: float | None
+    worst_passing_before: float | None
+    worst_passing_now: float | None
+    pass_rate_fell: bool = False
+    error_grew: bool = False
+
+    @property
+    def rate_before(self) -> float | None:
+        return self.passed_before / self.ran_before if self.ran_before else None
+
+    @property
+    def rate_now(self) -> float | None:
+        return self.passed_now / self.ran_now if self.ran_now else None
+
+    @property
+    def growth(self) -> float | None:
+        """How much the worst passing error ratio grew (the baseline floored at ERROR_GROWTH_FLOOR)."""
+        if self.worst_passing_before is None or self.worst_passing_now is None:
+            return None
+        return self.worst_passing_now / max(self.worst_passing_before, ERROR_GROWTH_FLOOR)
+
+    @property
+    def flagged(self) -> bool:
+        return self.pass_rate_fell or self.error_grew
+
+
+@dataclass
+class CellChange:
+    op: str
+    dtype: str
+    device: str
+    before: str  # cell kinds (reports.analysis.CELL_KINDS)
+    now: str
+
+
+@dataclass
+class BaselineDiff:
+    baseline_paths: list[str]
+    baseline_runs: list[str]  # run labels, oldest first
+    new_clusters: list[ClusterChange] = field(default_factory=list)
+    gone_clusters: list[ClusterChange] = field(default_factory=list)
+    grown_clusters: list[ClusterChange] = field(default_factory=list)
+    op_trends: list[OpTrend] = field(default_factory=list)
+    cell_changes: list[CellChange] = field(default_factory=list)
+
+    @property
+    def flagged_trends(self) -> list[OpTrend]:
+        return [trend for trend in self.op_trends if trend.flagged]
+
+    @property
+    def error_growth(self) -> list[OpTrend]:
+        return sorted((t for t in self.op_trends if t.error_grew), key=lambda t: -(t.growth or 0.0))
+
+    @property
+    def pass_rate_falls(self) -> list[OpTrend]:
+        return [t for t in self.op_trends if t.pass_rate_fell]
+
+
+def _parse_time(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _runs(files: list[ResultsFile]) -> tuple[dict[int, str], list[str]]:
+    """Label each baseline file with its run (run id and start date), runs ordered oldest first."""
+    started: dict[str, datetime] = {}
+    run_of: dict[int, str] = {}
+    for index, results in enumerate(files):
+        header = results.headers[0] if results.headers else {}
+        run_id = str(header.get("run_id") or results.path.name)
+        moments = [t for t in (_parse_time(h.get("started")) for h in results.headers) if t]
+        first = min(moments) if moments else datetime.max.replace(tzinfo=UTC)
+        label = f"{run_id} ({first:%Y-%m-%d})" if moments else run_id
+        run_of[index] = label
+        started[label] = min(started.get(label, first), first)
+    return run_of, sorted(started, key=lambda label: (started[label], label))
+
+
+def _rate_fell(before: _OpFigures, now: _OpFigures) -> bool:
+    if not before.ran or not now.ran:
+        return False
+    rate_before, rate_now = before.passed / before.ran, now.passed / now.ran
+    drop = rate_before - rate_now
+    pooled = (before.passed + now.passed) / (before.ran + now.ran)
+    noise = PASS_RATE_SIGMAS * math.sqrt(max(pooled * (1 - pooled), 0.0) * (1 / before.ran + 1 / now.ran))
+    return drop > max(noise, PASS_RATE_MIN_DROP)
+
+
+def _cell_kind(counts: list[int] | None) -> str:
+    if counts is None:
+        return classify_cell(None)
+    total, passed, failed, declined, claimed = counts
+    return classify_cell(CellStats(total=total, passed=passed, failed=failed, unsupported=declined,
+                                   claimed_failing=claimed))
+
+
+def diff_against_baseline(files: list[ResultsFile], baseline_files: list[ResultsFile]) -> BaselineDiff:
+    """Compare this run's clusters, per-op figures and matrix cells with the baseline runs'."""
+    run_of, run_labels = _runs(baseline_files)
+    before = _summarise(baseline_files, run_of)
+    now = _summarise(files)
+    diff = BaselineDiff(baseline_paths=[str(f.path) for f in baseline_files], baseline_runs=run_labels)
+
+    ran_now = {(op, spec) for (op, spec), figures in now.ops.items() if figures.ran}
+    for match, figures in now.clusters.items():
+        old = before.clusters.get(match)
+        change = ClusterChange(figures.op, figures.device, figures.signature,
+                               figures.kind.value + (f" {figures.detail}" if figures.detail else ""),
+                               old.count if old else 0, figures.count, old.worst if old else None, figures.worst,
+                               "new" if old is None else "grew")
+        if old is None:
+            diff.new_clusters.append(change)
+        elif figures.count > old.count or (figures.worst or 0.0) > ERROR_GROWTH_FACTOR * (old.worst or 0.0) > 0:
+            diff.grown_clusters.append(change)
+    for match, old in before.clusters.items():
+        if match not in now.clusters:
+            diff.gone_clusters.append(ClusterChange(
+                old.op, old.device, old.signature, old.kind.value + (f" {old.detail}" if old.detail else ""),
+                old.count, 0, old.worst, None, "gone", still_ran=(old.op, old.device) in ran_now))
+    for changes in (diff.new_clusters, diff.gone_clusters, diff.grown_clusters):
+        changes.sort(key=lambda c: (c.op, c.device, c.signature, c.kind))
+
+    for (op, spec), figures in sorted(now.ops.items()):
+        old = before.ops.get((op, spec))
+        if old is None or not old.ran:
+            continue
+        series: list[tuple[str, float | None]] = []
+        for label in run_labels:
+            run_figures = before.per_run.get(label, {}).get((op, spec))
+            series.append((label, run_figures.rate if run_figures else None))
+        series.append(("this run", figures.rate))
+        trend = OpTrend(op, spec, series, old.passed, old.ran, figures.passed, figures.ran, old.worst,
+                        figures.worst, old.worst_passing, figures.worst_passing)
+        trend.pass_rate_fell = _rate_fell(old, figures)
+        trend.error_grew = (trend.growth or 0.0) > ERROR_GROWTH_FACTOR
+        diff.op_trends.append(trend)
+    diff.op_trends.sort(key=lambda t: (not t.flagged, t.op, t.device))
+
+    for key in sorted(set(now.cells) | set(before.cells)):
+        kind_before, kind_now = _cell_kind(before.cells.get(key)), _cell_kind(now.cells.get(key))
+        # support changes only: pass/fail mixes move with what was drawn; the clusters cover those
+        support = {CLAIMED_FAIL, NOT_CLAIMED}
+        if kind_before != kind_now and key in now.cells and ({kind_before, kind_now} & support):
+            op, spec, dtype = key
+            diff.cell_changes.append(CellChange(op, dtype, spec, kind_before, kind_now))
+    return diff
