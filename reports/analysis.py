@@ -505,13 +505,13 @@ def analyse(
                 else:
                     bug.failures += 1
             elif outcome != "pass":
-                expectation = next((e for e in expectations if e.matches(case)), None)
-                if expectation is not None:
+                matched = next((e for e in expectations if e.matches(case)), None)
+                if matched is not None:
                     if outcome == "unsupported":
-                        expectation.matched_unsupported += 1
+                        matched.matched_unsupported += 1
                     else:
-                        expectation.matched_failures += 1
-                        cause = expectation_causes[id(expectation)]
+                        matched.matched_failures += 1
+                        cause = expectation_causes[id(matched)]
             elif expectations:
                 passing_for_stale_check.append(case)
             known = is_failure and cause is not None

@@ -277,18 +277,18 @@ def diff_against_baseline(files: list[ResultsFile], baseline_files: list[Results
     for changes in (diff.new_clusters, diff.gone_clusters, diff.grown_clusters):
         changes.sort(key=lambda c: (c.op, c.device, c.signature, c.kind))
 
-    for (op, spec), figures in sorted(now.ops.items()):
-        old = before.ops.get((op, spec))
-        if old is None or not old.ran:
+    for (op, spec), op_now in sorted(now.ops.items()):
+        op_before = before.ops.get((op, spec))
+        if op_before is None or not op_before.ran:
             continue
         series: list[tuple[str, float | None]] = []
         for label in run_labels:
             run_figures = before.per_run.get(label, {}).get((op, spec))
             series.append((label, run_figures.rate if run_figures else None))
-        series.append(("this run", figures.rate))
-        trend = OpTrend(op, spec, series, old.passed, old.ran, figures.passed, figures.ran, old.worst,
-                        figures.worst, old.worst_passing, figures.worst_passing)
-        trend.pass_rate_fell = _rate_fell(old, figures)
+        series.append(("this run", op_now.rate))
+        trend = OpTrend(op, spec, series, op_before.passed, op_before.ran, op_now.passed, op_now.ran,
+                        op_before.worst, op_now.worst, op_before.worst_passing, op_now.worst_passing)
+        trend.pass_rate_fell = _rate_fell(op_before, op_now)
         trend.error_grew = (trend.growth or 0.0) > ERROR_GROWTH_FACTOR
         diff.op_trends.append(trend)
     diff.op_trends.sort(key=lambda t: (not t.flagged, t.op, t.device))

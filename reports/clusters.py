@@ -189,7 +189,7 @@ class FailureCluster:
                 self.worst_ratio = ratio
         # smallest first; among equals the worse one (it shows the bug more plainly), then the first seen
         key = (item.elements, -item.severity, order)
-        if self._smallest_key is None:
+        if self.smallest is None or self._smallest_key is None:
             self.smallest, self._smallest_key = item, key
             return
         if key < self._smallest_key:

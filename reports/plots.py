@@ -145,8 +145,8 @@ def error_scatter_svg(x: np.ndarray, error: np.ndarray, nonfinite_x: np.ndarray,
         parts.append(f'<text x="{x_pos}" y="{height - 16}" text-anchor="{anchor}">{_fmt(value)}</text>')
     parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 3}" text-anchor="middle">input value (src0)</text>')
     for value in (y_hi, 0.0, y_lo):
-        parts.append(f'<text x="{left - 4}" y="{float(py(np.array(value))) + 3:.1f}" text-anchor="end">'
-                     f'{_fmt(value)}</text>')
+        parts.append(f'<text class="ytick" x="{left - 4}" y="{float(py(np.array(value))) + 3:.1f}" '
+                     f'text-anchor="end">{_fmt(value)}</text>')
     parts.append(f'<text x="4" y="{top - 3}" text-anchor="start">device − exact</text>')
     parts.append("</svg>")
     return Markup("".join(parts))

@@ -60,8 +60,9 @@ def test_the_page_lists_known_bugs_with_reason_and_repro(tmp_path: Path) -> None
 
 def test_the_expectations_file_still_works_next_to_known_bugs(tmp_path: Path) -> None:
     expectations = tmp_path / "known.toml"
-    expectations.write_text('[[expectation]]\npattern = "ADD(*"\nreason = "report-side entry"\ncategory = "backend-bug"\n'
-                            '\n[[expectation]]\npattern = "SILU(*"\nreason = "never used"\ncategory = "harness"\n')
+    expectations.write_text('[[expectation]]\npattern = "ADD(*"\nreason = "report-side entry"\n'
+                            'category = "backend-bug"\n\n[[expectation]]\npattern = "SILU(*"\n'
+                            'reason = "never used"\ncategory = "harness"\n')
     results = load_results(write_results(tmp_path / "r.jsonl", cases()))
     data = analyse([results], expectations=load_expectations(expectations))
     assert data.clusters == [] and data.known_failures == 3
