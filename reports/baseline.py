@@ -18,7 +18,6 @@ its history, oldest first.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -38,32 +37,54 @@ PASS_RATE_MIN_DROP = 0.005
 
 
 @dataclass
-class _OpFigures:
+class _Figures:
+    """What one op on one device (or one of its matrix cells) did in a run."""
+
+    total: int = 0
     passed: int = 0
     ran: int = 0
-    worst: float | None = None  # worst error ratio of any case that ran
+    claimed_failing: int = 0
+    worst: float | None = None  # worst error ratio of any case that ran (a crash counts as inf)
     worst_passing: float | None = None
 
-    def add(self, outcome: str, ratio: float | None) -> None:
+    def add(self, outcome: str, ratio: float | None, claimed: bool) -> None:
+        self.total += 1
         if outcome == "unsupported":
             return
         self.ran += 1
         if outcome == "pass":
             self.passed += 1
+        else:
+            self.claimed_failing += claimed
         if ratio is None:
-            if outcome in FAILING_OUTCOMES:
-                ratio = math.inf
-            else:
+            if outcome == "pass":
                 return
-        if math.isnan(ratio):
             ratio = math.inf
-        self.worst = ratio if self.worst is None else max(self.worst, ratio)
-        if outcome == "pass":
-            self.worst_passing = ratio if self.worst_passing is None else max(self.worst_passing, ratio)
+        elif ratio != ratio:  # NaN
+            ratio = math.inf
+        if self.worst is None or ratio > self.worst:
+            self.worst = ratio
+        if outcome == "pass" and (self.worst_passing is None or ratio > self.worst_passing):
+            self.worst_passing = ratio
+
+    def merge(self, other: _Figures) -> None:
+        self.total += other.total
+        self.passed += other.passed
+        self.ran += other.ran
+        self.claimed_failing += other.claimed_failing
+        for name in ("worst", "worst_passing"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if theirs is not None and (mine is None or theirs > mine):
+                setattr(self, name, theirs)
 
     @property
     def rate(self) -> float | None:
         return self.passed / self.ran if self.ran else None
+
+    @property
+    def cell_kind(self) -> str:
+        return classify_cell(CellStats(total=self.total, passed=self.passed, failed=self.ran - self.passed,
+                                       unsupported=self.total - self.ran, claimed_failing=self.claimed_failing))
 
 
 @dataclass
@@ -77,52 +98,54 @@ class _ClusterFigures:
     worst: float | None = None
 
 
-# (op, device spec, dtype key) -> what the cell holds, for the support-matrix comparison
-_CellKey = tuple[str, str, str]
-
-
 @dataclass
 class _Summary:
-    ops: dict[tuple[str, str], _OpFigures] = field(default_factory=lambda: defaultdict(_OpFigures))
-    per_run: dict[str, dict[tuple[str, str], _OpFigures]] = field(default_factory=dict)
+    cells: dict[tuple[str, str, str], _Figures] = field(default_factory=dict)  # (op, spec, dtype key)
+    ops: dict[tuple[str, str], _Figures] = field(default_factory=dict)  # (op, spec): the cells merged
+    per_run: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)  # (run, op, spec): passed, ran
     clusters: dict[tuple[str, str, str, str, str], _ClusterFigures] = field(default_factory=dict)
-    cells: dict[_CellKey, list[int]] = field(default_factory=dict)  # [total, passed, failed, declined, claimed-failing]
 
 
 def _summarise(files: list[ResultsFile], run_of: dict[int, str] | None = None) -> _Summary:
+    """One pass over the cases: cells, per-run pass counts (when there are several runs), clusters."""
     summary = _Summary()
+    cells = summary.cells
+    several_runs = run_of is not None and len(set(run_of.values())) > 1
     for index, results in enumerate(files):
-        run = run_of.get(index) if run_of else None
-        per_run = summary.per_run.setdefault(run, defaultdict(_OpFigures)) if run is not None else None
+        run = run_of.get(index, "") if run_of else ""
         for case in results.cases:
             outcome = case["outcome"]
-            spec = case["device"]
+            op, spec = case["op"], case["device"]
             metrics = case.get("metrics")
             ratio = as_float(metrics.get("error_ratio")) if isinstance(metrics, dict) else None
-            key = (case["op"], spec)
-            summary.ops[key].add(outcome, ratio)
-            if per_run is not None:
-                per_run[key].add(outcome, ratio)
-            cell = summary.cells.setdefault((case["op"], spec, dtype_key(case.get("dtypes"))), [0, 0, 0, 0, 0])
-            cell[0] += 1
-            if outcome == "pass":
-                cell[1] += 1
-            elif outcome == "unsupported":
-                cell[3] += 1
-            else:
-                cell[2] += 1
-                cell[4] += case.get("supported") is True
+            key = (op, spec, dtype_key(case.get("dtypes")))
+            figures = cells.get(key)
+            if figures is None:
+                figures = cells[key] = _Figures()
+            figures.add(outcome, ratio, case.get("supported") is True)
+            if several_runs and outcome != "unsupported":
+                counts = summary.per_run.setdefault((run, op, spec), [0, 0])
+                counts[0] += outcome == "pass"
+                counts[1] += 1
             if outcome in FAILING_OUTCOMES and not isinstance(case.get("expected"), dict):
                 kind, detail = failure_kind(case)
                 signature = dtype_signature(case.get("dtypes"))
-                match = (case["op"], spec, signature, kind.name, detail)
-                figures = summary.clusters.get(match)
-                if figures is None:
-                    figures = summary.clusters[match] = _ClusterFigures(case["op"], spec, signature, kind, detail)
-                figures.count += 1
+                match = (op, spec, signature, kind.name, detail)
+                cluster = summary.clusters.get(match)
+                if cluster is None:
+                    cluster = summary.clusters[match] = _ClusterFigures(op, spec, signature, kind, detail)
+                cluster.count += 1
                 if ratio is not None:
                     ratio = math.inf if math.isnan(ratio) else ratio
-                    figures.worst = ratio if figures.worst is None else max(figures.worst, ratio)
+                    cluster.worst = ratio if cluster.worst is None else max(cluster.worst, ratio)
+    for (op, spec, _), figures in cells.items():
+        merged = summary.ops.get((op, spec))
+        if merged is None:
+            merged = summary.ops[(op, spec)] = _Figures()
+        merged.merge(figures)
+    if run_of is not None and not several_runs:  # one run: its figures are the pooled ones
+        run = next(iter(run_of.values()), "")
+        summary.per_run = {(run, op, spec): [f.passed, f.ran] for (op, spec), f in summary.ops.items()}
     return summary
 
 
@@ -233,7 +256,7 @@ def _runs(files: list[ResultsFile]) -> tuple[dict[int, str], list[str]]:
     return run_of, sorted(started, key=lambda label: (started[label], label))
 
 
-def _rate_fell(before: _OpFigures, now: _OpFigures) -> bool:
+def _rate_fell(before: _Figures, now: _Figures) -> bool:
     if not before.ran or not now.ran:
         return False
     rate_before, rate_now = before.passed / before.ran, now.passed / now.ran
@@ -241,14 +264,6 @@ def _rate_fell(before: _OpFigures, now: _OpFigures) -> bool:
     pooled = (before.passed + now.passed) / (before.ran + now.ran)
     noise = PASS_RATE_SIGMAS * math.sqrt(max(pooled * (1 - pooled), 0.0) * (1 / before.ran + 1 / now.ran))
     return drop > max(noise, PASS_RATE_MIN_DROP)
-
-
-def _cell_kind(counts: list[int] | None) -> str:
-    if counts is None:
-        return classify_cell(None)
-    total, passed, failed, declined, claimed = counts
-    return classify_cell(CellStats(total=total, passed=passed, failed=failed, unsupported=declined,
-                                   claimed_failing=claimed))
 
 
 def diff_against_baseline(files: list[ResultsFile], baseline_files: list[ResultsFile]) -> BaselineDiff:
@@ -283,8 +298,8 @@ def diff_against_baseline(files: list[ResultsFile], baseline_files: list[Results
             continue
         series: list[tuple[str, float | None]] = []
         for label in run_labels:
-            run_figures = before.per_run.get(label, {}).get((op, spec))
-            series.append((label, run_figures.rate if run_figures else None))
+            passed, ran = before.per_run.get((label, op, spec), (0, 0))
+            series.append((label, passed / ran if ran else None))
         series.append(("this run", op_now.rate))
         trend = OpTrend(op, spec, series, op_before.passed, op_before.ran, op_now.passed, op_now.ran,
                         op_before.worst, op_now.worst, op_before.worst_passing, op_now.worst_passing)
@@ -293,11 +308,12 @@ def diff_against_baseline(files: list[ResultsFile], baseline_files: list[Results
         diff.op_trends.append(trend)
     diff.op_trends.sort(key=lambda t: (not t.flagged, t.op, t.device))
 
-    for key in sorted(set(now.cells) | set(before.cells)):
-        kind_before, kind_now = _cell_kind(before.cells.get(key)), _cell_kind(now.cells.get(key))
+    for key in sorted(now.cells):
+        old_cell = before.cells.get(key)
+        kind_before = old_cell.cell_kind if old_cell is not None else classify_cell(None)
+        kind_now = now.cells[key].cell_kind
         # support changes only: pass/fail mixes move with what was drawn; the clusters cover those
-        support = {CLAIMED_FAIL, NOT_CLAIMED}
-        if kind_before != kind_now and key in now.cells and ({kind_before, kind_now} & support):
+        if kind_before != kind_now and {kind_before, kind_now} & {CLAIMED_FAIL, NOT_CLAIMED}:
             op, spec, dtype = key
             diff.cell_changes.append(CellChange(op, dtype, spec, kind_before, kind_now))
     return diff

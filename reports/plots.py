@@ -65,8 +65,8 @@ def ratio_histogram_svg(bins: Sequence[int], label: str, width: int = 200, heigh
         over = index >= bound_index
         kind = "over" if over else ("near" if index == bound_index - 1 else "ok")
         x = index * bar_w
-        lower = "0" if index == 0 else f"1e{_bin_upper_log(index - 1):g}"
-        upper = "∞ or NaN" if index == HIST_BINS - 1 else f"1e{_bin_upper_log(index):g}"
+        lower = "0" if index == 0 else f"{10 ** _bin_upper_log(index - 1):.3g}"
+        upper = "∞, NaN or none (crash)" if index == HIST_BINS - 1 else f"{10 ** _bin_upper_log(index):.3g}"
         parts.append(f'<rect class="{kind}" x="{x:.1f}" y="{plot_h - h:.1f}" width="{bar_w - 1:.1f}" '
                      f'height="{h:.1f}"><title>{count} case(s) with error ratio {lower} … {upper}</title></rect>')
     bound_x = bound_index * bar_w
