@@ -48,14 +48,16 @@ def pasteable_repro(repro: str, device: str, header: dict[str, Any] | None,
     ``inventory`` is the header's entry for this record's device (matched by the record's own
     ``device``), ``header`` the header of the process that wrote the record.
     """
-    if not repro or not repro.startswith("conform "):
+    if not repro or not repro.startswith(("conform ", "pytest ")):
         return repro, ""
     try:
-        words = shlex.split(repro)
+        words = shlex.split(repro, comments=True)
     except ValueError:
         return repro, ""
     plugin = is_plugin_spec(device)
-    relative_lib = _relative_ggml_lib(words)
+    # a relative --ggml-lib, or pytest given a test file relative to the checkout (set/get round trips)
+    relative_lib = _relative_ggml_lib(words) or (
+        words[0] == "pytest" and len(words) > 1 and words[1].endswith(".py") and not os.path.isabs(words[1]))
     if not plugin and not relative_lib:
         return repro, ""
     header = header or {}
@@ -73,5 +75,5 @@ def pasteable_repro(repro: str, device: str, header: dict[str, Any] | None,
                            "or put that directory on PYTHONPATH")
         prefix.append(f"PYTHONPATH={shlex.quote(where)}")
     if relative_lib and not cwd:
-        return " ".join([*prefix, repro]), "--ggml-lib is relative to the directory the run started in"
+        return " ".join([*prefix, repro]), "paths in this line are relative to the directory the run started in"
     return " ".join([*prefix, repro]), ""

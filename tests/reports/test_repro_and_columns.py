@@ -48,6 +48,8 @@ def test_a_relative_ggml_lib_is_resolved_from_the_run_directory() -> None:
     line = "conform repro 'ADD(type=f32,ne=[4,1,1,1],dst=f32,data=dense:1)' --device ggml:CUDA0 --ggml-lib build/bin"
     assert pasteable_repro(line, "ggml:CUDA0", {"cwd": "/llama"}, {}) == (f"cd /llama && {line}", "")
     assert "relative" in pasteable_repro(line, "ggml:CUDA0", {}, {})[1]
+    transfer = "pytest conformance/test_transfer.py --device ggml:CPU -k q4_0  # case SET_GET(type=q4_0)"
+    assert pasteable_repro(transfer, "ggml:CPU", {"cwd": "/repo"}, {}) == (f"cd /repo && {transfer}", "")
 
 
 def test_a_pasted_plugin_repro_runs_from_another_directory(tmp_path: Path) -> None:
