@@ -344,6 +344,10 @@ class ReportData:
                 counts[classify_cell(cells.get(column.key))] += 1
         return counts
 
+    def unexpected_claimed_cells(self) -> int:
+        """Cells marked "claimed supported, but fails" where some failure is not a known bug."""
+        return sum(1 for cells in self.matrix.values() for cell in cells.values() if cell.claimed_failing_unexpected)
+
     @property
     def stale_expectations(self) -> list[Expectation]:
         return [e for e in self.expectations if e.is_stale]

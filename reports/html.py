@@ -183,6 +183,7 @@ def render_report(data: ReportData, title: str | None = None) -> str:
         cell_labels=CELL_LABELS,
         cell_explanations=CELL_EXPLANATIONS,
         cell_counts=data.cell_kind_counts(),
+        unexpected_claimed_cells=data.unexpected_claimed_cells(),
         claimed_fail=CLAIMED_FAIL,
         headers=_distinct_headers(data),
         bar_width=BAR_WIDTH,

@@ -77,6 +77,7 @@ class CellStats:
     unsupported: int = 0
     claimed_failing: int = 0  # failed although supports_op said yes
     known: int = 0  # failures an expectation explains
+    claimed_failing_known: int = 0  # of the claimed-supported failures, those a known bug explains
 
     def add(self, case: dict[str, Any], known: bool) -> None:
         self.total += 1
@@ -89,8 +90,14 @@ class CellStats:
             self.failed += 1
             if case.get("supported") is True:
                 self.claimed_failing += 1
+                self.claimed_failing_known += known
             if known:
                 self.known += 1
+
+    @property
+    def claimed_failing_unexpected(self) -> bool:
+        """Claimed supported, failing, and not all of it explained by known bugs: news for a release."""
+        return self.claimed_failing > self.claimed_failing_known
 
     @property
     def ran(self) -> int:

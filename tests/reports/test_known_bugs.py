@@ -71,3 +71,21 @@ def test_the_expectations_file_still_works_next_to_known_bugs(tmp_path: Path) ->
     assert add_entry.matched_failures == 1 and silu_entry.matched_failures == 0 and silu_entry.is_stale
     causes = sorted((cluster.known_cause.from_harness, cluster.count) for cluster in data.known_clusters)
     assert causes == [(False, 1), (True, 2)]
+
+
+def test_a_run_whose_only_failures_are_known_bugs_is_clean(tmp_path: Path) -> None:
+    """ggml:CPU's own kernel bugs, listed as known: the cell stays marked, the run is green."""
+    cases = [make_case("CLAMP", outcome="crash", supported=True, index=1, expected=FIXED),
+             make_case("CLAMP", outcome="fail", supported=True, index=2, expected=FIXED),
+             make_case("CLAMP", outcome="pass", index=3)]
+    out = tmp_path / "report.html"
+    data = build_report([write_results(tmp_path / "r.jsonl", cases)], out)
+    html = out.read_text()
+    assert data.is_green and data.unexpected_claimed_cells() == 0
+    assert 'class="banner good" id="verdict">No unexpected failures. (2 known failures are listed separately; ' \
+           '1 support-matrix cell claimed supported fails only by known bugs.)' in html
+    assert 'class="cell k-claimed-fail"' in html and "(2 known)" in html
+    cases.append(make_case("CLAMP", outcome="fail", supported=True, index=4))  # one that no bug explains
+    data = build_report([write_results(tmp_path / "r2.jsonl", cases)], out)
+    assert not data.is_green and data.unexpected_claimed_cells() == 1
+    assert "1 support-matrix cell</strong>" in out.read_text()
