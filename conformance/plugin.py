@@ -39,6 +39,8 @@ settings.register_profile(
     "ci", max_examples=30, deadline=None, derandomize=True, suppress_health_check=_SUPPRESS, print_blob=True,
     database=None,
 )
+# the ci profile's size with the randomness left on: --hypothesis-seed picks the draw (stability checks)
+settings.register_profile("ci-seeded", settings.get_profile("ci"), derandomize=False)
 settings.register_profile(
     "nightly", max_examples=400, deadline=None, suppress_health_check=_SUPPRESS, print_blob=True,
     phases=list(Phase),
@@ -59,7 +61,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--results", default=None, metavar="PATH", help="JSON Lines results file")
     group.addoption("--case-timeout", type=float, default=120.0, metavar="S", help="per-case timeout")
     group.addoption("--threads", type=int, default=1, help="CPU backend threads")
-    group.addoption("--conform-profile", default=None, choices=["dev", "ci", "nightly"],
+    group.addoption("--conform-profile", default=None, choices=["dev", "ci", "ci-seeded", "nightly"],
                     help="hypothesis profile")
     group.addoption("--hypothesis-db", default=None, metavar="DIR",
                     help="directory for hypothesis' example database (failing examples replay first)")

@@ -58,9 +58,12 @@ class Expectation:
             return False
         # Ids contain "[...]", which fnmatch reads as a character class: accept the exact id too.
         for identity in (case.get("case_id"), case.get("test_id")):
-            if isinstance(identity, str) and (identity == self.pattern or self._regex.match(identity)):
+            if isinstance(identity, str) and (identity == self.pattern or self._matches_pattern(identity)):
                 return True
         return False
+
+    def _matches_pattern(self, identity: str) -> bool:
+        return self._regex is not None and self._regex.match(identity) is not None
 
     @property
     def is_stale(self) -> bool:

@@ -130,4 +130,16 @@ BUGS: list[KnownBug] = [
                "SIGABRT 'double free', SIGSEGV, a hang, later MemoryError) or give garbage",
         repro="POOL_2D(type=f32,ne=[1,2,2,2],lay=perm[0,2,1,3],dst=f32,op=0,k0=1,k1=1,s0=1,s1=1,p0=0.0,p1=0.0,"
               "data=dense:0)"),
+    KnownBug(
+        id="cpu-rms-norm-row-stride", devices="CPU", op="RMS_NORM", releases=R0202, outcomes=("crash",),
+        applies=_src0_rows_strided,
+        reason="ops.cpp asserts src0->nb[0] == sizeof(float): a source with dim 0 permuted away aborts (NORM has "
+               "a strided path; RMS_NORM has none), although ggml_rms_norm and supports_op accept it",
+        repro="RMS_NORM(type=f32,ne=[1,2,1,1],lay=perm[1,0,2,3],dst=f32,eps=9.999999747378752e-06,data=dense:0)"),
+    KnownBug(
+        id="cpu-group-norm-row-stride", devices="CPU", op="GROUP_NORM", releases=R0202, outcomes=("crash",),
+        applies=_src0_rows_strided,
+        reason="ops.cpp asserts src0->nb[0] == sizeof(float): a source with dim 0 permuted away aborts",
+        repro="GROUP_NORM(type=f32,ne=[1,2,1,1],lay=perm[1,0,2,3],dst=f32,n_groups=1,eps=9.999999747378752e-06,"
+              "data=dense:0)"),
 ]
