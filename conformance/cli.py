@@ -172,6 +172,8 @@ def cmd_repro(args: argparse.Namespace) -> int:
         print("  stderr tail:\n" + "\n".join("    " + ln for ln in record.crash.stderr_tail.splitlines()[-10:]))
     if record.artefact:
         print(f"  artefact: {os.path.join(args.out, record.artefact)}")
+    if record.expected:
+        print(f"  known bug {record.expected.id} of this device and release: {record.expected.reason}")
     return 1 if record.failing else 0
 
 

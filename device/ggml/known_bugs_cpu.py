@@ -142,4 +142,10 @@ BUGS: list[KnownBug] = [
         reason="ops.cpp asserts src0->nb[0] == sizeof(float): a source with dim 0 permuted away aborts",
         repro="GROUP_NORM(type=f32,ne=[1,2,1,1],lay=perm[1,0,2,3],dst=f32,n_groups=1,eps=9.999999747378752e-06,"
               "data=dense:0)"),
+    KnownBug(
+        id="cpu-timestep-embedding-row-stride", devices="CPU", op="TIMESTEP_EMBEDDING", releases=R0202,
+        outcomes=("crash",), applies=_src0_rows_strided,
+        reason="ops.cpp asserts src0->nb[0] == sizeof(float): timesteps whose dim 0 is permuted away abort",
+        repro="TIMESTEP_EMBEDDING(type=f32,ne=[3,2,1,1],lay=perm[1,0,2,3],dst=f32,dim=8,max_period=10000,"
+              "data=uniform:1)"),
 ]
