@@ -122,6 +122,12 @@ class Harness:
         if reply.answered:
             result: RunResult = reply.result
             metrics, extra = self._judge(case, spec, inputs, exact_inputs, golden, result)
+            if not metrics.passed and bug is not None and bug.tolerance is not None:
+                # a documented deviation of this backend: known only while within its own bound
+                deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64), bug.tolerance)
+                extra["known_deviation_error_ratio"] = deviation.error_ratio
+                if not deviation.passed:
+                    bug = None
             record.metrics = metrics.as_dict()
             record.outcome = Outcome.PASS if metrics.passed else Outcome.FAIL
             if not metrics.passed:
