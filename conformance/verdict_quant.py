@@ -98,10 +98,12 @@ def _check_blocks(exact: np.ndarray, dev_raw: np.ndarray, qtype: str) -> tuple[n
     blocks = exact.reshape(-1, BLOCK)
     amax = np.abs(blocks).max(axis=1)
     d_dev = _scales(dev_raw, qtype)
+    wanted: list[np.ndarray]
     if qtype == "q8_0":
-        wanted = [np.float16(amax / 127.0).astype(np.float64)]
+        wanted = [np.asarray(amax / 127.0, np.float16).astype(np.float64)]
     else:  # the signed element of largest magnitude, divided by −8; either sign where both occur
-        wanted = [np.float16(-amax / 8.0).astype(np.float64), np.float16(amax / 8.0).astype(np.float64)]
+        wanted = [np.asarray(-amax / 8.0, np.float16).astype(np.float64),
+                  np.asarray(amax / 8.0, np.float16).astype(np.float64)]
         has_pos = (blocks == amax[:, None]).any(axis=1)
         has_neg = (blocks == -amax[:, None]).any(axis=1)
         wanted = [np.where(has_pos, wanted[0], np.nan), np.where(has_neg, wanted[1], np.nan)]
