@@ -15,7 +15,7 @@ it prints every golden operation's time and its speed ratio against
   quantizers), the memory floor.
 
 A ratio is the other side's time divided by golden's: 1.00x or more means golden is at least as
-fast. ggml's own C quantizers (through ``device.ggml_quant``) are printed for context. Each figure
+fast. ggml's own C quantizers (through ``device.ggml.quant``) are printed for context. Each figure
 is the best of ``--repeat`` rounds; the calls of one row take turns, so the sides of a ratio see the
 same machine load. ``--clock cpu`` (the default) counts the calling thread's CPU time, page faults
 of fresh outputs included, and ignores time spent waiting for a core on a shared machine; ``wall``
@@ -41,6 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, not installed
 
+from device.base import DeviceError  # noqa: E402
 from golden.quant import BLOCK_BYTES, QTYPES, dequantize, from_cann, quantize, to_cann  # noqa: E402
 
 ROW = 1024  # floats per row: weight-like 2-D tensors, which is also how gguf-py groups its work
@@ -145,10 +146,10 @@ def load_gguf() -> ModuleType | None:
 
 def load_ggml() -> ModuleType | None:
     try:
-        from device import ggml_quant
+        from device.ggml import quant as ggml_quant
 
-        ggml_quant._libs()
-    except (ImportError, OSError):
+        ggml_quant.functions()
+    except (ImportError, OSError, DeviceError):
         return None
     return ggml_quant
 

@@ -153,11 +153,6 @@ REGISTRY_SYMBOLS: dict[str, tuple[object, list[object]]] = {
     "ggml_backend_dev_by_name": (_p, [_s]),
 }
 
-GGML_UNARY_OP = {
-    "TANH": 4, "RELU": 6, "GELU": 8, "GELU_QUICK": 9, "SILU": 10, "HARDSWISH": 11, "HARDSIGMOID": 12,
-}  # fmt: skip
-
-
 def wheel_lib_dir() -> Path | None:
     try:
         import libggml  # the libggml-python wheel
