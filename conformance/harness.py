@@ -19,6 +19,7 @@ from conformance import cases
 from conformance.data import as_stored, make_inputs
 from conformance.record import CaseDescription, CaseRecord, ExpectedFailure
 from conformance.set_get import SetGetCase
+from conformance.stages import Stage, StageClock
 from conformance.verdict import Metrics, compare, same_values
 from conformance.verdict_raw import judge_raw_inputs
 from device import known_bugs
@@ -70,6 +71,7 @@ class Harness:
         self.current_test_id = ""
         self.counts: dict[str, int] = {}
         self._artefacts = 0
+        self.clock: StageClock | None = None  # a benchmark's stage clock (conformance/stages.py)
 
     @property
     def inventory(self) -> dict[str, Any]:
@@ -108,17 +110,29 @@ class Harness:
 
     # ---- one case ------------------------------------------------------------------------------
     def evaluate(self, case: OpCase) -> CaseRecord:
+        clock = self.clock
+        if clock is not None:
+            clock.cases += 1
+            clock.lap(Stage.GENERATION)
         spec = catalogue.get(case.op)
         inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
+        if clock is not None:
+            clock.lap(Stage.INPUTS)
         exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
         golden = catalogue.evaluate(case, exact_inputs)
+        if clock is not None:
+            clock.lap(Stage.GOLDEN)
         bug = self._known_bug(case)
         timeout = self.timeout
         if bug is not None and bug.corrupts_process:
             timeout = min(timeout, known_bugs.CORRUPTING_CASE_TIMEOUT_S)  # a known heap overrun may hang
         reply = self.runner.attempt(case, inputs, timeout)
+        if clock is not None:
+            clock.lap(Stage.DEVICE)
         record = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
                                   case.data_seed, reply, catalogue.tolerance_of(case).describe())
+        if clock is not None:
+            clock.lap(Stage.RECORD)
         if reply.answered:
             result: RunResult = reply.result
             metrics, extra = self._judge(case, spec, inputs, exact_inputs, golden, result)
@@ -139,9 +153,14 @@ class Harness:
             record.expected = ExpectedFailure.of(bug)
             if bug.corrupts_process and isinstance(self.runner, DeviceWorker):
                 self.runner.start()  # the kernel wrote past a buffer: later cases get a clean process
+        if clock is not None:
+            clock.lap(Stage.VERDICT)
         if record.failing and self.keep_artefacts:
             record.artefact = self._save_artefact(case, inputs, golden, reply)
-        return self._finish(record)
+        self._finish(record)
+        if clock is not None:
+            clock.lap(Stage.RECORD)
+        return record
 
     def _known_bug(self, case: OpCase) -> KnownBug | None:
         """The device's known kernel bug covering ``case`` (ggml devices: by device name and release)."""
