@@ -70,7 +70,7 @@ def main() -> int:
         "bench", max_examples=args.examples, deadline=None, database=None, print_blob=False,
         suppress_health_check=list(HealthCheck), phases=list(Phase),
     )
-    clock = StageClock()
+    clock = StageClock(keep_laps=True)
     plugin = ClockPlugin(clock)
     out = tempfile.mkdtemp(prefix="bench-throughput-")
     results = os.path.join(out, "results.jsonl")
@@ -83,6 +83,12 @@ def main() -> int:
     exit_code = pytest.main(argv, plugins=[plugin])
     clock.lap(Stage.PYTEST)  # teardown, closing the device, the summary
     wall = time.perf_counter() - start
+    try:  # the workers are the fork server's children: its CPU time includes theirs once it has ended
+        from device.worker import close_fork_server
+    except ImportError:  # a tree from before the fork server
+        pass
+    else:
+        close_fork_server()
     usage_self = resource.getrusage(resource.RUSAGE_SELF)
     usage_children = resource.getrusage(resource.RUSAGE_CHILDREN)
     restarts = sum(getattr(getattr(h, "runner", None), "restarts", 0) for h in plugin.harnesses.values())
@@ -99,10 +105,15 @@ def main() -> int:
     print(f"outcomes {dict(sorted(counts.items()))}; worker restarts {restarts}; pytest exit code {exit_code}")
     print(f"CPU: this process {usage_self.ru_utime + usage_self.ru_stime:.2f} s, "
           f"device workers {usage_children.ru_utime + usage_children.ru_stime:.2f} s")
-    print(f"{'stage':<12}{'seconds':>9}{'share':>8}{'ms/case':>9}")
+    print(f"{'stage':<12}{'seconds':>9}{'share':>8}{'ms/case':>9}{'p50 ms':>9}{'p99 ms':>9}{'top 1% s':>10}")
     for stage in Stage:
         seconds = clock.seconds[stage]
-        print(f"{stage.value:<12}{seconds:>9.2f}{seconds / wall:>8.1%}{seconds / max(cases, 1) * 1e3:>9.2f}")
+        laps = sorted(clock.laps[stage]) if clock.laps else []
+        p50 = laps[len(laps) // 2] * 1e3 if laps else 0.0
+        p99 = laps[min(len(laps) - 1, len(laps) * 99 // 100)] * 1e3 if laps else 0.0
+        top = sum(laps[len(laps) * 99 // 100:]) if laps else 0.0
+        print(f"{stage.value:<12}{seconds:>9.2f}{seconds / wall:>8.1%}{seconds / max(cases, 1) * 1e3:>9.2f}"
+              f"{p50:>9.2f}{p99:>9.2f}{top:>10.2f}")
     return 0 if exit_code in (0, 1) else int(exit_code)
 
 

@@ -24,17 +24,20 @@ class Stage(Enum):
 
 
 class StageClock:
-    """Seconds per :class:`Stage`, and the number of cases seen."""
+    """Seconds per :class:`Stage`, and the number of cases seen; with ``keep_laps`` every lap too."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_laps: bool = False) -> None:
         self.seconds: dict[Stage, float] = dict.fromkeys(Stage, 0.0)
         self.cases = 0
+        self.laps: dict[Stage, list[float]] | None = {s: [] for s in Stage} if keep_laps else None
         self._mark = time.perf_counter()
 
     def lap(self, stage: Stage) -> None:
         """Charge the time since the last lap to ``stage``."""
         now = time.perf_counter()
         self.seconds[stage] += now - self._mark
+        if self.laps is not None:
+            self.laps[stage].append(now - self._mark)
         self._mark = now
 
     @property

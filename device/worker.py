@@ -17,6 +17,7 @@ Messages are dataclasses, pickled over a socket pair: requests :class:`RunReques
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -32,8 +33,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from device.base import Capability, Device, DeviceError, Unsupported, capabilities_of
+from device.channel import Arena, Channel, unlink_quietly
 from device.outcome import Outcome
 from device.spec import DeviceSpec
+from device.zygote import ForkedWorker, ForkServer, ForkServerError
 from golden.case import OpCase
 
 STDERR_TAIL_BYTES = 4000
@@ -185,7 +188,7 @@ def serve_info(device: Device) -> dict[str, Any]:
     return info | {"worker_rss_bytes": process_rss()}
 
 
-def _child_main(conn: Connection, request: OpenRequest) -> None:
+def _child_main(conn: Connection | Channel, request: OpenRequest) -> None:
     from device.registry import open_device
 
     try:
@@ -256,13 +259,17 @@ class InProcessRunner:
 class DeviceWorker:
     """A device served by a child process (restarted after a crash or timeout)."""
 
-    def __init__(self, spec: DeviceSpec | str, options: dict[str, Any] | None = None, timeout: float = 120.0) -> None:
+    def __init__(self, spec: DeviceSpec | str, options: dict[str, Any] | None = None, timeout: float = 120.0,
+                 fork_server: bool = True) -> None:
         self.spec = DeviceSpec.of(spec)
         self.options = dict(options or {})
         self.timeout = timeout
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._conn: Connection | None = None
-        self._stderr_path = ""
+        self._proc: subprocess.Popen[bytes] | ForkedWorker | None = None
+        self._conn: Channel | None = None
+        self._stderr_fd = -1  # the child's stderr: a file unlinked once the child holds it, read through this
+        # new children are forked from a process with Python, numpy and this package loaded
+        # (device/zygote.py): a crash costs milliseconds, not an interpreter start
+        self.use_fork_server = fork_server
         self.inventory: dict[str, Any] = {}
         self.capabilities: frozenset[Capability] = frozenset()
         self.restarts = 0  # fresh children started after the first (crash, timeout)
@@ -276,23 +283,13 @@ class DeviceWorker:
         self.restarts += self._starts > 0
         self._starts += 1
         self.history, self.history_dropped = [], 0
-        fd, self._stderr_path = tempfile.mkstemp(prefix="conform-worker-", suffix=".stderr")
-        # A fresh interpreter (not fork: the parent may hold threads and ggml state; not
-        # multiprocessing's spawn: it re-imports the caller's __main__). ggml prints its failed
-        # assert on stderr, which goes to a file the parent reads after a crash.
-        parent_sock, child_sock = socket.socketpair()
-        env = dict(os.environ)
-        env.setdefault("GGML_NO_BACKTRACE", "1")  # no gdb attach on abort: slow and noisy
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "device.worker", str(child_sock.fileno())],
-            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, pass_fds=(child_sock.fileno(),), env=env,
-        )
-        os.close(fd)
-        child_sock.close()
-        parent = Connection(parent_sock.detach())
-        parent.send(OpenRequest(self.spec, self.options))
-        self._conn = parent
+        child = self._spawn()
+        self._proc, self._conn, self._stderr_fd = child.proc, child.conn, child.stderr_fd
+        parent = child.conn
+        try:
+            parent.send(OpenRequest(self.spec, self.options))
+        except OSError:
+            pass  # it died before it could be asked: recv below says so with its stderr
         if not parent.poll(max(self.timeout, 60.0)):
             self._stop()
             raise DeviceError(f"{self.spec}: the device worker did not start in time")
@@ -310,6 +307,43 @@ class DeviceWorker:
         self.capabilities = answer.capabilities
         return answer.info
 
+    def _spawn(self) -> _Child:
+        """A new worker process, its device not opened yet (no OpenRequest sent): forked by the fork
+        server, else a fresh interpreter running this module.
+
+        Never a fork of this process: it may hold threads and ggml state; not multiprocessing's
+        spawn: it re-imports the caller's __main__. ggml prints its failed assert on stderr, which
+        goes to a file the parent reads after a crash."""
+        fd, stderr_path = tempfile.mkstemp(prefix="conform-worker-", suffix=".stderr")
+        unlink_quietly(stderr_path)  # the child writes and the parent reads it through descriptors
+        parent_sock, child_sock = socket.socketpair()
+        env = dict(os.environ)
+        env.setdefault("GGML_NO_BACKTRACE", "1")  # no gdb attach on abort: slow and noisy
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+        arena = Arena.create()
+        arena_path = arena.path if arena else ""
+        try:
+            proc: subprocess.Popen[bytes] | ForkedWorker | None = None
+            server = fork_server(env) if self.use_fork_server else None
+            if server is not None:
+                try:
+                    proc = server.spawn(child_sock.fileno(), fd, arena_path, env)
+                except ForkServerError:
+                    proc = None  # a fresh interpreter, as without one
+            if proc is None:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "device.worker", str(child_sock.fileno()), arena_path],
+                    stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, pass_fds=(child_sock.fileno(),), env=env,
+                )
+        except BaseException:
+            if arena is not None:
+                arena.close()
+            os.close(fd)
+            raise
+        finally:
+            child_sock.close()
+        return _Child(proc, Channel(Connection(parent_sock.detach()), arena), fd)
+
     def call(self, method: str, args: tuple[Any, ...], timeout: float | None = None, label: str = "") -> Reply:
         """Call an optional device method (see CALLABLE_METHODS) with crash and timeout handling;
         ``label`` (a case id) goes into the history."""
@@ -326,7 +360,7 @@ class DeviceWorker:
             del self.history[0]
             self.history_dropped += 1
 
-    def _running(self) -> Connection:
+    def _running(self) -> Channel:
         if self._proc is None or self._proc.poll() is not None or self._conn is None:
             self.start()
         assert self._conn is not None
@@ -404,14 +438,7 @@ class DeviceWorker:
         )
 
     def _stderr_tail(self) -> str:
-        try:
-            with open(self._stderr_path, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                fh.seek(max(0, size - STDERR_TAIL_BYTES))
-                return fh.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return _tail(self._stderr_fd)
 
     def _kill(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -435,15 +462,54 @@ class DeviceWorker:
                 self._proc.kill()
                 self._proc.wait()
             self._proc = None
-        if self._stderr_path:
-            try:
-                os.unlink(self._stderr_path)
-            except OSError:
-                pass
-            self._stderr_path = ""
+        if self._stderr_fd >= 0:
+            os.close(self._stderr_fd)
+            self._stderr_fd = -1
 
     def close(self) -> None:
         self._stop()
+
+
+@dataclass
+class _Child:
+    """A started worker process, the parent's end of its channel, and the (unlinked) file its stderr goes to."""
+
+    proc: subprocess.Popen[bytes] | ForkedWorker
+    conn: Channel
+    stderr_fd: int
+
+
+_FORK_SERVER: ForkServer | None = None
+
+
+def close_fork_server() -> None:
+    """End this process' fork server now (it also ends when this process does)."""
+    global _FORK_SERVER
+    if _FORK_SERVER is not None:
+        _FORK_SERVER.close()
+        _FORK_SERVER = None
+
+
+def fork_server(env: dict[str, str]) -> ForkServer | None:
+    """This process' fork server (shared by its workers), started on first use or after it died;
+    None where it cannot start."""
+    global _FORK_SERVER
+    if _FORK_SERVER is None or not _FORK_SERVER.alive:
+        try:
+            _FORK_SERVER = ForkServer(env)
+        except OSError:
+            return None
+        atexit.register(_FORK_SERVER.close)
+    return _FORK_SERVER
+
+
+def _tail(fd: int) -> str:
+    """The last STDERR_TAIL_BYTES of what a child wrote to its stderr file."""
+    try:
+        size = os.fstat(fd).st_size
+        return os.pread(fd, STDERR_TAIL_BYTES, max(0, size - STDERR_TAIL_BYTES)).decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def open_runner(spec: DeviceSpec | str, options: dict[str, Any], timeout: float) -> InProcessRunner | DeviceWorker:
@@ -458,12 +524,22 @@ def open_runner(spec: DeviceSpec | str, options: dict[str, Any], timeout: float)
     return worker
 
 
-def main() -> None:
-    conn = Connection(int(sys.argv[1]))
-    request = conn.recv()
+def serve(conn_fd: int, arena_path: str) -> None:
+    """A worker's life: its socket and arena, the OpenRequest, then requests until Stop."""
+    arena = Arena(arena_path) if arena_path else None
+    unlink_quietly(arena_path)  # both ends hold it mapped; no file is left behind whatever happens
+    conn = Channel(Connection(conn_fd), arena)
+    try:
+        request = conn.recv()
+    except EOFError:  # the harness went away before it asked for a device
+        return
     if not isinstance(request, OpenRequest):
         raise SystemExit(f"device worker: expected an OpenRequest, got {type(request).__name__}")
     _child_main(conn, request)
+
+
+def main() -> None:
+    serve(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "")
 
 
 if __name__ == "__main__":
