@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, not installed
 
-from device.ggml_quant import ggml_dequantize, ggml_quantize  # noqa: E402
+from device.ggml.quant import ggml_dequantize, ggml_quantize  # noqa: E402
 from golden.quant import BLOCK_BYTES, QK, dequantize, from_cann, quantize, to_cann  # noqa: E402
 
 C_LOOPS = r"""

@@ -49,13 +49,15 @@ from typing import Literal
 
 import numpy as np
 
-QK = 32  # elements per block, QK4_0 == QK8_0
-BLOCK_BYTES: dict[str, int] = {"q4_0": 2 + QK // 2, "q8_0": 2 + QK}
-QTYPES: tuple[str, ...] = tuple(BLOCK_BYTES)
+from golden import dtypes
+
+QTYPES: tuple[str, ...] = dtypes.QUANT_TYPES
+BLOCK_BYTES: dict[str, int] = {q: dtypes.type_size(q) for q in QTYPES}
+QK = dtypes.block_size("q4_0")  # elements per block, QK4_0 == QK8_0
 MATRIX_ROW_PADDING = 512  # ggml-cann/common.h
 
 # Bytes per element of the plain types, for cann_alloc_size on non-quantized tensors.
-_PLAIN_TYPE_BYTES: dict[str, int] = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}
+_PLAIN_TYPE_BYTES: dict[str, int] = {n: dtypes.type_size(n) for n in dtypes.ALL_TYPES if n not in QTYPES}
 
 Rounding = Literal["reference", "x86"]
 
