@@ -163,3 +163,32 @@ BUGS: list[KnownBug] = [
                "shortcut instead of the f32 bound",
         repro="GELU_QUICK(type=f32,ne=[64,3,1,1],dst=f32,data=dense:5)"),
 ]
+
+# issue 13: the math ops with their own GGML_OP (SQRT, SIN, COS, LOG: any layout in ggml.c) share
+# unary-ops.cpp's kernel with SQR, and SUB shares binary-ops.cpp with ADD/MUL/DIV
+BUGS += [
+    KnownBug(
+        id=f"cpu-{op.lower()}-row-stride", devices="CPU", op=op, releases=R0202, outcomes=("crash",),
+        applies=_src0_rows_strided,
+        reason="unary-ops.cpp:114 asserts ggml_is_contiguous_rows(src0) (then nb00 == element size): a source "
+               f"with dim 0 permuted away aborts, although ggml_{op.lower()} accepts any layout (ci: every such "
+               "case aborts, every other layout passes)",
+        repro=f"{op}(type=f32,ne=[4,3,2,1],lay=perm[1,0,2,3],dst=f32,data=uniform:1)")
+    for op in ("SQRT", "SIN", "COS", "LOG")
+] + [
+    KnownBug(
+        id="cpu-binary-src0-row-stride-sub", devices="CPU", op="SUB", releases=R0202, outcomes=("crash",),
+        applies=_src0_rows_strided,
+        reason="binary-ops.cpp:59 asserts nb00 == sizeof(src0_t) (as for ADD, MUL, DIV): a src0 whose dim 0 is "
+               "permuted away aborts, although ggml_sub and supports_op accept it",
+        repro="SUB(type0=f32,ne0=[4,2,3,1],lay0=perm[2,0,1,3],type1=f32,ne1=[4,2,3,1],dst=f32,data=uniform:1)"),
+]
+BUGS += [
+    KnownBug(
+        id="cpu-gelu-erf-bf16", devices="CPU", op="GELU_ERF", releases=R0202, outcomes=("crash",),
+        applies=lambda c: c.inputs[0].dtype == "bf16",
+        reason="ops.cpp's ggml_compute_forward_gelu_erf handles F32 and F16 sources only and GGML_ABORTs on BF16, "
+               "although supports_op claims every type (ggml-cann claims BF16 too; the other GGML_OP_UNARY kernels "
+               "of unary-ops.cpp take BF16)",
+        repro="GELU_ERF(type=bf16,ne=[4,3,2,1],dst=bf16,data=uniform:1)"),
+]
