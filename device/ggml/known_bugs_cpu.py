@@ -131,3 +131,26 @@ BUGS: list[KnownBug] = [
         repro="POOL_2D(type=f32,ne=[1,2,2,2],lay=perm[0,2,1,3],dst=f32,op=0,k0=1,k1=1,s0=1,s1=1,p0=0.0,p1=0.0,"
               "data=dense:0)"),
 ]
+
+# ---- construction ops (FILL TRI DIAG SET PAD_REFLECT_1D) ----------------------------------------------
+BUGS += [
+    KnownBug(
+        id="cpu-diag-row-stride", devices="CPU", op="DIAG", releases=R0202, outcomes=("crash",),
+        applies=_src0_rows_strided,
+        reason="ops.cpp asserts nb00 == sizeof(float): a vector whose dim 0 is permuted away aborts, although "
+               "ggml_diag asserts nothing about the layout (padded and offset views compute correctly)",
+        repro="DIAG(type=f32,ne=[2,1,1,1],lay=perm[2,0,1,3]/pad[2,2,2,0],dst=f32,data=dense:1)"),
+    KnownBug(
+        id="cpu-set-src0-not-contiguous", devices="CPU", op="SET", releases=R0202, outcomes=("crash",),
+        applies=lambda c: c.variant != "inplace" and _src0_not_packed(c),
+        reason="ops.cpp asserts ggml_is_contiguous(src0) (it memcpy's a into the result) although ggml_set "
+               "accepts any layout of a; ggml-cann's SET makes the same memcpy",
+        repro="SET(type0=f32,ne0=[1,2,2,1],lay0=perm[0,2,1,3],type1=f32,ne1=[1,1,1,1],dst=f32,nb1=4,nb2=8,"
+              "nb3=16,offset=0,data=dense:0)"),
+    KnownBug(
+        id="cpu-set-src1-row-stride", devices="CPU", op="SET", releases=R0202, outcomes=("crash",),
+        applies=_src1_rows_strided,
+        reason="ops.cpp asserts nb10 == the element size: a b whose dim 0 is permuted away aborts",
+        repro="SET(type0=f32,ne0=[1,2,4,2],type1=f32,ne1=[1,2,4,1],lay1=perm[1,2,0,3],dst=f32,nb1=4,nb2=8,"
+              "nb3=64,offset=0,data=dense:282321)"),
+]
