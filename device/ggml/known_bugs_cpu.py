@@ -154,3 +154,19 @@ BUGS += [
         repro="SET(type0=f32,ne0=[1,2,4,2],type1=f32,ne1=[1,2,4,1],lay1=perm[1,2,0,3],dst=f32,nb1=4,nb2=8,"
               "nb3=64,offset=0,data=dense:282321)"),
 ]
+
+
+# ---- PAD circular --------------------------------------------------------------------------------
+def _circular_pad_beyond_dim(case: OpCase) -> bool:
+    return "circular" in case.variant and any(lp > n for lp, n in zip(case.param("lp"), case.inputs[0].ne, strict=True))
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-pad-circular-wraps-once", devices="CPU", op="PAD", releases=R0202, outcomes=("fail", "crash"),
+        applies=_circular_pad_beyond_dim,
+        reason="ggml_wrap_around computes (i − lp + ne) % ne, which is negative once a left padding exceeds the "
+               "dim: the kernel reads before the source (0 or stale values where the torus has source elements); "
+               "ggml_pad_ext_circular accepts any padding",
+        repro="PAD(type=f32,ne=[1,2,1,1],dst=f32,form=pad_ext_circular,lp=[0,3,0,0],rp=[0,0,0,0],data=dense:0)"),
+]
