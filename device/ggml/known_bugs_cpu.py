@@ -170,3 +170,41 @@ BUGS += [
                "ggml_pad_ext_circular accepts any padding",
         repro="PAD(type=f32,ne=[1,2,1,1],dst=f32,form=pad_ext_circular,lp=[0,3,0,0],rp=[0,0,0,0],data=dense:0)"),
 ]
+
+
+# ---- UPSCALE antialias with align-corners ----------------------------------------------------------
+def _antialias_window_drops_a_pixel(case: OpCase) -> bool:
+    """Some output of dim 0 or 1 loses the last pixel of its triangle filter: pixel ⌊x + support⌋ has a
+    positive weight whenever x + support is not an integer, and ggml's window ends before it."""
+    from fractions import Fraction
+
+    from golden.resample import ScaleMode, inverse_scale, out_shape, sample_positions
+
+    mode = ScaleMode.of(case)
+    if not (mode.antialias and mode.align_corners):
+        return False
+    ne_in, ne_out = case.inputs[0].ne, out_shape(case)
+    for d in (0, 1):
+        num, den = sample_positions(ne_in[d], ne_out[d], True)
+        n_in, n_out = ne_in[d], ne_out[d]
+        inverse = Fraction(n_in - 1, n_out - 1) if n_out > 1 and n_in > 1 else Fraction(n_in, n_out)
+        assert float(inverse) == inverse_scale(n_in, n_out, True)
+        support = max(Fraction(1), inverse)
+        for n in num.tolist():
+            top = Fraction(n, den) + support
+            if top.denominator != 1 and int(top) <= n_in - 1:
+                return True
+    return False
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-upscale-antialias-align-corners-window", devices="CPU", op="UPSCALE", releases=R0202,
+        applies=_antialias_window_drops_a_pixel,
+        reason="the antialias kernel takes source pixels [trunc(x − support + po), trunc(x + support + po)) with "
+               "the pixel offset po; with ALIGN_CORNERS po is 0 and the window ends one pixel early, dropping a "
+               "pixel of positive weight (upsampling by 2 gives the floor pixel, i.e. nearest, not the triangle "
+               "filter); PyTorch keeps the half-pixel window there (ggml-cuda has the same code)",
+        repro="UPSCALE(type=f32,ne=[1,2,1,1],dst=f32,sf=2,mode=bilinear,align_corners=True,antialias=True,"
+              "data=uniform:0)"),
+]

@@ -14,12 +14,12 @@ from device.ggml.lib import TensorP
 from golden import dtypes
 from golden.case import Layout, OpCase, TensorSpec
 from golden.geometry import storage_of
+from golden.resample import ScaleMode
 
 SORT_ORDER = {"asc": 0, "desc": 1}  # enum ggml_sort_order
 
 prototype("ggml_pad_circular", P_TENSOR, P_CTX, P_TENSOR, C.c_int, C.c_int, C.c_int, C.c_int)
 prototype("ggml_pad_ext_circular", P_TENSOR, P_CTX, P_TENSOR, *(C.c_int,) * 8)
-SCALE_MODE_NEAREST = 0  # enum ggml_scale_mode
 
 
 def _then_cont(view: Callable[[GraphBuilder, TensorP, OpCase], TensorP]) -> Builder:
@@ -81,9 +81,10 @@ def _pad(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 
 
 def _upscale(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    mode = ScaleMode.of(case).word  # ggml_scale_mode | ggml_scale_flag bits
     if case.variant == "interpolate":
-        return g.lib.ggml_interpolate(g.ctx, srcs[0], *case.param("ne"), SCALE_MODE_NEAREST)
-    return g.lib.ggml_upscale(g.ctx, srcs[0], case.param("sf"), SCALE_MODE_NEAREST)
+        return g.lib.ggml_interpolate(g.ctx, srcs[0], *case.param("ne"), mode)
+    return g.lib.ggml_upscale(g.ctx, srcs[0], case.param("sf"), mode)
 
 
 def _arange(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
