@@ -268,7 +268,7 @@ SPECS.add(OpSpec(
         "each tap weight by its slope × the coordinate error 4u(|x| + 2) plus the weight's own evaluation "
         "(bilinear 2u; Keys cubic γ_6·Σ|c_k||t|^k; triangle 8u) — over the taps and the pixels next to them "
         "—, then the sums add γ_5 (bilinear), 2·γ_4 (bicubic) or γ_{n+1} on the sum and on the normaliser "
-        "(antialias) of Σ|p||w|; ggml CPU ci: ≤ 0.04 of the allowance",
+        "(antialias) of Σ|p||w|; ggml CPU: ≤ 0.29 of the allowance ci, ≤ 0.36 nightly (bilinear with align-corners)",
         model=interpolation_error, model_name="interpolation(f32 coordinates, weights and sums)")},
     params={"sf": P("integer factor on dims 0 and 1 (ggml_upscale)", int, optional=True),
             "ne": P("form=interpolate: target shape", tuple, optional=True),

@@ -158,7 +158,9 @@ BUGS += [
 
 # ---- PAD circular --------------------------------------------------------------------------------
 def _circular_pad_beyond_dim(case: OpCase) -> bool:
-    return "circular" in case.variant and any(lp > n for lp, n in zip(case.param("lp"), case.inputs[0].ne, strict=True))
+    """A left padding past a dim of 2 or more (C's % of a negative is negative; for a dim of 1 it is 0)."""
+    return "circular" in case.variant and any(lp > n > 1 for lp, n in zip(case.param("lp"), case.inputs[0].ne,
+                                                                          strict=True))
 
 
 BUGS += [
