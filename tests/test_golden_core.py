@@ -93,6 +93,14 @@ def test_case_id_round_trip(ne, layout, seed, scale) -> None:
     assert again == case and again.case_id == case.case_id
 
 
+def test_case_id_round_trip_keeps_params_named_like_tensor_fields() -> None:
+    """UPSCALE, RESHAPE and REPEAT take a parameter ``ne``: it must not overwrite the input's shape."""
+    case = OpCase("UPSCALE", (TensorSpec("f32", (3, 4, 1, 1)),), params=(("ne", (5, 6, 1, 1)),),
+                  variant="interpolate", data_seed=7)
+    again = parse_case_id(case.case_id)
+    assert again == case and again.inputs[0].ne == (3, 4, 1, 1)
+
+
 def test_layout_labels_round_trip() -> None:
     lay = Layout(perm=(0, 2, 1, 3), pad=(1, 0, 2, 0), offset=5)
     assert Layout.from_label(lay.label()) == lay

@@ -192,3 +192,82 @@ BUGS += [
                "of unary-ops.cpp take BF16)",
         repro="GELU_ERF(type=bf16,ne=[4,3,2,1],dst=bf16,data=uniform:1)"),
 ]
+
+# ---- construction ops (FILL TRI DIAG SET PAD_REFLECT_1D) ----------------------------------------------
+BUGS += [
+    KnownBug(
+        id="cpu-diag-row-stride", devices="CPU", op="DIAG", releases=R0202, outcomes=("crash",),
+        applies=_src0_rows_strided,
+        reason="ops.cpp asserts nb00 == sizeof(float): a vector whose dim 0 is permuted away aborts, although "
+               "ggml_diag asserts nothing about the layout (padded and offset views compute correctly)",
+        repro="DIAG(type=f32,ne=[2,1,1,1],lay=perm[2,0,1,3]/pad[2,2,2,0],dst=f32,data=dense:1)"),
+    KnownBug(
+        id="cpu-set-src0-not-contiguous", devices="CPU", op="SET", releases=R0202, outcomes=("crash",),
+        applies=lambda c: c.variant != "inplace" and _src0_not_packed(c),
+        reason="ops.cpp asserts ggml_is_contiguous(src0) (it memcpy's a into the result) although ggml_set "
+               "accepts any layout of a; ggml-cann's SET makes the same memcpy",
+        repro="SET(type0=f32,ne0=[1,2,2,1],lay0=perm[0,2,1,3],type1=f32,ne1=[1,1,1,1],dst=f32,nb1=4,nb2=8,"
+              "nb3=16,offset=0,data=dense:0)"),
+    KnownBug(
+        id="cpu-set-src1-row-stride", devices="CPU", op="SET", releases=R0202, outcomes=("crash",),
+        applies=_src1_rows_strided,
+        reason="ops.cpp asserts nb10 == the element size: a b whose dim 0 is permuted away aborts",
+        repro="SET(type0=f32,ne0=[1,2,4,2],type1=f32,ne1=[1,2,4,1],lay1=perm[1,2,0,3],dst=f32,nb1=4,nb2=8,"
+              "nb3=64,offset=0,data=dense:282321)"),
+]
+
+
+# ---- PAD circular --------------------------------------------------------------------------------
+def _circular_pad_beyond_dim(case: OpCase) -> bool:
+    """A left padding past a dim of 2 or more (C's % of a negative is negative; for a dim of 1 it is 0)."""
+    return "circular" in case.variant and any(lp > n > 1 for lp, n in zip(case.param("lp"), case.inputs[0].ne,
+                                                                          strict=True))
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-pad-circular-wraps-once", devices="CPU", op="PAD", releases=R0202, outcomes=("fail", "crash"),
+        applies=_circular_pad_beyond_dim,
+        reason="ggml_wrap_around computes (i − lp + ne) % ne, which is negative once a left padding exceeds the "
+               "dim: the kernel reads before the source (0 or stale values where the torus has source elements); "
+               "ggml_pad_ext_circular accepts any padding",
+        repro="PAD(type=f32,ne=[1,2,1,1],dst=f32,form=pad_ext_circular,lp=[0,3,0,0],rp=[0,0,0,0],data=dense:0)"),
+]
+
+
+# ---- UPSCALE antialias with align-corners ----------------------------------------------------------
+def _antialias_window_drops_a_pixel(case: OpCase) -> bool:
+    """Some output of dim 0 or 1 loses the last pixel of its triangle filter: pixel ⌊x + support⌋ has a
+    positive weight whenever x + support is not an integer, and ggml's window ends before it."""
+    from fractions import Fraction
+
+    from golden.resample import ScaleMode, inverse_scale, out_shape, sample_positions
+
+    mode = ScaleMode.of(case)
+    if not (mode.antialias and mode.align_corners):
+        return False
+    ne_in, ne_out = case.inputs[0].ne, out_shape(case)
+    for d in (0, 1):
+        num, den = sample_positions(ne_in[d], ne_out[d], True)
+        n_in, n_out = ne_in[d], ne_out[d]
+        inverse = Fraction(n_in - 1, n_out - 1) if n_out > 1 and n_in > 1 else Fraction(n_in, n_out)
+        assert float(inverse) == inverse_scale(n_in, n_out, True)
+        support = max(Fraction(1), inverse)
+        for n in num.tolist():
+            top = Fraction(n, den) + support
+            if top.denominator != 1 and int(top) <= n_in - 1:
+                return True
+    return False
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-upscale-antialias-align-corners-window", devices="CPU", op="UPSCALE", releases=R0202,
+        applies=_antialias_window_drops_a_pixel,
+        reason="the antialias kernel takes source pixels [trunc(x − support + po), trunc(x + support + po)) with "
+               "the pixel offset po; with ALIGN_CORNERS po is 0 and the window ends one pixel early, dropping a "
+               "pixel of positive weight (upsampling by 2 gives the floor pixel, i.e. nearest, not the triangle "
+               "filter); PyTorch keeps the half-pixel window there (ggml-cuda has the same code)",
+        repro="UPSCALE(type=f32,ne=[1,2,1,1],dst=f32,sf=2,mode=bilinear,align_corners=True,antialias=True,"
+              "data=uniform:0)"),
+]
