@@ -203,12 +203,12 @@ class Harness:
         golden: np.ndarray, result: RunResult,
     ) -> Metrics:
         special = cases.lookup(case.op).judge
-        if dtypes.is_quantized(case.out_dtype):
+        if special is not None:  # an op's own comparator, quantized destinations included (SET_ROWS)
+            metrics = special(case, exact_inputs, golden, result.output)
+        elif dtypes.is_quantized(case.out_dtype):
             from conformance.verdict_quant import judge_quantized
 
             metrics = judge_quantized(case, inputs, golden, result.output)
-        elif special is not None:
-            metrics = special(case, exact_inputs, golden, result.output)
         else:
             out = result.output
             if case.out_dtype != "i32":

@@ -12,7 +12,8 @@ import numpy as np
 
 FLOAT_TYPES = ("f32", "f16", "bf16")
 QUANT_TYPES = ("q4_0", "q8_0")
-ALL_TYPES = ("f32", "f16", "bf16", "i32", "q4_0", "q8_0")
+ALL_TYPES = ("f32", "f16", "bf16", "i32", "i64", "q4_0", "q8_0")
+INDEX_TYPES = ("i32", "i64")  # integer tensors: values stay integers end to end
 
 # (bytes per block, elements per block), as ggml_type_size / ggml_blck_size report them
 _BLOCK = {
@@ -20,12 +21,13 @@ _BLOCK = {
     "f16": (2, 1),
     "bf16": (2, 1),
     "i32": (4, 1),
+    "i64": (8, 1),
     "q4_0": (18, 32),
     "q8_0": (34, 32),
 }
 
 # ggml_type enum values (ggml.h, 0.20.2)
-GGML_TYPE_ID = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "i32": 26, "bf16": 30}
+GGML_TYPE_ID = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "i32": 26, "i64": 27, "bf16": 30}
 
 # numpy dtype holding one stored element (bf16 is kept as its raw 16 bits)
 STORAGE_DTYPE = {
@@ -33,6 +35,7 @@ STORAGE_DTYPE = {
     "f16": np.dtype("<f2"),
     "bf16": np.dtype("<u2"),
     "i32": np.dtype("<i4"),
+    "i64": np.dtype("<i8"),
 }
 
 
@@ -104,11 +107,11 @@ def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def from_storage(stored: np.ndarray, dtype: str) -> np.ndarray:
-    """Stored elements back to float64 logical values (int32 stays int32)."""
+    """Stored elements back to float64 logical values (integer indices stay integers)."""
     if dtype == "bf16":
         return bf16_to_f32(stored).astype(np.float64)
-    if dtype == "i32":
-        return np.asarray(stored, dtype=np.int32)
+    if dtype in INDEX_TYPES:
+        return np.asarray(stored, dtype=STORAGE_DTYPE[dtype])
     return np.asarray(stored).astype(np.float64)
 
 

@@ -131,3 +131,17 @@ BUGS: list[KnownBug] = [
         repro="POOL_2D(type=f32,ne=[1,2,2,2],lay=perm[0,2,1,3],dst=f32,op=0,k0=1,k1=1,s0=1,s1=1,p0=0.0,p1=0.0,"
               "data=dense:0)"),
 ]
+
+
+def _fa_qkv_rows_strided(case: OpCase) -> bool:
+    return not all(rows_unit_stride(t) for t in case.inputs[:3])
+
+
+BUGS.append(KnownBug(
+    id="cpu-flash-attn-ext-row-stride", devices="CPU", op="FLASH_ATTN_EXT", releases=R0202, outcomes=("crash",),
+    applies=_fa_qkv_rows_strided,
+    reason="ops.cpp asserts nbq0/nbk0/nbv0 == element size (rows contiguous): q, k or v with dim 0 permuted "
+           "away aborts, although ggml_flash_attn_ext accepts any layout and supports_op says yes",
+    repro="FLASH_ATTN_EXT(type0=f32,ne0=[64,1,1,1],type1=f16,ne1=[64,2,1,1],type2=f16,ne2=[64,2,1,1],"
+          "lay2=perm[1,0,2,3],dst=f32,scale=0.125,max_bias=0.0,logit_softcap=0.0,prec=default,mask=False,"
+          "sinks=False,data=dense:0)"))
