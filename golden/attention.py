@@ -149,6 +149,7 @@ def attention_error_bound(case: OpCase, inputs: list[np.ndarray], golden: np.nda
     slope·mask product held in F16, as CANN does).
     Weights: p̂_j/p_j ∈ exp(±(Δ_j + Δ_max + η)), η = (n + 6)·u (exp, the f32 sum of the n unmasked
     terms in any order, the reciprocal), + w under PREC_DEFAULT (weights rounded to F16 for P·V).
+    F32 K or V may be rounded to F16 first (ggml's CUDA does): + w·T_j to Δ_j, + w·Σ_j p̂_j|v_j| to the output.
     Accumulation: ggml's CPU holds the V accumulator in F16 whatever the precision (ops.cpp,
     VKQ16: one rounding per key and per rescale), so 2n(w + u)·Σ_j p̂_j|v_j| + n·2^-24 (F16
     subnormal spacing). Output: 0.5 ulp f32 (the row's ulp), + w·|out| under PREC_DEFAULT (CANN
@@ -172,6 +173,8 @@ def attention_error_bound(case: OpCase, inputs: list[np.ndarray], golden: np.nda
             delta = delta + F32_EPS * lg.qk_abs + 4 * F32_EPS * np.abs(lg.qk)
         if default:
             delta = delta + F16_EPS * ell + 2 * F16_EPS * sm
+        if case.inputs[1].dtype == "f32":  # F32 K rounded to F16 (ggml's CUDA converts F32 K and V to F16)
+            delta = delta + F16_EPS * (1 + F16_EPS) * lg.qk_abs
         delta = np.where(live, delta, 0.0)
         n = live.sum(axis=-1, keepdims=True).astype(np.float64)
         eta = (n + 6) * F32_EPS + (F16_EPS if default else 0.0)
@@ -183,6 +186,8 @@ def attention_error_bound(case: OpCase, inputs: list[np.ndarray], golden: np.nda
         mass = p @ v_abs
         accumulate = np.exp(2 * delta_max + eta) * 2 * n * (F16_EPS + F32_EPS) * mass + n * F16_SUBNORMAL_SPACING
         allowed = spread + accumulate
+        if case.inputs[2].dtype == "f32":  # F32 V rounded to F16, as for K
+            allowed = allowed + F16_EPS * np.exp(2 * delta_max + eta) * mass
         if default:
             out = np.abs(np.swapaxes(np.asarray(golden, np.float64), 1, 2))
             allowed = allowed + F16_EPS * (np.where(np.isfinite(out), out, 0.0) + allowed)

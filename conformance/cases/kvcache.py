@@ -102,7 +102,7 @@ def set_rows_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
         idx = rng.integers(0, ne1, size=shape)
         if n_rows >= 2:
             idx[..., -1] = idx[..., 0]  # at least one repeat per plane
-    return [cache, src, idx.astype(dtypes.STORAGE_DTYPE[idx_spec.dtype])]
+    return [cache, src, idx.astype(np.int64 if idx_spec.dtype == "i64" else np.int32)]
 
 
 # ---- verdict -----------------------------------------------------------------------------------------
