@@ -12,10 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from golden import (
+    attention,
     binary,
     construction,
     conv,
     embedding,
+    kvcache,
     matmul,
     movement,
     norm,
@@ -29,7 +31,8 @@ from golden.case import OpCase
 from golden.spec import InputLayouts, OpSpec, Signature
 from golden.tolerance import Tolerance
 
-FAMILIES = (unary, binary, norm, softmax, rope, matmul, conv, embedding, movement, resample, sequence, construction)
+FAMILIES = (unary, binary, norm, softmax, rope, matmul, conv, embedding, movement, resample, sequence, construction,
+            attention, kvcache)
 
 OPS: dict[str, OpSpec] = {}
 for _family in FAMILIES:
@@ -71,7 +74,7 @@ def golden_inputs(case: OpCase, inputs: list[np.ndarray]) -> list[np.ndarray]:
             from golden import quant
 
             x = quant.dequantize(np.asarray(x, np.uint8).ravel(), spec.dtype, spec.nelements).reshape(spec.np_shape)
-        out.append(np.asarray(x, dtype=np.float64) if spec.dtype != "i32" else np.asarray(x))
+        out.append(np.asarray(x) if spec.dtype in dtypes.INDEX_TYPES else np.asarray(x, dtype=np.float64))
     return out
 
 

@@ -271,3 +271,40 @@ BUGS += [
         repro="UPSCALE(type=f32,ne=[1,2,1,1],dst=f32,sf=2,mode=bilinear,align_corners=True,antialias=True,"
               "data=uniform:0)"),
 ]
+
+
+def _fa_qkv_rows_strided(case: OpCase) -> bool:
+    return not all(rows_unit_stride(t) for t in case.inputs[:3])
+
+
+BUGS.append(KnownBug(
+    id="cpu-flash-attn-ext-row-stride", devices="CPU", op="FLASH_ATTN_EXT", releases=R0202, outcomes=("crash",),
+    applies=_fa_qkv_rows_strided,
+    reason="ops.cpp asserts nbq0/nbk0/nbv0 == element size (rows contiguous): q, k or v with dim 0 permuted "
+           "away aborts, although ggml_flash_attn_ext accepts any layout and supports_op says yes",
+    repro="FLASH_ATTN_EXT(type0=f32,ne0=[64,1,1,1],type1=f16,ne1=[64,2,1,1],type2=f16,ne2=[64,2,1,1],"
+          "lay2=perm[1,0,2,3],dst=f32,scale=0.125,max_bias=0.0,logit_softcap=0.0,prec=default,mask=False,"
+          "sinks=False,data=dense:0)"))
+
+
+def _fa_tiled_softcap_without_mask(case: OpCase) -> bool:
+    """ggml's CPU takes its tiled path (n_q ≥ 64, f32 q, k and v both F16 or both F32, DV a multiple of the
+    SIMD width: 8 floats in the AVX2 wheel) and the last KV tile of 64 is partial."""
+    q, k, v = case.inputs[:3]
+    tiled = q.ne[1] >= 64 and k.dtype == v.dtype and k.dtype in ("f16", "f32") and v.ne[0] % 8 == 0
+    # a cap c ≥ 16 leaves each padded weight below e^-c relative to the row's largest (≤ 63·e^-16 ≈ 7e-6):
+    # unseen against the allowance unless every logit of a row saturates at −c (measured: c = 30, 50 pass)
+    visible_cap = 0.0 < abs(case.param("logit_softcap")) < 16.0
+    return tiled and visible_cap and not case.param("mask") and k.ne[1] % 64 != 0
+
+
+BUGS.append(KnownBug(
+    id="cpu-flash-attn-ext-softcap-tile-padding", devices="CPU", op="FLASH_ATTN_EXT", releases=R0202,
+    outcomes=("fail",), applies=_fa_tiled_softcap_without_mask,
+    reason="the tiled kernel (ops.cpp, flash_attn_ext_tiled) sets the padded KV entries of a partial tile to −inf, "
+           "then soft-caps them: c·tanh(−inf) = −c, a finite logit, so the padding joins the softmax (with stale V "
+           "rows from the previous tile); a mask would add −inf back, so only mask-less cases: with n_kv = 1 the "
+           "output is v/(1 + 63·e^(−c−ℓ)) instead of v (ci: up to 63× the allowance). Where the padded weight "
+           "stays under the allowance (n_kv just below a multiple of 64, a dominating sink) a case passes",
+    repro="FLASH_ATTN_EXT(type0=f32,ne0=[64,64,1,1],type1=f16,ne1=[64,1,1,1],type2=f16,ne2=[64,1,1,1],dst=f32,"
+          "scale=0.125,max_bias=0.0,logit_softcap=1.0,prec=default,mask=False,sinks=False,data=dense:0)"))
