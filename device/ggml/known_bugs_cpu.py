@@ -143,3 +143,30 @@ BUGS: list[KnownBug] = [
         repro="GROUP_NORM(type=f32,ne=[1,2,1,1],lay=perm[1,0,2,3],dst=f32,n_groups=1,eps=9.999999747378752e-06,"
               "data=dense:0)"),
 ]
+
+
+def _either_rows_strided(case: OpCase) -> bool:
+    return not (rows_unit_stride(case.inputs[0]) and rows_unit_stride(case.inputs[1]))
+
+
+def _either_rows_not_uniform(case: OpCase) -> bool:
+    return not _either_rows_strided(case) and not (
+        rows_uniformly_strided(case.inputs[0]) and rows_uniformly_strided(case.inputs[1]))
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-cross-entropy-row-stride", devices="CPU", op="CROSS_ENTROPY_LOSS", releases=R0202,
+        outcomes=("crash",), applies=_either_rows_strided,
+        reason="ops.cpp asserts src0->nb[0] and src1->nb[0] == sizeof(float): logits or labels with dim 0 "
+               "permuted away abort, although ggml_cross_entropy_loss accepts any equal-shaped layouts",
+        repro="CROSS_ENTROPY_LOSS(type0=f32,ne0=[1,1,1,2],type1=f32,ne1=[1,1,1,2],lay1=perm[3,1,2,0],dst=f32,"
+              "data=dense:0)"),
+    KnownBug(
+        id="cpu-cross-entropy-rows-by-nb1", devices="CPU", op="CROSS_ENTROPY_LOSS", releases=R0202,
+        outcomes=("fail", "crash"), applies=_either_rows_not_uniform,
+        reason="the kernel addresses row j (over dims 1–3) at j·nb1: permuted rows or padding in dims 2–3 of "
+               "either input read the wrong rows or the padding (NaN loss; it can read past the tensor)",
+        repro="CROSS_ENTROPY_LOSS(type0=f32,ne0=[1,6,2,1],type1=f32,ne1=[1,6,2,1],lay1=pad[2,3,1,0],dst=f32,"
+              "data=dense:85557)"),
+]
