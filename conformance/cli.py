@@ -64,11 +64,21 @@ def check_case(case_id: str):  # -> OpCase
     if case.out_dtype not in dtypes.ALL_TYPES:
         raise bad(f"unknown destination dtype {case.out_dtype!r}")
     srcs = tuple(t.dtype for t in case.inputs)
-    if spec.signatures and not any(s.srcs == srcs and s.dst == case.out_dtype for s in spec.signatures):
+    # optional trailing inputs (ROPE's freq factors, SOFT_MAX's sinks) follow the signature's sources
+    if spec.signatures and not any(srcs[: len(s.srcs)] == s.srcs and s.dst == case.out_dtype
+                                   for s in spec.signatures):
         raise bad(f"{case.op} does not take {','.join(srcs)} -> {case.out_dtype} "
                   f"(accepted: {' '.join(s.label() for s in spec.signatures)})")
     if case.distribution not in DISTRIBUTIONS:
         raise bad(f"unknown data distribution {case.distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+    try:  # parameters and the op's validator (shapes ggml's constructor would assert on): one line, not a traceback
+        from conformance.data import make_inputs
+
+        spec.check_params(case)
+        if spec.validate is not None:
+            spec.validate(case, make_inputs(case))
+    except ValueError as exc:
+        raise bad(str(exc)) from None
     return case
 
 

@@ -10,8 +10,8 @@ takes the position row of its section, chosen by ``sector = k mod Σsections``. 
 first s0 sectors t, the next s1 h, then s2 w, the rest e; IMROPE interleaves them (sector % 3 = 1
 below 3·s1 is h, % 3 = 2 below 3·s2 is w, % 3 = 0 below 3·s0 is t, anything else e). Both rotate
 NEOX-style pairs (k, k + n_dims/2) for k < n_dims/2 and take θ's exponent k as ROPE does. VISION
-needs n_dims = ne0/2, rotates every element in pairs (k, k + n_dims) for k < n_dims, and restarts
-θ's exponent at the first sector of each section.
+needs n_dims = ne0/2 and sections [y, x, 0, 0], rotates every element in pairs (k, k + n_dims) for
+k < n_dims, and takes as θ's exponent the pair's index within its section.
 
 Exact maths: ``θ_k = p · base^(−2k/n_dims)`` evaluated directly for every k (ggml's CPU instead
 keeps a running f32 product ``θ_{k+1} = θ_k · f32(base^(−2/n_dims))``; the tolerance row carries
@@ -84,19 +84,14 @@ def rope_angles(
 
 def section_plan(mode: int, sections: tuple[int, ...], n_pairs: int) -> tuple[np.ndarray, np.ndarray]:
     """For each rotated pair k of a multi-section mode: the position row it takes (0 t, 1 h, 2 w,
-    3 e) and θ's exponent (k, or k minus where VISION last restarted that section)."""
+    3 e) and θ's exponent: k, or in VISION the pair's index within its section (ggml.h: "[0123] for
+    the y section, then [0123] for the x section", as ggml-cuda and ggml-cann compute it)."""
     s0, s1, s2, _ = sections
     sec_w, sec_e, total = s0 + s1, s0 + s1 + s2, sum(sections)
     rows = np.zeros(n_pairs, dtype=np.int64)
     exponents = np.arange(n_pairs, dtype=np.int64)
-    restarted = [0, 0, 0, 0]
     for k in range(n_pairs):
         sector = k % total
-        if mode == VISION:  # the first of these that holds restarts its section (as ggml's if-chain)
-            for row, start in enumerate((0, s0, sec_w, sec_e)):
-                if sector == start:
-                    restarted[row] = k
-                    break
         if mode == IMROPE:
             if sector % 3 == 1 and sector < 3 * s1:
                 row = 1
@@ -109,7 +104,8 @@ def section_plan(mode: int, sections: tuple[int, ...], n_pairs: int) -> tuple[np
         else:
             row = 1 if s0 <= sector < sec_w else 2 if sec_w <= sector < sec_e else 3 if sector >= sec_e else 0
         rows[k] = row
-        exponents[k] = k - restarted[row]
+        if mode == VISION:
+            exponents[k] = sector - (0, s0, sec_w, sec_e)[row]
     return rows, exponents
 
 
@@ -131,6 +127,8 @@ def check_rope(case: OpCase, inputs: list[np.ndarray]) -> None:
             raise ValueError(f"ROPE: sections {list(sections)} need s0+s1+s2 > 0 and a sum ≤ ne0 ({ne[0]})")
         if mode == VISION and n_dims != ne[0] // 2:
             raise ValueError(f"ROPE: VISION needs n_dims = ne0/2 ({ne[0] // 2}), got {n_dims}")
+        if mode == VISION and (sections[2] or sections[3]):  # ggml-cpu and ggml-cann use them, ggml-cuda does not
+            raise ValueError("ROPE: VISION takes sections [y, x, 0, 0] (ggml.h: the last two are ignored)")
     elif sections is not None:
         raise ValueError(f"ROPE: sections apply to the multi-section modes {MULTI_SECTION_MODES} only")
     if case.param("freq_factors"):

@@ -103,7 +103,9 @@ def _rope_sections(draw: st.DrawFn, mode: int, n_dims: int, ne0: int) -> tuple[i
     n_pairs = n_dims if mode == rope.VISION else n_dims // 2
     total = draw(st.one_of(st.just(n_pairs), st.just(n_pairs), st.integers(1, max(1, min(ne0, n_pairs + 4)))))
     cuts = sorted(draw(st.lists(st.integers(0, total), min_size=3, max_size=3)))
-    if not draw(st.booleans()):
+    if mode == rope.VISION:
+        cuts[1] = cuts[2] = total  # [y, x, 0, 0]: ggml.h says the last two are ignored
+    elif not draw(st.booleans()):
         cuts[2] = total  # no e section, as in the models that use these modes
     if cuts[2] == 0:
         cuts[2] = total  # s0 + s1 + s2 > 0

@@ -170,3 +170,23 @@ BUGS += [
         repro="CROSS_ENTROPY_LOSS(type0=f32,ne0=[1,6,2,1],type1=f32,ne1=[1,6,2,1],lay1=pad[2,3,1,0],dst=f32,"
               "data=dense:85557)"),
 ]
+
+
+def _vision_empty_first_section_wraps(case: OpCase) -> bool:
+    sections = case.param("sections", None)
+    return (case.param("mode") == 24 and sections is not None and sections[0] == 0
+            and sum(sections) < case.param("n_dims"))
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-rope-vision-empty-y-section", devices="CPU", op="ROPE", releases=R0202, outcomes=("fail",),
+        applies=_vision_empty_first_section_wraps,
+        reason="VISION restarts each section's θ at its first sector with an if-chain that tests sector == 0 for "
+               "the y section first: with sections [0, x, 0, 0] the x section is never restarted when the "
+               "sectors wrap (x < n_dims), so its exponent keeps growing with the pair index (ggml.h, ggml-cuda "
+               "and ggml-cann restart it: [0123] per section)",
+        repro="ROPE(type0=f32,ne0=[4,116,1,1],type1=i32,ne1=[4,1,1,1],type2=f32,ne2=[5,1,1,1],dst=f32,n_dims=2,"
+              "mode=24,n_ctx_orig=8192,freq_base=1000000.0,freq_scale=0.25,ext_factor=0.015625,attn_factor=1.0,"
+              "beta_fast=16.0,beta_slow=2.0,freq_factors=True,sections=[0,1,0,0],data=dense:1)"),
+]
