@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -143,8 +144,8 @@ class RopeGeometry:
 
     positions: np.ndarray  # (n_tokens, n_pairs)
     exponents: np.ndarray  # (n_pairs,)
-    first: tuple[slice, ...]  # numpy index of x0 (last axis), with ``second`` of x1
-    second: tuple[slice, ...]
+    first: tuple[Any, ...]  # numpy index of x0 (last axis), with ``second`` of x1
+    second: tuple[Any, ...]
 
 
 def rope_geometry(case: OpCase, pos: np.ndarray) -> RopeGeometry:
@@ -158,6 +159,8 @@ def rope_geometry(case: OpCase, pos: np.ndarray) -> RopeGeometry:
         n_pairs = n_dims // 2
         exponents = np.arange(n_pairs)
         positions = np.repeat(pos.reshape(-1, 1), n_pairs, axis=1)
+    first: tuple[Any, ...]
+    second: tuple[Any, ...]
     if mode == NORMAL:
         first, second = np.s_[..., 0:n_dims:2], np.s_[..., 1:n_dims:2]
     else:  # NEOX and the multi-section modes: pairs (k, k + n_pairs)
@@ -166,7 +169,7 @@ def rope_geometry(case: OpCase, pos: np.ndarray) -> RopeGeometry:
 
 
 def rope(x: np.ndarray, geometry: RopeGeometry, n_dims: int, freq_factors: np.ndarray | None = None,
-         **angles: float) -> np.ndarray:
+         **angles: Any) -> np.ndarray:
     """Rotate each pair by its token's angle; elements in no pair are copied."""
     x = np.asarray(x, np.float64)
     theta, mscale = rope_angles(geometry.positions, n_dims, freq_factors=freq_factors,
@@ -182,7 +185,7 @@ def rope(x: np.ndarray, geometry: RopeGeometry, n_dims: int, freq_factors: np.nd
     return out
 
 
-def _angle_params(c: OpCase) -> dict[str, float]:
+def _angle_params(c: OpCase) -> dict[str, Any]:
     return {name: c.param(name) for name in ("freq_base", "freq_scale", "ext_factor", "n_ctx_orig", "beta_fast",
                                              "beta_slow", "attn_factor")}
 
