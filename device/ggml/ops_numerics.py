@@ -1,8 +1,9 @@
 """ggml constructors for the numerics ops (see golden/catalogue.py for the list).
 
 Multi-input conventions (case.inputs order): SOFT_MAX takes a, then the mask when ``mask`` is set,
-then the sinks when ``sinks`` is set; ROPE takes a, positions, then freq factors when
-``freq_factors`` is set; IM2COL takes the kernel (shape only), then the data.
+then the sinks when ``sinks`` is set; ROPE takes a, positions (four rows t, h, w, e in the
+multi-section modes, built with ``ggml_rope_multi``), then freq factors when ``freq_factors`` is
+set; IM2COL takes the kernel (shape only), then the data.
 """
 
 from __future__ import annotations
