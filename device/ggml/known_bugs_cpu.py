@@ -308,3 +308,49 @@ BUGS.append(KnownBug(
            "stays under the allowance (n_kv just below a multiple of 64, a dominating sink) a case passes",
     repro="FLASH_ATTN_EXT(type0=f32,ne0=[64,64,1,1],type1=f16,ne1=[64,1,1,1],type2=f16,ne2=[64,1,1,1],dst=f32,"
           "scale=0.125,max_bias=0.0,logit_softcap=1.0,prec=default,mask=False,sinks=False,data=dense:0)"))
+
+def _either_rows_strided(case: OpCase) -> bool:
+    return not (rows_unit_stride(case.inputs[0]) and rows_unit_stride(case.inputs[1]))
+
+
+def _either_rows_not_uniform(case: OpCase) -> bool:
+    return not _either_rows_strided(case) and not (
+        rows_uniformly_strided(case.inputs[0]) and rows_uniformly_strided(case.inputs[1]))
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-cross-entropy-row-stride", devices="CPU", op="CROSS_ENTROPY_LOSS", releases=R0202,
+        outcomes=("crash",), applies=_either_rows_strided,
+        reason="ops.cpp asserts src0->nb[0] and src1->nb[0] == sizeof(float): logits or labels with dim 0 "
+               "permuted away abort, although ggml_cross_entropy_loss accepts any equal-shaped layouts",
+        repro="CROSS_ENTROPY_LOSS(type0=f32,ne0=[1,1,1,2],type1=f32,ne1=[1,1,1,2],lay1=perm[3,1,2,0],dst=f32,"
+              "data=dense:0)"),
+    KnownBug(
+        id="cpu-cross-entropy-rows-by-nb1", devices="CPU", op="CROSS_ENTROPY_LOSS", releases=R0202,
+        outcomes=("fail", "crash"), applies=_either_rows_not_uniform,
+        reason="the kernel addresses row j (over dims 1–3) at j·nb1: permuted rows or padding in dims 2–3 of "
+               "either input read the wrong rows or the padding (NaN loss; it can read past the tensor)",
+        repro="CROSS_ENTROPY_LOSS(type0=f32,ne0=[1,6,2,1],type1=f32,ne1=[1,6,2,1],lay1=pad[2,3,1,0],dst=f32,"
+              "data=dense:85557)"),
+]
+
+
+def _vision_empty_first_section_wraps(case: OpCase) -> bool:
+    sections = case.param("sections", None)
+    return (case.param("mode") == 24 and sections is not None and sections[0] == 0
+            and sum(sections) < case.param("n_dims"))
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-rope-vision-empty-y-section", devices="CPU", op="ROPE", releases=R0202, outcomes=("fail",),
+        applies=_vision_empty_first_section_wraps,
+        reason="VISION restarts each section's θ at its first sector with an if-chain that tests sector == 0 for "
+               "the y section first: with sections [0, x, 0, 0] the x section is never restarted when the "
+               "sectors wrap (x < n_dims), so its exponent keeps growing with the pair index (ggml.h, ggml-cuda "
+               "and ggml-cann restart it: [0123] per section)",
+        repro="ROPE(type0=f32,ne0=[4,116,1,1],type1=i32,ne1=[4,1,1,1],type2=f32,ne2=[5,1,1,1],dst=f32,n_dims=2,"
+              "mode=24,n_ctx_orig=8192,freq_base=1000000.0,freq_scale=0.25,ext_factor=0.015625,attn_factor=1.0,"
+              "beta_fast=16.0,beta_slow=2.0,freq_factors=True,sections=[0,1,0,0],data=dense:1)"),
+]
