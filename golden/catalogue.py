@@ -3,8 +3,8 @@
 Each family module (``golden/<family>.py``) holds its ops' golden functions with their
 :class:`golden.spec.OpSpec` beside them in ``SPECS``. This module finds the families (every module
 of the package with a ``SPECS`` list), so adding an op or a family needs no edit here.
-``conform ops`` prints the catalogue, and tests/test_catalogue_consistency.py checks that every op has its golden, ggml builder, strategy,
-input maker and comparator where it needs them.
+``conform ops`` prints the catalogue, and tests/test_catalogue_consistency.py checks that every op
+has its golden, ggml builder, strategy, input maker and comparator where it needs them.
 """
 
 from __future__ import annotations
