@@ -10,7 +10,7 @@ from __future__ import annotations
 from device.known_bugs import KnownBug
 from golden import unary
 from golden.case import OpCase
-from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride
+from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride, strictly_packed
 
 R0202 = ("0.20.2",)
 
@@ -58,7 +58,8 @@ BUGS: list[KnownBug] = [
         repro="SCALE(type=f32,ne=[5,4,2,1],lay=pad[1,0,0,0],dst=f32,s=2.0,bias=0.0,data=uniform:1)"),
     KnownBug(
         id="cpu-clamp-row-stride", devices="CPU", op="CLAMP", releases=R0202,
-        outcomes=("fail", "crash", "error", "timeout"), applies=_src0_rows_not_uniform, corrupts_process=True,
+        outcomes=("fail", "crash", "error", "timeout"), applies=lambda c: not strictly_packed(c.inputs[0]),
+        corrupts_process=True,
         reason="the kernel addresses row j at j·nb1: permuted or row-padded inputs come out wrong; with dim 0 "
                "permuted away it asserts nb0 == sizeof(float), and has been seen to corrupt the heap "
                "('double free or corruption'; a Python TypeError raised in the device process)",
@@ -125,9 +126,11 @@ BUGS: list[KnownBug] = [
               "p1=2,d0=2,d1=2,is_2d=True,data=special:1473934)"),
     KnownBug(
         id="cpu-pool-2d-plane-gaps", devices="CPU", op="POOL_2D", releases=R0202,
-        outcomes=("fail", "crash", "error", "timeout"), applies=_src0_rows_not_uniform, corrupts_process=True,
+        outcomes=("fail", "crash", "error", "timeout"), applies=lambda c: not strictly_packed(c.inputs[0]),
+        corrupts_process=True,
         reason="the kernel walks source planes by nb2 until ggml_nbytes(src) and writes dst planes in step: gaps "
-               "between planes or rows (padding in dims 1–3, a permute) run it past dst (heap corruption: "
+               "between planes or rows (padding in dims 1–3, a permute, even of size-1 dims: it steps by nb2) "
+               "run it past dst (heap corruption: "
                "SIGABRT 'double free', SIGSEGV, a hang, later MemoryError) or give garbage",
         repro="POOL_2D(type=f32,ne=[1,2,2,2],lay=perm[0,2,1,3],dst=f32,op=0,k0=1,k1=1,s0=1,s1=1,p0=0.0,p1=0.0,"
               "data=dense:0)"),
