@@ -20,12 +20,13 @@ _BLOCK = {
     "f16": (2, 1),
     "bf16": (2, 1),
     "i32": (4, 1),
+    "i64": (8, 1),  # COUNT_EQUAL's result
     "q4_0": (18, 32),
     "q8_0": (34, 32),
 }
 
 # ggml_type enum values (ggml.h, 0.20.2)
-GGML_TYPE_ID = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "i32": 26, "bf16": 30}
+GGML_TYPE_ID = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "i32": 26, "i64": 27, "bf16": 30}
 
 # numpy dtype holding one stored element (bf16 is kept as its raw 16 bits)
 STORAGE_DTYPE = {
@@ -33,6 +34,7 @@ STORAGE_DTYPE = {
     "f16": np.dtype("<f2"),
     "bf16": np.dtype("<u2"),
     "i32": np.dtype("<i4"),
+    "i64": np.dtype("<i8"),
 }
 
 
@@ -91,6 +93,9 @@ def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "i32":
         with np.errstate(invalid="ignore"):
             return np.trunc(x).astype(np.int32).astype(np.float64)
+    if dtype == "i64":
+        with np.errstate(invalid="ignore"):
+            return np.trunc(x).astype(np.int64).astype(np.float64)
     raise ValueError(f"round_to: {dtype} is not a plain element type")
 
 
@@ -100,6 +105,8 @@ def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
         return bf16_bits(np.asarray(values, dtype=np.float32))
     if dtype == "i32":
         return np.asarray(values).astype(np.int32)
+    if dtype == "i64":
+        return np.asarray(values).astype(np.int64)
     return np.asarray(values).astype(STORAGE_DTYPE[dtype])
 
 
@@ -109,6 +116,8 @@ def from_storage(stored: np.ndarray, dtype: str) -> np.ndarray:
         return bf16_to_f32(stored).astype(np.float64)
     if dtype == "i32":
         return np.asarray(stored, dtype=np.int32)
+    if dtype == "i64":
+        return np.asarray(stored, dtype=np.int64)
     return np.asarray(stored).astype(np.float64)
 
 
@@ -131,6 +140,6 @@ def ulp(values: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bf16":
         exp = np.floor(np.log2(np.maximum(a, 2.0**-126)))
         return 2.0 ** (exp - 7)
-    if dtype == "i32":
+    if dtype in ("i32", "i64"):
         return np.ones_like(a)
     raise ValueError(f"ulp: {dtype} is not a plain element type")
