@@ -101,6 +101,9 @@ def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "i32":
         with np.errstate(invalid="ignore"):
             return np.trunc(x).astype(np.int32).astype(np.float64)
+    if dtype == "i64":
+        with np.errstate(invalid="ignore"):
+            return np.trunc(x).astype(np.int64).astype(np.float64)
     raise ValueError(f"round_to: {dtype} is not a plain element type")
 
 
@@ -110,6 +113,8 @@ def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
         return bf16_bits(np.asarray(values, dtype=np.float32))
     if dtype == "i32":
         return np.asarray(values).astype(np.int32)
+    if dtype == "i64":
+        return np.asarray(values).astype(np.int64)
     return np.asarray(values).astype(STORAGE_DTYPE[dtype])
 
 
@@ -141,6 +146,6 @@ def ulp(values: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bf16":
         exp = np.floor(np.log2(np.maximum(a, 2.0**-126)))
         return 2.0 ** (exp - 7)
-    if dtype == "i32":
+    if dtype in ("i32", "i64"):
         return np.ones_like(a)
     raise ValueError(f"ulp: {dtype} is not a plain element type")

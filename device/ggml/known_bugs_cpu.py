@@ -357,3 +357,59 @@ BUGS += [
               "mode=24,n_ctx_orig=8192,freq_base=1000000.0,freq_scale=0.25,ext_factor=0.015625,attn_factor=1.0,"
               "beta_fast=16.0,beta_slow=2.0,freq_factors=True,sections=[0,1,0,0],data=dense:1)"),
 ]
+
+
+# ---- GLU and the reductions (issue 13) -------------------------------------------------------------
+def _src0_rows_strided_multi(case: OpCase) -> bool:
+    """Dim 0 is not unit-stride and holds more than one element (a one-element row reads right anyway)."""
+    return case.inputs[0].ne[0] > 1 and not rows_unit_stride(case.inputs[0])
+
+
+def _count_equal_rows_missed(case: OpCase) -> bool:
+    """ops.cpp's count_equal maps flat row ir to (i01, i02, i03) with ne03 and ne02 where ne01·ne02 and
+    ne01 belong: the rows it visits are not every row once unless ne02 == 1 and ne03 == 1, or ne01 == ne02
+    with ne03 == 1 (then the formula happens to be right)."""
+    ne1, ne2, ne3 = case.inputs[0].ne[1:]
+    visited = set()
+    for ir in range(ne1 * ne2 * ne3):
+        i3 = ir // (ne2 * ne1)
+        i2 = (ir - i3 * ne3) // ne1
+        i1 = ir - i3 * ne3 - i2 * ne2
+        visited.add((i1, i2, i3))
+    return visited != {(i1, i2, i3) for i1 in range(ne1) for i2 in range(ne2) for i3 in range(ne3)}
+
+
+BUGS += [
+    KnownBug(
+        id=f"cpu-glu-bf16-{op.lower()}", devices="CPU", op=op, releases=R0202, outcomes=("crash",),
+        applies=lambda c: c.inputs[0].dtype == "bf16",
+        reason="ops.cpp's GLU kernels handle F32 and F16 only and GGML_ABORT on BF16 ('fatal error'), although "
+               "ggml_glu/ggml_glu_split accept any type and the CPU's supports_op says yes",
+        repro=f"{op}(type=bf16,ne=[4,1,1,1],dst=bf16,swapped=False,data=uniform:1)")
+    for op in ("REGLU", "GEGLU", "SWIGLU", "GEGLU_ERF", "GEGLU_QUICK")
+] + [
+    KnownBug(
+        id=f"cpu-{op.lower()}-row-stride", devices="CPU", op=op, releases=R0202, outcomes=("fail",),
+        applies=_src0_rows_strided_multi,
+        reason="the kernel reads each row as ne0 contiguous elements from its start (only a debug assert on "
+               "nb0): a source with dim 0 permuted away sums (or searches) other elements, or padding",
+        repro=repro)
+    for op, repro in (
+        ("SUM", "SUM(type=f32,ne=[3,2,1,1],lay=perm[1,0,2,3],dst=f32,data=uniform:1)"),
+        ("MEAN", "MEAN(type=f32,ne=[3,2,1,1],lay=perm[1,0,2,3],dst=f32,data=uniform:1)"),
+        ("ARGMAX", "ARGMAX(type=f32,ne=[3,2,1,1],lay=perm[1,0,2,3],dst=i32,data=uniform:3)"),
+    )
+] + [
+    KnownBug(
+        id="cpu-cumsum-row-stride", devices="CPU", op="CUMSUM", releases=R0202, outcomes=("crash",),
+        applies=lambda c: not rows_unit_stride(c.inputs[0]),
+        reason="ops.cpp asserts src0->nb[0] == sizeof(float) although ggml_cumsum accepts any layout",
+        repro="CUMSUM(type=f32,ne=[3,2,1,1],lay=perm[1,0,2,3],dst=f32,data=uniform:1)"),
+    KnownBug(
+        id="cpu-count-equal-row-index", devices="CPU", op="COUNT_EQUAL", releases=R0202, outcomes=("fail", "crash"),
+        applies=_count_equal_rows_missed,
+        reason="ops.cpp computes i02 = (ir − i03·ne03)/ne01 and i01 = ir − i03·ne03 − i02·ne02 (ne03 and ne02 "
+               "where ne02·ne01 and ne01 belong): with ne2 > 1 (unless ne1 == ne2) or ne3 > 1 it counts some "
+               "rows twice, skips others and reads before the tensor",
+        repro="COUNT_EQUAL(type0=i32,ne0=[3,2,3,1],type1=i32,ne1=[3,2,3,1],dst=i64,data=uniform:3)"),
+]
