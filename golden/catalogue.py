@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from golden import binary, conv, embedding, matmul, movement, norm, resample, rope, sequence, softmax, unary
+from golden import binary, conv, embedding, matmul, movement, norm, resample, rope, sequence, softmax, ssm, unary
 from golden.case import OpCase
 from golden.spec import InputLayouts, OpSpec, Signature
 from golden.tolerance import Tolerance
 
-FAMILIES = (unary, binary, norm, softmax, rope, matmul, conv, embedding, movement, resample, sequence)
+FAMILIES = (unary, binary, norm, softmax, rope, matmul, conv, embedding, movement, resample, sequence, ssm)
 
 OPS: dict[str, OpSpec] = {}
 for _family in FAMILIES:
