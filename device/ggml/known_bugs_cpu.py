@@ -413,3 +413,43 @@ BUGS += [
                "rows twice, skips others and reads before the tensor",
         repro="COUNT_EQUAL(type0=i32,ne0=[3,2,3,1],type1=i32,ne1=[3,2,3,1],dst=i64,data=uniform:3)"),
 ]
+
+# issue 14 (CONV_TRANSPOSE_1D, SSM_CONV): ggml.c asserts no layout for either op, the CPU kernels do
+
+
+def _conv_transpose_rows_strided(case: OpCase) -> bool:
+    return not (rows_unit_stride(case.inputs[0]) and rows_unit_stride(case.inputs[1]))
+
+
+def _ssm_conv_asserted_layout(case: OpCase) -> bool:
+    sx, c = case.inputs
+    return (not rows_unit_stride(sx) or logical_nb(sx)[1] != sx.ne[0] * 4) or not rows_unit_stride(c)
+
+
+def _ssm_conv_kernel_rows_padded(case: OpCase) -> bool:
+    c = case.inputs[1]
+    return not _ssm_conv_asserted_layout(case) and c.ne[1] > 1 and logical_nb(c)[1] != c.ne[0] * 4
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-conv-transpose-1d-row-stride", devices="CPU", op="CONV_TRANSPOSE_1D", releases=R0202,
+        outcomes=("crash",), applies=_conv_transpose_rows_strided,
+        reason="ops.cpp asserts nb00 == element size and nb10 == sizeof(float): a kernel or data whose dim 0 is "
+               "permuted away aborts (even with ne0 = 1), although ggml_conv_transpose_1d accepts any layout "
+               "(ci: every such case aborts; padded and permuted outer dims pass)",
+        repro="CONV_TRANSPOSE_1D(type0=f32,ne0=[1,1,2,1],lay0=perm[2,0,1,3],type1=f32,ne1=[1,2,1,1],dst=f32,s0=1,"
+              "data=dense:0)"),
+    KnownBug(
+        id="cpu-ssm-conv-asserted-layout", devices="CPU", op="SSM_CONV", releases=R0202, outcomes=("crash",),
+        applies=_ssm_conv_asserted_layout,
+        reason="ops.cpp asserts sx nb0 == sizeof(float) and nb1 == ne0·sizeof(float) (packed rows) and c nb0 == "
+               "sizeof(float), although ggml_ssm_conv asserts only that sx is 3-d and c a matrix",
+        repro="SSM_CONV(type0=f32,ne0=[4,2,1,1],lay0=pad[1,0,0,0],type1=f32,ne1=[4,2,1,1],dst=f32,data=dense:0)"),
+    KnownBug(
+        id="cpu-ssm-conv-kernel-ignores-nb1", devices="CPU", op="SSM_CONV", releases=R0202, outcomes=("fail",),
+        applies=_ssm_conv_kernel_rows_padded,
+        reason="the kernel addresses c's row r at r·d_conv elements, ignoring nb1: a c with padded or permuted "
+               "rows (dim 0 still unit-stride) gives other channels' or padding values",
+        repro="SSM_CONV(type0=f32,ne0=[4,2,1,1],type1=f32,ne1=[4,2,1,1],lay1=pad[1,0,0,0],dst=f32,data=dense:0)"),
+]
