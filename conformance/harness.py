@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -111,7 +112,10 @@ class Harness:
         return record
 
     # ---- one case ------------------------------------------------------------------------------
-    def evaluate(self, case: OpCase) -> CaseRecord:
+    def evaluate(self, case: OpCase,
+                 perf: Callable[[OpCase, list[np.ndarray]], dict[str, Any] | None] | None = None) -> CaseRecord:
+        """Run and judge one case and write its record. ``perf`` (perf mode, ``conformance/perf.py``)
+        times the case once the device has answered; what it returns is the record's ``perf`` block."""
         clock = self.clock
         if clock is not None:
             clock.cases += 1
@@ -155,6 +159,8 @@ class Harness:
             record.expected = ExpectedFailure.of(bug)
             if bug.corrupts_process and isinstance(self.runner, DeviceWorker):
                 self.runner.start()  # the kernel wrote past a buffer: later cases get a clean process
+        if perf is not None and reply.answered:
+            record.perf = perf(case, inputs)
         if clock is not None:
             clock.lap(Stage.VERDICT)
         if record.failing and record.expected is None and self.keep_artefacts:

@@ -12,6 +12,7 @@ import numpy as np
 from device.base import Capability, DeviceBytes, DeviceError, RawMemoryReader, RunResult
 from device.ggml import lib as ggml_lib
 from device.ggml.graph import GraphBuilder, GraphBuildError, InputTensor, builders, read_tensor
+from device.ggml.perf import PerfSettings, time_case
 from golden import dtypes
 from golden.case import OpCase, TensorSpec
 from golden.geometry import pack, unpack
@@ -47,7 +48,7 @@ class GgmlDevice:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        caps = {Capability.TRANSFER}
+        caps = {Capability.TRANSFER, Capability.PERF}
         if self.backend_name == "CANN":
             caps.add(Capability.CANN_QUANT_LAYOUT)
         if self.raw_reader is not None:
@@ -184,6 +185,10 @@ class GgmlDevice:
             if buffer:
                 lib.ggml_backend_buffer_free(buffer)
             g.free()
+
+    def time_case(self, case: OpCase, inputs: list[np.ndarray], settings: PerfSettings) -> dict[str, Any]:
+        """Perf mode: warm, repeated, synchronised compute times of the case (``device/ggml/perf.py``)."""
+        return time_case(self, case, inputs, settings)
 
     def close(self) -> None:
         if self.backend:
