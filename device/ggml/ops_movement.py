@@ -27,7 +27,7 @@ def _then_cont(view: Callable[[GraphBuilder, TensorP, OpCase], TensorP]) -> Buil
 
 def _view(g: GraphBuilder, a: TensorP, case: OpCase) -> TensorP:
     ne, nb = case.param("ne"), case.param("nb")
-    return g.lib.ggml_view_4d(g.ctx, a, *ne, nb[1], nb[2], nb[3], case.param("offset"))
+    return g.lib.ggml_view_4d(g.ctx, a, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], case.param("offset"))
 
 
 def _cont(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
@@ -73,7 +73,8 @@ def _pad(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 
 def _upscale(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     if case.variant == "interpolate":
-        return g.lib.ggml_interpolate(g.ctx, srcs[0], *case.param("ne"), SCALE_MODE_NEAREST)
+        ne = case.param("ne")
+        return g.lib.ggml_interpolate(g.ctx, srcs[0], ne[0], ne[1], ne[2], ne[3], SCALE_MODE_NEAREST)
     return g.lib.ggml_upscale(g.ctx, srcs[0], case.param("sf"), SCALE_MODE_NEAREST)
 
 
