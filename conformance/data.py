@@ -1,12 +1,11 @@
 """Input arrays for a case, made from its data seed and value distribution with numpy's Generator.
 
 The same case always gets the same bytes, so a case id alone reproduces a failure. Ops whose
-inputs have structure (row indices, positions, masks) register a maker in :data:`INPUT_MAKERS`.
+inputs have structure (row indices, positions, masks) register a maker with their case entry
+(``conformance.cases.register(make_inputs=...)``).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 
@@ -21,18 +20,6 @@ DISTRIBUTIONS = {
 }
 
 SUBNORMAL = {"f32": 2.0**-140, "f16": 2.0**-20, "bf16": 2.0**-130}
-
-InputMaker = Callable[[OpCase, np.random.Generator], list[np.ndarray]]
-INPUT_MAKERS: dict[str, InputMaker] = {}
-
-
-def register_maker(op: str) -> Callable[[InputMaker], InputMaker]:
-    def wrap(fn: InputMaker) -> InputMaker:
-        INPUT_MAKERS[op] = fn
-        return fn
-
-    return wrap
-
 
 def floats(
     rng: np.random.Generator, spec: TensorSpec, distribution: str, specials: tuple[float, ...] = (),
@@ -68,7 +55,9 @@ def plain_input(rng: np.random.Generator, spec: TensorSpec, case: OpCase) -> np.
 
 def make_inputs(case: OpCase) -> list[np.ndarray]:
     rng = np.random.default_rng(case.data_seed)
-    maker = INPUT_MAKERS.get(case.op)
+    from conformance import cases
+
+    maker = cases.lookup(case.op).make_inputs
     if maker is not None:
         return maker(case, rng)
     return [plain_input(rng, spec, case) for spec in case.inputs]

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from conformance.data import DISTRIBUTIONS
 from golden.case import Layout, Ne, OpCase, TensorSpec
+from golden.spec import InputLayouts
 
 EDGE_ROW_SIZES = (1, 2, 3, 5, 7, 16, 31, 32, 33, 63, 64, 127, 128, 255, 256, 511, 512, 513, 1023, 1024, 1025,
                   2047, 2048, 3000, 4096)
@@ -73,15 +74,21 @@ def tiling_shape(draw: st.DrawFn, ne: Ne) -> Ne:
     return tuple(out)  # type: ignore[return-value]
 
 
-def layouts_for(kind: str) -> st.SearchStrategy[Layout]:
-    """Input layouts an op's kernel handles (see OpSpec.layouts)."""
-    if kind == "contiguous":
+def input_layouts(kind: InputLayouts) -> st.SearchStrategy[Layout]:
+    """Every layout ggml's constructor accepts for the op (``OpSpec.input_layouts``): the full domain,
+    whatever one backend's kernel mishandles (those are that backend's known bugs)."""
+    if kind is InputLayouts.CONTIGUOUS:
         return st.just(Layout())
-    if kind == "uniform_rows":
-        return st.builds(lambda p, o: Layout(pad=(p, 0, 0, 0), offset=o), st.integers(0, 3), st.integers(0, 5))
-    if kind == "any":
+    if kind is InputLayouts.PADDED_ROWS:
+        return padded_rows()
+    if kind is InputLayouts.ANY:
         return layouts(perms=ALL_PERMS)
     return layouts(perms=ROW_KEEPING_PERMS)
+
+
+def padded_rows() -> st.SearchStrategy[Layout]:
+    """Rows at a uniform stride (padding in dim 0) at an offset, planes packed, no permute."""
+    return st.builds(lambda p, o: Layout(pad=(p, 0, 0, 0), offset=o), st.integers(0, 3), st.integers(0, 5))
 
 
 # Weight tensor names as llama.cpp gives them: ggml-cann picks its NZ weight path (GGML_CANN_WEIGHT_NZ,

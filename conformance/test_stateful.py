@@ -24,7 +24,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
-from conformance.strategies import f32, finish, layouts, layouts_for, shapes, spec
+from conformance.strategies import f32, finish, input_layouts, layouts, shapes, spec
 from golden import catalogue
 from golden.case import Ne, OpCase
 
@@ -57,7 +57,7 @@ def params_for(draw: Any, op: str) -> tuple[tuple[str, float], ...]:
 def unary_case(draw: Any, op: str, ne: Ne) -> OpCase:
     op_spec = catalogue.get(op)
     sig = draw(st.sampled_from(op_spec.signatures))
-    layout = draw(layouts_for(op_spec.layouts))
+    layout = draw(input_layouts(op_spec.input_layouts))
     return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, layout),), params=params_for(draw, op), out_dtype=sig.dst))
 
 

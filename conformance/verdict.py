@@ -7,7 +7,6 @@ destination, NMSE (comparable with ggml's test-backend-ops), and the NaN/±inf p
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -102,12 +101,6 @@ def compare(
             f"NMSE {m.nmse:.3g})"
         )
     return m
-
-
-Comparator = Callable[[OpCase, list[np.ndarray], np.ndarray, np.ndarray], Metrics]
-
-# ops judged by something other than elementwise closeness (ARGSORT: is it a sorting permutation?)
-COMPARATORS: dict[str, Comparator] = {}
 
 
 def same_values(a: np.ndarray, b: np.ndarray) -> bool:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from golden.case import OpCase
 
+CORRUPTING_CASE_TIMEOUT_S = 10.0
+
 
 @dataclass(frozen=True)
 class KnownBug:
@@ -31,7 +33,8 @@ class KnownBug:
     repro: str  # a minimal case id that shows it
     releases: tuple[str, ...] = ()  # ggml versions that have it; empty: every release we know
     outcomes: tuple[str, ...] = ("fail",)  # what it gives: fail, crash, timeout, error
-    # the kernel corrupts process memory (a write past a buffer): restart the worker after the case
+    # the kernel corrupts process memory (a write past a buffer): the case gets a short timeout (it may
+    # hang) and the worker is restarted after it
     corrupts_process: bool = False
     tags: tuple[str, ...] = field(default=())
 

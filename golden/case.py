@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 Ne = tuple[int, int, int, int]
+_MISSING: Any = object()
 
 
 @dataclass(frozen=True)
@@ -114,10 +115,15 @@ class OpCase:
     def params_dict(self) -> dict[str, Any]:
         return dict(self.params)
 
-    def param(self, name: str, default: Any = None) -> Any:
+    def param(self, name: str, default: Any = _MISSING) -> Any:
+        """The value of parameter ``name``; a name the case lacks is a KeyError unless a default is given
+        (so a misspelt name is never read as None)."""
         for key, value in self.params:
             if key == name:
                 return value
+        if default is _MISSING:
+            have = ", ".join(k for k, _ in self.params) or "none"
+            raise KeyError(f"{self.op} case has no parameter {name!r} (it has: {have})")
         return default
 
     @property

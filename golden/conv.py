@@ -9,6 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from golden.case import OpCase
+from golden.spec import OpList, OpSpec, P, sig
+from golden.tolerance import F32_EPS, Tolerance, finite_abs
+
+SPECS = OpList()
+
 FLT_MAX = float(np.finfo(np.float32).max)
 POOL_MAX, POOL_AVG = 0, 1
 
@@ -76,3 +82,53 @@ def pool_2d(x: np.ndarray, op: int, k0: int, k1: int, s0: int, s1: int, p0: floa
         return _windows(x, oh, ow, k1, k0, (s0, s1), pads, (1, 1), -FLT_MAX).max(axis=(-2, -1), initial=-FLT_MAX)
     with np.errstate(invalid="ignore", over="ignore"):
         return _windows(x, oh, ow, k1, k0, (s0, s1), pads, (1, 1), 0.0).sum(axis=(-2, -1)) / (k0 * k1)
+
+
+def _im2col(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
+    p = c.params_dict
+    return im2col(c.inputs[0].ne, xs[1], p["s0"], p["s1"], p["p0"], p["p1"], p["d0"], p["d1"], bool(p["is_2d"]))
+
+
+SPECS.add(OpSpec(
+    name="IM2COL", family="conv", golden=_im2col,
+    signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f16"), sig("f16", "f16")),
+    tolerance={"*": Tolerance("values are copied; an F32 value going to an F16 destination is rounded once",
+                              ulp=0.5)},
+    params={"s0": P("stride", int), "s1": P("stride (2-D)", int), "p0": P("zero padding", int),
+            "p1": P("zero padding (2-D)", int), "d0": P("dilation", int), "d1": P("dilation (2-D)", int),
+            "is_2d": P("2-D (else 1-D, s1 = p1 = d1 = 0)", bool)},
+    notes="src0 is the kernel (only its shape matters); src1 is the data, in any layout"))
+
+
+def pool_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """MAX selects a stored value (or −FLT_MAX): exact. AVG sums k0·k1 taps in f32 (≤ (k0·k1 − 1)·u·Σ|x|)
+    and divides once: ``(k0·k1 + 1)·(u·avg(|x|) + 2^-150)`` over the window (2^-150: a rounding in
+    f32's subnormal range), plus the final rounding to f32. The half ulp is part of this model rather
+    than the row's ``ulp`` because ``dtypes.ulp`` is infinite at ±FLT_MAX, which would excuse any
+    value where a padding-only MAX window must give −FLT_MAX."""
+    if case.param("op") != POOL_AVG:
+        return np.zeros_like(golden)
+    k0, k1 = case.param("k0"), case.param("k1")
+    mag = pool_2d(finite_abs(inputs[0]), POOL_AVG, k0, k1, case.param("s0"), case.param("s1"),
+                  case.param("p0"), case.param("p1"))
+    with np.errstate(over="ignore"):
+        half_ulp = 0.5 * np.spacing(np.minimum(finite_abs(golden), 2.0**127).astype(np.float32)).astype(np.float64)
+    return (k0 * k1 + 1) * (F32_EPS * mag + 2.0**-150) + half_ulp
+
+
+def _pool_2d(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
+    p = c.params_dict
+    return pool_2d(xs[0], p["op"], p["k0"], p["k1"], p["s0"], p["s1"], p["p0"], p["p1"])
+
+
+SPECS.add(OpSpec(
+    name="POOL_2D", family="conv", golden=_pool_2d, signatures=(sig("f32"), sig("f16", dst="f32")),
+    tolerance={"f32": Tolerance("MAX selects (exact, −FLT_MAX included); AVG is a f32 sum of k0·k1 taps, one "
+                                "division and one rounding; ggml CPU nightly: ≤ 2.7e3 ulp at cancelling sums, "
+                                "≤ 0.43 of the allowance", model=pool_model)},
+    params={"op": P("0 MAX, 1 AVG", int), "k0": P("kernel", int), "k1": P("kernel", int),
+            "s0": P("stride", int), "s1": P("stride", int),
+            "p0": P("padding (float: the size uses it, the taps use int(p))"), "p1": P("padding (float)")},
+    specials=(np.inf, -np.inf, 0.0, -0.0),
+    notes="AVG divides by k0·k1 always (padding counts as zeros); a MAX window entirely in padding is "
+          "−FLT_MAX. NaN is not drawn (C's MAX keeps or drops it by order)"))

@@ -157,3 +157,44 @@ def tile_to(x: np.ndarray, big_np_shape: tuple[int, ...]) -> np.ndarray:
             raise ValueError(f"cannot tile {x.shape} to {big_np_shape}")
         reps.append(b // s)
     return np.tile(x, reps)
+
+
+def logical_nb(spec: TensorSpec) -> Ne:
+    """Byte strides of the logical tensor (after the layout's permute), as ggml's ``nb`` gives them."""
+    st = storage_of(spec)
+    nb = [0, 0, 0, 0]
+    for k in range(4):
+        nb[st.perm[k]] = st.view_nb[k]
+    return tuple(nb)  # type: ignore[return-value]
+
+
+def rows_unit_stride(spec: TensorSpec) -> bool:
+    """Dim 0 is innermost with unit stride (``nb0`` = element size), whatever ne0 is."""
+    return logical_nb(spec)[0] == dtypes.type_size(spec.dtype)
+
+
+def rows_uniformly_strided(spec: TensorSpec) -> bool:
+    """Row j (counted over dims 1–3) starts at ``j·nb1`` and rows have unit stride, as a kernel that
+    walks rows by nb1 assumes."""
+    nb, ne = logical_nb(spec), spec.ne
+    run = nb[1] * ne[1]
+    for d in (2, 3):
+        if ne[d] > 1 and nb[d] != run:
+            return False
+        run *= ne[d]
+    return rows_unit_stride(spec)
+
+
+def ggml_contiguous(spec: TensorSpec) -> bool:
+    """``ggml_is_contiguous``: elements packed in ggml order (dims of size 1 may have any stride)."""
+    nb, ne = logical_nb(spec), spec.ne
+    expect = dtypes.type_size(spec.dtype)
+    if ne[0] != dtypes.block_size(spec.dtype) and nb[0] != expect:
+        return False
+    expect = expect * ne[0] // dtypes.block_size(spec.dtype)
+    for d in (1, 2, 3):
+        if ne[d] != 1:
+            if nb[d] != expect:
+                return False
+            expect *= ne[d]
+    return True

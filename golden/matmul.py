@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from golden.case import OpCase
+from golden.spec import InputLayouts, OpList, OpSpec, sig
+from golden.tolerance import F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs
+
+SPECS = OpList()
+
 
 def broadcast_weights(a: np.ndarray, b_shape: tuple[int, ...]) -> np.ndarray:
     """Repeat a's dims 2 and 3 (numpy axes 1 and 0) blockwise up to b's."""
@@ -27,3 +33,71 @@ def mul_mat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def abs_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``Σ_k |a_k|·|b_k|`` for each output: the scale of a dot product's rounding error."""
     return mul_mat(np.abs(a), np.abs(b))
+
+
+def dot_product_model(c: float = 1.0) -> ErrorModel:
+    """A K-term dot product accumulated in f32 in any order is within ``K·u·Σ|a_k||b_k|`` (the
+    classic γ_K bound, TOSA's form); with F16 weights and F32 src1 the device may round src1 to F16
+    first (ggml's CPU does: it converts src1 to the weights' vec_dot_type), adding ``2^-11·Σ|a||b|``
+    and, where src1 is below F16's range, ``2^-25·Σ|a|``. Gradual underflow adds 2^-150 per rounding.
+    ``allowed_i = (c·K·2^-24 + e_src1)·Σ_k|a_k||b_k| + (K + 1)·2^-150``."""
+
+    def model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+        a, b = (np.asarray(v, np.float64) for v in inputs[:2])
+        k = a.shape[-1]
+        with np.errstate(invalid="ignore", over="ignore"):
+            scale = abs_dot(finite_abs(a), finite_abs(b))
+            allowed = c * k * F32_EPS * scale + (k + 1) * 2.0**-150  # f32 underflow: 2^-150 per rounding
+            if case.inputs[0].dtype == "f16" and case.inputs[1].dtype == "f32":
+                # |Δb| ≤ 2^-11·|b| + 2^-25 (half an F16 subnormal step: tiny f32 values become 0)
+                allowed = allowed + F16_EPS * scale + 2.0**-25 * abs_dot(finite_abs(a), np.ones_like(b))
+        return allowed
+
+    model.__name__ = f"dot_product({c}·K·2^-24 [+2^-11 for F16 weights with F32 src1])·Σ|a||b|"
+    return model
+
+
+def quant_matmul_model() -> ErrorModel:
+    """MUL_MAT with Q4_0/Q8_0 weights, against the exact product of the dequantized weights and src1.
+
+    The device may round src1 before the dot product: ggml's CPU quantizes each 32-block of a src1
+    row to Q8_0 (error ≤ ½·amax/127 per element, plus amax·2^-11 from the F16 scale), ggml-cann casts
+    src1 to F16 (2^-11·|b|, or half an F16 subnormal step). The larger of the two is allowed per
+    element, weighted by |a_k|, on top of the f32 accumulation bound K·2^-24·Σ|a||b|."""
+
+    def model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+        a, b = (np.asarray(v, np.float64) for v in inputs[:2])
+        k = a.shape[-1]
+        abs_a, abs_b = finite_abs(a), finite_abs(b)
+        blocks = abs_b.reshape(abs_b.shape[:-1] + (k // 32, 32))
+        amax = np.repeat(blocks.max(axis=-1), 32, axis=-1)
+        q8_error = amax * (0.5 / 127 + F16_EPS)
+        f16_error = F16_EPS * abs_b + 2.0**-25
+        with np.errstate(invalid="ignore", over="ignore"):
+            src1_rounding = abs_dot(abs_a, np.maximum(q8_error, f16_error))
+            accumulate = k * F32_EPS * abs_dot(abs_a, abs_b) + (k + 1) * 2.0**-150
+        return src1_rounding + accumulate
+
+    model.__name__ = "quant_matmul(max(Q8_0, F16) rounding of src1 + K·2^-24)·Σ|a||b|"
+    return model
+
+
+_QUANT_MATMUL = Tolerance(
+    "exact on the dequantized weights; the device may round src1 first — ggml's CPU quantizes it to Q8_0 "
+    "(≤ ½ step + F16 scale rounding per block), CANN casts it to F16 — then accumulates in f32 "
+    "(K·2^-24·Σ|a||b|)", ulp=0.5, model=quant_matmul_model(), model_name="quant_matmul")
+SPECS.add(OpSpec(
+    name="MUL_MAT", family="matmul", golden=lambda xs, c: mul_mat(xs[0], xs[1]),
+    signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32"), sig("f16", "f16", dst="f32")),
+    quantized_signatures=(sig("q4_0", "f32", dst="f32"), sig("q8_0", "f32", dst="f32")),
+    tolerance={"f32": Tolerance("γ_K dot-product bound; ggml CPU: F32 ≤ 0.84·K·u·Σ|a||b| at K = 1, 4e-5 of the "
+                                "bound at K = 4096; F16 weights with F32 src1 up to 0.66·2^-11·Σ|a||b| (src1 "
+                                "rounded to F16; 0.91 of the allowance nightly), F16·F16 ≤ 0.06", ulp=0.5,
+                                model=dot_product_model(1.0)),
+               "q4_0_f32_to_f32": _QUANT_MATMUL, "q8_0_f32_to_f32": _QUANT_MATMUL},
+    input_layouts=InputLayouts.ROWS, specials=(0.0, -0.0),
+    notes="dst ne [a.ne1, b.ne1, b.ne2, b.ne3]; dims 2/3 of a broadcast blockwise (GQA). Rows of both "
+          "srcs must be contiguous (nb0 = element size; a transposed operand is rejected by ggml), so "
+          "layouts keep dim 0 innermost; ±inf/NaN are not drawn (an F32 subnormal src1 becomes 0 "
+          "in F16 and inf·0 is NaN). Quantized weights need K % 32 == 0 and contiguous rows "
+          "(ggml-cann also requires contiguous src0/src1)"))

@@ -15,7 +15,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from golden import dtypes
+from golden import movement_checks as checks
+from golden.case import OpCase
 from golden.geometry import numpy_axes_for_permute
+from golden.spec import InputLayouts, OpList, OpSpec, P, one, sig, two
+from golden.tolerance import Tolerance
+
+SPECS = OpList()
 
 
 def identity(x: np.ndarray) -> np.ndarray:
@@ -94,3 +100,117 @@ def pad(x: np.ndarray, lp: Sequence[int], rp: Sequence[int]) -> np.ndarray:
     """PAD (ggml_pad_ext): ``lp[d]`` zeros before and ``rp[d]`` zeros after ggml dim ``d``."""
     widths = [(lp[d], rp[d]) for d in (3, 2, 1, 0)]
     return np.pad(np.asarray(x, dtype=np.float64), widths)
+
+
+# ---- the catalogue entries ------------------------------------------------------------------------
+_COPY_SIGS = (sig("f32"), sig("f16"), sig("bf16"), sig("i32"))
+_QUANT_SAME = (sig("q4_0"), sig("q8_0"))
+MOVED = Tolerance("bit-exact: the op only moves or selects stored values (byte copies, no arithmetic)")
+QUANT_COPY = Tolerance("quantized destination: judged against the exact golden blocks (scale to the ulp, "
+                       "quants exact but for the documented rounding paths); byte-exact for same-type copies")
+_VIEW_NOTE = ("built as the view followed by ggml_cont, so the device's strided copy is what is checked "
+              "(the view itself computes nothing)")
+
+
+def _esize(case: OpCase) -> int:
+    return dtypes.type_size(case.inputs[0].dtype)
+
+
+SPECS.add(OpSpec(name="NONE", family="movement", golden=one(identity), signatures=_COPY_SIGS,
+                 tolerance={"*": MOVED}, validate=checks.one_input,
+                 notes="a leaf tensor read back through ggml_cont; " + _VIEW_NOTE))
+SPECS.add(OpSpec(
+    name="VIEW", family="movement",
+    golden=lambda xs, c: view(xs[0], c.param("ne"), [n // _esize(c) for n in c.param("nb")],
+                              c.param("offset") // _esize(c)),
+    signatures=_COPY_SIGS, tolerance={"*": MOVED},
+    params={"ne": P("view shape", tuple), "nb": P("view strides in bytes (nb0 = element size)", tuple),
+            "offset": P("byte offset into the source", int)},
+    input_layouts=InputLayouts.CONTIGUOUS, validate=checks.view_fits,
+    notes="ggml_view_4d of a contiguous source (its strides are relative to that source); " + _VIEW_NOTE))
+SPECS.add(OpSpec(
+    name="RESHAPE", family="movement", golden=lambda xs, c: reshape(xs[0], c.param("ne")), signatures=_COPY_SIGS,
+    tolerance={"*": MOVED}, params={"ne": P("new shape, same element count", tuple)},
+    input_layouts=InputLayouts.CONTIGUOUS, validate=checks.same_count,
+    notes="ggml_reshape_4d asserts a contiguous source; " + _VIEW_NOTE))
+SPECS.add(OpSpec(
+    name="PERMUTE", family="movement", golden=lambda xs, c: permute(xs[0], c.param("axes")), signatures=_COPY_SIGS,
+    tolerance={"*": MOVED}, params={"axes": P("ggml_permute axes: source dim k goes to position axes[k]", tuple)},
+    validate=checks.valid_permute, notes=_VIEW_NOTE))
+SPECS.add(OpSpec(name="TRANSPOSE", family="movement", golden=one(transpose), signatures=_COPY_SIGS,
+                 tolerance={"*": MOVED}, validate=checks.one_input, notes="swaps ne0 and ne1; " + _VIEW_NOTE))
+SPECS.add(OpSpec(name="DUP", family="movement", golden=one(identity), signatures=_COPY_SIGS,
+                 quantized_signatures=_QUANT_SAME, tolerance={"*": MOVED, "q4_0": QUANT_COPY, "q8_0": QUANT_COPY},
+                 validate=checks.one_input,
+                 notes="ggml_dup: a contiguous same-type copy of any layout. Same-type copies of quantized "
+                       "tensors move whole blocks: byte-exact."))
+SPECS.add(OpSpec(
+    name="CONT", family="movement", golden=lambda xs, c: reshape(xs[0], c.param("ne", tuple(c.inputs[0].ne))),
+    signatures=_COPY_SIGS, quantized_signatures=_QUANT_SAME,
+    tolerance={"*": MOVED, "q4_0": QUANT_COPY, "q8_0": QUANT_COPY},
+    params={"ne": P("form=cont_4d only: the new shape (same element count)", tuple, optional=True)},
+    validate=checks.same_count,
+    notes="ggml_cont, or ggml_cont_4d (form=cont_4d) which also reshapes. Same-type copies of quantized "
+          "tensors move whole blocks: byte-exact."))
+
+
+def _cpy(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
+    # a quantized destination keeps the exact source values; the verdict quantizes around them
+    dst = "f32" if dtypes.is_quantized(c.out_dtype) else c.out_dtype
+    return cpy(xs[0], c.param("dst_ne"), dst)
+
+
+SPECS.add(OpSpec(
+    name="CPY", family="movement", golden=_cpy,
+    signatures=(sig("f32"), sig("f32", dst="f16"), sig("f32", dst="bf16"), sig("f32", dst="i32"),
+                sig("f16"), sig("f16", dst="f32"), sig("f16", dst="bf16"), sig("bf16"), sig("bf16", dst="f32"),
+                sig("bf16", dst="f16"), sig("i32"), sig("i32", dst="f32")),
+    quantized_signatures=tuple(sig(s, dst=q) for s in ("f32", "f16") for q in ("q4_0", "q8_0")),
+    tolerance={"*": Tolerance("bit-exact: the conversion is defined as one round-to-nearest-even (F16, BF16), "
+                              "truncation toward zero (I32) or exact widening; the golden applies it"),
+               "q4_0": QUANT_COPY, "q8_0": QUANT_COPY},
+    params={"dst_ne": P("destination shape (same element count as the source)", tuple),
+            "dst_pad": P("elements of padding per dim around the destination (a strided view when non-zero)",
+                         tuple, optional=True),
+            "dst_offset": P("element offset of the destination view in its allocation", int, optional=True)},
+    validate=checks.same_count,
+    notes="the destination is created by the builder (a strided view of a bigger tensor when padded); "
+          "elements go in logical order. F32→I32 is drawn without NaN/inf (the C cast is undefined). "
+          "The CPU aborts on F16/BF16→I32 (not implemented), so those are not listed. F32/F16 → Q4_0/Q8_0 "
+          "quantizes each 32-element block of the destination (contiguous); NaN/inf are not drawn there "
+          "(one non-finite value poisons its block's scale)."))
+SPECS.add(OpSpec(
+    name="REPEAT", family="movement", golden=lambda xs, c: repeat(xs[0], c.param("ne")), signatures=_COPY_SIGS,
+    tolerance={"*": MOVED}, params={"ne": P("target shape: each dim a multiple of the source's", tuple)},
+    validate=checks.repeatable, notes="np.tile"))
+SPECS.add(OpSpec(
+    name="CONCAT", family="movement", golden=lambda xs, c: concat(xs[0], xs[1], c.param("dim")),
+    signatures=tuple(sig(t, t) for t in ("f32", "f16", "bf16", "i32")), tolerance={"*": MOVED},
+    params={"dim": P("ggml dim to join along (0..3)", int)}, validate=checks.concatenable,
+    notes="both inputs may be strided or permuted"))
+SPECS.add(OpSpec(
+    name="GET_ROWS", family="movement", golden=two(get_rows),
+    signatures=(sig("f32", "i32"), sig("f16", "i32", dst="f32"), sig("bf16", "i32", dst="f32")),
+    quantized_signatures=(sig("q4_0", "i32", dst="f32"), sig("q8_0", "i32", dst="f32")),
+    tolerance={"*": Tolerance("bit-exact: rows are copied, and F16/BF16 widen to F32 exactly (Q4_0/Q8_0 "
+                              "dequantize exactly: (q−8)·d or q·d with the F16 scale widened)")},
+    validate=checks.rows_in_range, structured_inputs=True,
+    notes="indices I32 [n_rows, ne2, ne3, 1] with duplicates, batched over dims 2 and 3; out-of-range "
+          "indices are rejected before the device (ggml asserts)"))
+SPECS.add(OpSpec(
+    name="ACC", family="movement",
+    golden=lambda xs, c: acc(xs[0], xs[1], [n // 4 for n in (4, c.param("nb1"), c.param("nb2"), c.param("nb3"))],
+                             c.param("offset") // 4),
+    signatures=(sig("f32", "f32"),),
+    tolerance={"f32": Tolerance("elements under the view get one f32 addition (one rounding); the rest are copied",
+                                ulp=0.5)},
+    params={"nb1": P("view row stride in bytes", int), "nb2": P("view plane stride in bytes", int),
+            "nb3": P("view batch stride in bytes", int), "offset": P("view byte offset into a", int)},
+    input_layouts=InputLayouts.CONTIGUOUS, validate=checks.acc_view_fits,
+    notes="ggml_acc asserts a contiguous a; form=inplace builds ggml_acc_inplace on a ggml_dup of a, so the "
+          "in-place kernel runs while the input stays checkable; b may have any layout"))
+SPECS.add(OpSpec(
+    name="PAD", family="movement", golden=lambda xs, c: pad(xs[0], c.param("lp"), c.param("rp")),
+    signatures=(sig("f32"),), tolerance={"f32": MOVED},
+    params={"lp": P("zeros before each dim (form=pad_ext only)", tuple), "rp": P("zeros after each dim", tuple)},
+    validate=checks.pads, notes="ggml_pad (end padding) or ggml_pad_ext (form=pad_ext)"))

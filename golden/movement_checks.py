@@ -40,7 +40,7 @@ def same_count(case: OpCase, inputs: list[np.ndarray]) -> None:
     """RESHAPE, CONT with a new shape, CPY: the new shape holds as many elements as the source."""
     _n_inputs(case, 1)
     name = "dst_ne" if case.op == "CPY" else "ne"
-    if case.param(name) is None:
+    if case.param(name, None) is None:
         return
     ne = _shape(case, name)
     if _count(ne) != case.inputs[0].nelements:

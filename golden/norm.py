@@ -7,7 +7,15 @@ does on ggml's CPU: the mean is ±inf or NaN and every ``x − mean`` follows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+
+from golden.case import OpCase
+from golden.spec import OpList, OpSpec, P, sig
+from golden.tolerance import F32_EPS, ErrorModel, Tolerance, finite_abs
+
+SPECS = OpList()
 
 
 def _f32(value: float) -> float:
@@ -63,3 +71,71 @@ def group_stats(x: np.ndarray, n_groups: int, eps: float) -> tuple[np.ndarray, n
         m, r = row_stats(x[:, lo:hi].reshape(x.shape[0], -1), eps)
         mean[:, lo:hi], rstd[:, lo:hi] = m.reshape(-1, 1, 1, 1), r.reshape(-1, 1, 1, 1)
     return mean, rstd
+
+
+def centred_norm_model(stats: Callable[[OpCase, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray, int]]
+                       ) -> ErrorModel:
+    """NORM/GROUP_NORM in f32 with the sums in any order (sequential f32 included: ggml's CPU does
+    that on strided rows, a device may everywhere). Over ``n`` elements the f32 mean is off by
+    ``Δm ≤ (n−1)·u·mean|x| + u·|mean|`` (Higham's bound, then the division); each ``d = x − mean``
+    by ``Δm + u·|d|``. The variance is a sum of squares (positive terms: relative (n+1)·u), and its
+    first-order change with the mean is zero (Σd = 0), leaving ``n·Δm²``; sqrtf and the reciprocal
+    add 2u. So ``|Δy| ≤ rstd·Δm + |y|·((n+1)/2 + 4)·u + ½|y|·(rstd·Δm)²``. ``stats`` gives mean,
+    rstd, mean|x| (broadcastable to the input) and n."""
+
+    def model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            mean, rstd, mean_abs, n = stats(case, np.asarray(inputs[0], np.float64))
+            dmean = (n - 1) * F32_EPS * finite_abs(mean_abs) + F32_EPS * finite_abs(mean)
+            shift = finite_abs(rstd) * dmean
+            y = finite_abs(golden)
+            bound = shift + y * ((n + 1) / 2 + 4) * F32_EPS + 0.5 * y * shift * shift
+        return np.broadcast_to(bound, golden.shape)
+
+    model.__name__ = "centred_norm(rstd·Δmean + ((n+1)/2+4)·u·|y|)"
+    return model
+
+
+def _row_stats_model(c: OpCase, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    mean, rstd = row_stats(x, c.param("eps"))
+    return mean, rstd, np.mean(np.abs(x), axis=-1, keepdims=True), x.shape[-1]
+
+
+def _group_stats_model(c: OpCase, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    n_groups = c.param("n_groups")
+    mean, rstd = group_stats(x, n_groups, c.param("eps"))
+    mean_abs, _ = group_stats(np.abs(x), n_groups, c.param("eps"))
+    per = -(-x.shape[1] // n_groups)
+    return mean, rstd, mean_abs, per * x.shape[2] * x.shape[3]
+
+
+def rms_norm_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """RMS_NORM in f32 with the sum of squares in any order: Σx² (positive terms) is off by (n+1)·u
+    relatively (squares, sum, /n), so the scale by ½(n+1)·u; +eps, sqrtf, 1/ and ·x add 4u."""
+    n = np.asarray(inputs[0]).shape[-1]
+    return finite_abs(golden) * ((n + 1) / 2 + 4) * F32_EPS
+
+
+_F32_ONLY = (sig("f32"),)
+_NORM_NOTE = ("F32 only on ggml's CPU. eps > 0 is drawn: with eps = 0 a constant row is 0/0 exactly but the "
+              "CPU's f32 mean need not cancel exactly")
+SPECS.add(OpSpec(
+    name="NORM", family="norm", golden=lambda xs, c: norm(xs[0], c.param("eps")), signatures=_F32_ONLY,
+    tolerance={"f32": Tolerance("mean and variance summed in f32 in any order (Higham), then sqrtf and 1/; "
+                                "ggml's CPU sums in double on contiguous rows and in f32 on strided ones",
+                                ulp=0.5, atol=2.0**-149, model=centred_norm_model(_row_stats_model))},
+    params={"eps": P("added to the variance (f32, > 0)")}, notes=_NORM_NOTE))
+SPECS.add(OpSpec(
+    name="RMS_NORM", family="norm", golden=lambda xs, c: rms_norm(xs[0], c.param("eps")), signatures=_F32_ONLY,
+    tolerance={"f32": Tolerance("x·x summed in f32 in any order ((n+1)·u relative), /n, +eps, sqrtf, 1/ and "
+                                "·x; one subnormal step where x·scale underflows (ggml's CPU sums in double)",
+                                ulp=0.5, atol=2.0**-149, model=rms_norm_model)},
+    params={"eps": P("added to the mean square (f32, > 0)")}, notes=_NORM_NOTE))
+SPECS.add(OpSpec(
+    name="GROUP_NORM", family="norm", golden=lambda xs, c: group_norm(xs[0], c.param("n_groups"), c.param("eps")),
+    signatures=_F32_ONLY,
+    tolerance={"f32": Tolerance("NORM over each group's ne0·ne1·channels block, sums in f32 in any order",
+                                ulp=0.5, atol=2.0**-149, model=centred_norm_model(_group_stats_model))},
+    params={"n_groups": P("groups over ne2: ceil(C/G) channels each, the last shorter or empty", int),
+            "eps": P("added to the variance (f32, > 0)")},
+    notes=_NORM_NOTE + ". Channels are ne2; every ne3 batch is normalised separately"))

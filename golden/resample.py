@@ -12,6 +12,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from golden import movement_checks as checks
+from golden.case import OpCase
+from golden.spec import OpList, OpSpec, P, sig
+from golden.tolerance import Tolerance
+
+SPECS = OpList()
+
 
 def nearest_index(n_in: int, n_out: int) -> np.ndarray:
     """Source index of each of ``n_out`` outputs along one dim, by ggml's f32 rule."""
@@ -24,3 +31,20 @@ def upscale_nearest(x: np.ndarray, ne_out: Sequence[int]) -> np.ndarray:
     ne_in = tuple(reversed(x.shape))
     i0, i1, i2, i3 = (nearest_index(ne_in[d], ne_out[d]) for d in range(4))
     return np.array(x[np.ix_(i3, i2, i1, i0)], dtype=np.float64)
+
+
+def _upscale(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
+    if c.variant == "interpolate":
+        return upscale_nearest(xs[0], c.param("ne"))
+    ne = c.inputs[0].ne
+    return upscale_nearest(xs[0], (ne[0] * c.param("sf"), ne[1] * c.param("sf"), *ne[2:]))
+
+
+SPECS.add(OpSpec(
+    name="UPSCALE", family="resample", golden=_upscale, signatures=(sig("f32"),),
+    tolerance={"f32": Tolerance("bit-exact values: nearest-neighbour copies; the source index follows ggml's f32 "
+                                "scale rule (trunc(f32(i)/f32(out/in))), which the golden models exactly")},
+    params={"sf": P("integer factor on dims 0 and 1 (ggml_upscale)", int, optional=True),
+            "ne": P("form=interpolate: target shape", tuple, optional=True)},
+    validate=checks.upscale_shape,
+    notes="nearest mode only; form=interpolate resizes all four dims to arbitrary sizes"))

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from golden import dtypes
+from golden import movement_checks as checks
+from golden.case import OpCase
+from golden.spec import OpList, OpSpec, P, Signature, one, sig
+from golden.tolerance import Tolerance
+
+SPECS = OpList()
+
 
 def arange_length(start: float, stop: float, step: float) -> int:
     """``(int64)ceilf((stop − start) / step)`` with every operation in f32, as ggml sizes it."""
@@ -35,3 +43,40 @@ def sum_rows(x: np.ndarray) -> np.ndarray:
     """SUM_ROWS: the sum of each row (ggml dim 0), shape ``[1, ne1, ne2, ne3]``."""
     with np.errstate(invalid="ignore", over="ignore"):
         return np.sum(np.asarray(x, dtype=np.float64), axis=-1, keepdims=True)
+
+
+def arange_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """Half an f32 ulp of step·i: what an unfused multiply adds before the final rounding."""
+    return 0.5 * dtypes.ulp(golden - float(np.float32(case.param("start"))), "f32")
+
+
+def sum_rows_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """(n−1)·2^-24·Σ|x| per row: the worst case of f32 summation in any order."""
+    x = np.abs(np.asarray(inputs[0], dtype=np.float64))
+    total = np.sum(np.where(np.isfinite(x), x, 0.0), axis=-1, keepdims=True)
+    return (x.shape[-1] - 1) * 2.0**-24 * total
+
+
+SPECS.add(OpSpec(
+    name="ARANGE", family="sequence",
+    golden=lambda xs, c: arange(c.param("start"), c.param("stop"), c.param("step")).reshape(1, 1, 1, -1),
+    signatures=(Signature((), "f32"),),
+    tolerance={"f32": Tolerance("ggml rounds one fused multiply-add start+step·i (0.5 ulp); an unfused multiply "
+                                "then add also rounds step·i (0.5 ulp of it)", ulp=0.5, model=arange_model,
+                                model_name="half_ulp_of_step_times_i")},
+    params={"start": P("first value (f32)"), "stop": P("exclusive end (f32), > start"),
+            "step": P("increment (f32)")},
+    validate=checks.arange_range, notes="length (int64)ceilf((stop−start)/step) in f32; no inputs"))
+SPECS.add(OpSpec(
+    name="ARGSORT", family="sequence", golden=lambda xs, c: argsort(xs[0], c.param("order") == "desc"),
+    signatures=(sig("f32", dst="i32"),),
+    tolerance={"*": Tolerance("judged as a permutation: each row must be a permutation of 0..ne0−1 that puts the "
+                              "values in order; tied values may come in any order (std::sort is unstable)")},
+    params={"order": P("asc or desc", str)}, specials=(np.inf, -np.inf, 0.0, -0.0), structured_inputs=True,
+    own_verdict=True, notes="NaN is not drawn (its order is undefined)"))
+SPECS.add(OpSpec(
+    name="SUM_ROWS", family="sequence", golden=one(sum_rows), signatures=(sig("f32"),),
+    tolerance={"f32": Tolerance("ggml sums each row in double and rounds once; any f32 accumulation order stays "
+                                "within (n−1)·2^-24·Σ|x| (Higham's bound) plus the final rounding",
+                                ulp=0.5, model=sum_rows_model, model_name="f32_summation_bound")},
+    validate=checks.one_input, notes="output ne [1, ne1, ne2, ne3]"))

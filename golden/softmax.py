@@ -15,6 +15,12 @@ import math
 
 import numpy as np
 
+from golden.case import OpCase
+from golden.spec import InputLayouts, OpList, OpSpec, P, sig
+from golden.tolerance import EXACT, F32_EPS, Tolerance, finite_abs
+
+SPECS = OpList()
+
 
 def _f32(value: float) -> float:
     return float(np.float32(value))
@@ -79,3 +85,53 @@ def split_inputs(xs: list[np.ndarray], has_mask: bool, has_sinks: bool
     mask = xs[1] if has_mask else None
     sinks = xs[-1] if has_sinks else None
     return xs[0], mask, sinks
+
+
+def _soft_max(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
+    a, mask, sinks = split_inputs(xs, bool(c.param("mask")), bool(c.param("sinks")))
+    return soft_max(a, mask, sinks, c.param("scale"), c.param("max_bias"))
+
+
+def softmax_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """Softmax in f32 (ggml's CPU, any f32 implementation). A logit ``w = x·scale + slope·mask``
+    is off by ``Δw ≤ u·(2|x·scale| + (2h + 6)|slope·mask|)`` (two roundings; the ALiBi slope is
+    ``powf(m0, h+1)`` of an f32 ``m0``, so its relative error grows with the head index h), and
+    ``w − max`` adds u·|w − max|. ``y_i = e_i / Σe`` moves by ``Δw_i`` plus the largest ``Δw`` of
+    the row (through the sum), relatively; exp, the sum, the reciprocal and the product add 8u.
+    Results below FLT_MIN may be flushed to zero by a SIMD exp (absolute 2^-126)."""
+    a = np.asarray(inputs[0], np.float64)
+    has_mask = bool(case.param("mask"))
+    x_part = finite_abs(a * np.float32(case.param("scale")))
+    dw = 2 * x_part
+    if has_mask:
+        zero = np.zeros_like(a)
+        slope_mask = finite_abs(soft_max_logits(zero, inputs[1], 1.0, case.param("max_bias")))
+        h = np.arange(a.shape[1], dtype=np.float64).reshape(1, -1, 1, 1)
+        dw = dw + (2 * h + 6) * slope_mask
+    with np.errstate(invalid="ignore", over="ignore"):
+        w = soft_max_logits(a, inputs[1] if has_mask else None, case.param("scale"), case.param("max_bias"))
+        spread = finite_abs(w - np.max(np.where(np.isfinite(w), w, -np.inf), axis=-1, keepdims=True))
+    dw = F32_EPS * (dw + spread)
+    rel = 8 * F32_EPS + dw + dw.max(axis=-1, keepdims=True)
+    return rel * finite_abs(golden) + 2.0**-126
+
+
+SPECS.add(OpSpec(
+    name="SOFT_MAX", family="softmax", golden=_soft_max,
+    signatures=(sig("f32"), sig("f32", "f32"), sig("f32", "f16", dst="f32")),
+    tolerance={"f32": Tolerance("f32 logits, SIMD exp and a double sum; ggml CPU nightly: max |Δ| 1.5e-5 "
+                                "(w − max spreads of hundreds), ≤ 0.62 of the allowance", ulp=0.5,
+                                model=softmax_model, model_name="softmax(Δw_i + max_row Δw + 8u)·|y|")},
+    params={"scale": P("multiplies a (f32, > 0 drawn)"), "max_bias": P("ALiBi: 0 = off, > 0 needs a mask"),
+            "mask": P("src1 is the mask (F32 or F16, ne1 ≥ a.ne1, broadcast modulo over dims 2/3)", bool),
+            "sinks": P("the last src is one F32 sink logit per head (ggml_soft_max_add_sinks)", bool)},
+    specials=(-np.inf, 0.0, -0.0), input_layouts=InputLayouts.CONTIGUOUS, structured_inputs=True,
+    notes="Sinks are F32 and the signature lists only a and the mask. A fully masked row gives NaN "
+          "(no sink: max = −inf and −inf − (−inf) is NaN, as on ggml's CPU) or 0 (with a sink). "
+          "NaN and +inf inputs are not drawn (the max of a row with NaN is order dependent in C); "
+          "ggml_soft_max_ext asserts contiguous a and mask"))
+
+SPECS.add(OpSpec(
+    name="DIAG_MASK_INF", family="softmax", golden=lambda xs, c: diag_mask_inf(xs[0], c.param("n_past")),
+    signatures=(sig("f32"),), tolerance={"f32": EXACT},
+    params={"n_past": P("columns i0 > n_past + i1 become −inf (≥ 0)", int)}))

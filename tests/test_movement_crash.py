@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import conformance.inputs_movement  # noqa: F401  (GET_ROWS index maker)
+import conformance.cases.movement  # noqa: F401  (GET_ROWS index maker)
 from conformance.data import as_stored, make_inputs
 from conformance.harness import open_runner
 from golden import catalogue

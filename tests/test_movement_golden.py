@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.verdict_movement import judge_argsort
+from conformance.cases.movement import judge_argsort
 from golden import movement as mv
 from golden import resample, sequence
 from golden.case import OpCase, TensorSpec

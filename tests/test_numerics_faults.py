@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import conformance.inputs_numerics  # noqa: F401  (registers the input makers)
+import conformance.cases.numerics  # noqa: F401  (registers the input makers)
+from conformance.cases.numerics import pool_case, rope_case
 from conformance.harness import Harness
-from conformance.test_numerics import pool_case, rope_case
 from golden import catalogue, conv
 from golden.case import OpCase, TensorSpec
 
@@ -93,7 +93,7 @@ def test_unexercised_fault_passes(harnesses: dict[str, Harness], fault: str, cas
 def test_rope_fault_iff_attn_factor(harnesses: dict[str, Harness], data: st.DataObject) -> None:
     """Over the suite's own RoPE strategy: fail exactly when attn_factor ≠ 1."""
     sig = catalogue.get("ROPE").signatures[0]
-    case = data.draw(rope_case(sig), label="case")
+    case = data.draw(rope_case("ROPE", sig), label="case")
     outcome = harnesses["rope_double_attn"].evaluate(case)["outcome"]
     assert outcome == ("pass" if case.param("attn_factor") == 1.0 else "fail")
 
@@ -104,7 +104,7 @@ def test_pool_fault_iff_padded_avg(harnesses: dict[str, Harness], data: st.DataO
     """Over the suite's POOL_2D strategy: fail exactly when an AVG window lies partly outside the image
     (a window wholly outside averages to 0 either way)."""
     sig = catalogue.get("POOL_2D").signatures[0]
-    case = data.draw(pool_case(sig), label="case")
+    case = data.draw(pool_case("POOL_2D", sig), label="case")
     p = case.params_dict
     ne = case.inputs[0].ne
     share = conv.pool_2d(np.ones(tuple(reversed(ne))), conv.POOL_AVG, p["k0"], p["k1"], p["s0"], p["s1"],

@@ -3,16 +3,20 @@ constructor, allocate on a backend, upload, compute, read back.
 
 Per-op constructors live in the ``ops_*`` modules as ``BUILDERS = {"OP": fn}``; each ``fn(g, srcs,
 case)`` receives a :class:`GraphBuilder`, the input tensors in case order and the case, and returns
-the output tensor.
+the output tensor. A constructor the core bindings (``device/ggml/lib.py``) lack is declared in its
+ops module with :func:`prototype` and called through ``g.call(name, ...)``: it is bound on first use,
+and a ggml release without it makes only that op fail (one clear error), not the library.
 """
 
 from __future__ import annotations
 
 import ctypes as C
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from device.base import Unsupported
 from device.ggml.lib import GgmlInitParams, GgmlLib, TensorP
 from golden import dtypes
 from golden.case import OpCase, TensorSpec
@@ -21,9 +25,23 @@ from golden.geometry import Storage, storage_of, strided_view
 TYPE_NAME = {v: k for k, v in dtypes.GGML_TYPE_ID.items()}
 MAX_NODES = 64
 
+# ctypes shorthands for prototypes
+P_CTX = C.c_void_p
+P_TENSOR = TensorP
+_PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...]]] = {}
+
+
+def prototype(name: str, restype: Any, *argtypes: Any) -> None:
+    """Declare a ggml function's C prototype (ggml.h), bound when a builder first calls it."""
+    _PROTOTYPES[name] = (restype, argtypes)
+
 
 class GraphBuildError(Exception):
     """The case cannot be expressed as a ggml graph (a harness problem, reported as ERROR)."""
+
+
+class SymbolMissing(Unsupported):
+    """The loaded ggml release lacks the op's constructor: the op is unsupported there."""
 
 
 class GraphBuilder:
@@ -40,6 +58,10 @@ class GraphBuilder:
         ne_arr = (C.c_int64 * len(ne))(*ne)
         return self.lib.ggml_new_tensor(self.ctx, dtypes.GGML_TYPE_ID[dtype], len(ne), ne_arr)
 
+    def call(self, name: str, *args: Any) -> Any:
+        """Call a ggml function declared with :func:`prototype` (bound once per library)."""
+        return bound_function(self.lib, name)(*args)
+
     def free(self) -> None:
         if self.ctx:
             self.lib.ggml_free(self.ctx)
@@ -47,14 +69,37 @@ class GraphBuilder:
 
 
 Builder = Callable[[GraphBuilder, list[TensorP], OpCase], TensorP]
+_BOUND: dict[tuple[int, str], Any] = {}
+
+
+def bound_function(lib: GgmlLib, name: str) -> Any:
+    key = (id(lib), name)
+    if key not in _BOUND:
+        if name not in _PROTOTYPES:
+            raise GraphBuildError(f"harness error: no prototype declared for {name} (device/ggml/ops_*.py)")
+        try:
+            fn = getattr(lib.base, name)
+        except AttributeError:
+            raise SymbolMissing(f"ggml {getattr(lib, 'version', '?')} in {lib.lib_dir} has no {name}") from None
+        fn.restype, fn.argtypes = _PROTOTYPES[name][0], list(_PROTOTYPES[name][1])
+        _BOUND[key] = fn
+    return _BOUND[key]
 
 
 def builders() -> dict[str, Builder]:
-    from device.ggml import ops_elementwise, ops_movement, ops_numerics
+    """Every ``device/ggml/ops_*.py`` module's BUILDERS (an op defined twice is a harness error)."""
+    import importlib
+    import pkgutil
+
+    import device.ggml as package
 
     table: dict[str, Builder] = {}
-    for module in (ops_elementwise, ops_numerics, ops_movement):
-        table.update(module.BUILDERS)
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if info.name.startswith("ops_"):
+            for op, build in importlib.import_module(f"device.ggml.{info.name}").BUILDERS.items():
+                if op in table:
+                    raise GraphBuildError(f"harness error: two ggml constructors for {op}")
+                table[op] = build
     return table
 
 

@@ -243,11 +243,6 @@ class MissingSymbol:
         raise Unsupported(f"ggml {self.version} has no {self.name}()")
 
 
-GGML_UNARY_OP = {
-    "TANH": 4, "RELU": 6, "GELU": 8, "GELU_QUICK": 9, "SILU": 10, "HARDSWISH": 11, "HARDSIGMOID": 12,
-}  # fmt: skip  (the same values in every release of HEADER_CHECKED_RELEASES)
-
-
 def parse_version(text: str) -> tuple[int, ...]:
     """'0.25.1' -> (0, 25, 1); trailing non-numeric parts ('0.25.1-dirty') are ignored."""
     match = re.match(r"\s*(\d+(?:\.\d+)*)", text or "")

@@ -1,11 +1,23 @@
 """ggml constructors for the elementwise and unary ops (ADD, MUL, DIV, SCALE, SQR, CLAMP,
-LEAKY_RELU and the GGML_OP_UNARY family)."""
+LEAKY_RELU and the GGML_OP_UNARY family: one line of :data:`UNARY_OPS` per op)."""
 
 from __future__ import annotations
 
 from device.ggml.graph import Builder, GraphBuilder
-from device.ggml.lib import GGML_UNARY_OP, TensorP
+from device.ggml.lib import TensorP
 from golden.case import OpCase
+
+# enum ggml_unary_op (ggml.h): each unary op is one ggml_unary(ctx, a, op) call
+UNARY_OPS = {
+    "ABS": 0,
+    "TANH": 4,
+    "RELU": 6,
+    "GELU": 8,
+    "GELU_QUICK": 9,
+    "SILU": 10,
+    "HARDSWISH": 11,
+    "HARDSIGMOID": 12,
+}
 
 
 def _binary(fn_name: str) -> Builder:
@@ -17,7 +29,7 @@ def _binary(fn_name: str) -> Builder:
 
 def _unary(op: str) -> Builder:
     def build(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-        return g.lib.ggml_unary(g.ctx, srcs[0], GGML_UNARY_OP[op])
+        return g.lib.ggml_unary(g.ctx, srcs[0], UNARY_OPS[op])
 
     return build
 
@@ -49,5 +61,5 @@ BUILDERS: dict[str, Builder] = {
     "SQR": _sqr,
     "CLAMP": _clamp,
     "LEAKY_RELU": _leaky_relu,
-    **{op: _unary(op) for op in GGML_UNARY_OP},
+    **{op: _unary(op) for op in UNARY_OPS},
 }

@@ -17,6 +17,7 @@ from device.base import RunResult
 from device.golden_device import GoldenDevice
 from golden import dtypes
 from golden.case import OpCase
+from tests.plugins import planted
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -91,6 +92,7 @@ class CachesByShape(GoldenDevice):
         return super().run(replace(case, params=compiled.params), inputs)
 
 
+@planted("gelu_quick", "B1: ggml-cann computes GELU_QUICK as erf-GELU")
 def erf_gelu_quick(options: dict[str, Any]) -> ErfGeluQuick:
     return ErfGeluQuick()
 

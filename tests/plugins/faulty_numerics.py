@@ -5,7 +5,6 @@ contract (``--device tests.plugins.faulty_numerics:rope_double_attn``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -15,8 +14,7 @@ from device.base import RunResult
 from device.golden_device import GoldenDevice
 from golden import conv, dtypes
 from golden.case import OpCase
-
-Distortion = Callable[[GoldenDevice, OpCase, list[np.ndarray]], RunResult]
+from tests.plugins import FaultyDevice, planted
 
 
 def _with_params(case: OpCase, **changes: Any) -> OpCase:
@@ -59,42 +57,21 @@ def _pool_max_zero_pad(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarr
     return replace(result, output=np.where(share < 1.0, np.maximum(out, 0.0), out))
 
 
-class FaultyDevice:
-    """The golden device, except that ``op`` goes through ``distortion``."""
-
-    def __init__(self, fault: str, op: str, distortion: Distortion) -> None:
-        self.name = f"faulty:{fault}"
-        self.op = op
-        self._golden = GoldenDevice()
-        self._distortion = distortion
-
-    def info(self) -> dict[str, Any]:
-        return {"spec": self.name, "name": self.name, "description": f"golden with a planted {self.op} fault",
-                "backend": "golden"}
-
-    def supports(self, case: OpCase) -> bool | None:
-        return self._golden.supports(case)
-
-    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
-        if case.op == self.op:
-            return self._distortion(self._golden, case, inputs)
-        return self._golden.run(case, inputs)
-
-    def close(self) -> None:
-        self._golden.close()
-
-
+@planted("rope", "B6: ggml-cann scaled the sin/cos cache by attn_factor twice")
 def rope_double_attn(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("rope_double_attn", "ROPE", _rope_double_attn)
 
 
+@planted("soft_max", "B10: ALiBi slopes dropped")
 def softmax_ignore_max_bias(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("softmax_ignore_max_bias", "SOFT_MAX", _softmax_ignore_max_bias)
 
 
+@planted("pool_2d", "B5: AVG pooling excludes the padding from the divisor")
 def pool_avg_exclude_pad(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("pool_avg_exclude_pad", "POOL_2D", _pool_avg_exclude_pad)
 
 
+@planted("pool_2d", "MAX pooling pads with 0 instead of -FLT_MAX")
 def pool_max_zero_pad(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("pool_max_zero_pad", "POOL_2D", _pool_max_zero_pad)

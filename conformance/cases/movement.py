@@ -1,0 +1,306 @@
+"""Data movement, resample and sequence ops: NONE, VIEW, RESHAPE, PERMUTE, TRANSPOSE, DUP, CONT,
+CPY, REPEAT, CONCAT, GET_ROWS, ACC, PAD, UPSCALE, ARANGE, ARGSORT, SUM_ROWS: strategies, the input
+makers for GET_ROWS indices and ARGSORT ties, and ARGSORT's permutation verdict.
+
+Every strategy constructs a valid case (the catalogue's validators reject invalid ones); tensors
+stay at or under 32k elements so the ci profile runs in about a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import strategies as st
+
+from conformance.cases import register
+from conformance.data import plain_input
+from conformance.strategies import f32, finish, input_layouts, shapes, spec
+from conformance.verdict import Metrics
+from golden import catalogue
+from golden.case import Layout, Ne, OpCase
+from golden.spec import InputLayouts, Signature
+
+MAX_ELEMENTS = 1 << 15
+ALL_AXES: tuple[Ne, ...] = tuple(itertools.permutations(range(4)))  # type: ignore[assignment]
+NO_NAN_INF = st.sampled_from(["uniform", "dense", "wide"])
+
+
+def _count(ne: Ne) -> int:
+    return ne[0] * ne[1] * ne[2] * ne[3]
+
+
+def _layout(op: str) -> st.SearchStrategy[Layout]:
+    return input_layouts(catalogue.get(op).input_layouts)
+
+
+@st.composite
+def factorisation(draw: st.DrawFn, n: int) -> Ne:
+    """Four sizes whose product is ``n`` (a reshape target)."""
+    dims = []
+    rest = n
+    for _ in range(3):
+        divisors = [d for d in range(1, rest + 1) if rest % d == 0]
+        d = draw(st.sampled_from(divisors))
+        dims.append(d)
+        rest //= d
+    dims.append(rest)
+    return tuple(draw(st.permutations(dims)))  # type: ignore[return-value]
+
+
+@st.composite
+def grown(draw: st.DrawFn, ne: Ne, *, most: int, budget: int = MAX_ELEMENTS) -> Ne:
+    """Extra sizes per dim (0..most each) that keep ``ne + extra`` within ``budget`` elements."""
+    size, extra = list(ne), []
+    for d in range(4):
+        others = _count(tuple(size)) // size[d]  # type: ignore[arg-type]
+        e = draw(st.integers(0, max(0, min(most, budget // others - size[d]))))
+        size[d] += e
+        extra.append(e)
+    return tuple(extra)  # type: ignore[return-value]
+
+
+# ---- the view family: the view then ggml_cont ---------------------------------------------------
+@st.composite
+def view_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    dtype = sig.srcs[0]
+    if op == "VIEW":
+        return draw(strided_view_case(dtype))
+    ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
+    params: tuple = ()
+    variant = ""
+    if op == "PERMUTE":
+        params = (("axes", draw(st.sampled_from(ALL_AXES))),)
+    elif op == "RESHAPE":
+        params = (("ne", draw(factorisation(_count(ne)))),)
+    elif op == "CONT" and draw(st.booleans()):
+        variant, params = "cont_4d", (("ne", draw(factorisation(_count(ne)))),)
+    src = spec(dtype, ne, draw(_layout(op)))
+    return finish(draw, OpCase(op, (src,), params=params, out_dtype=sig.dst, variant=variant))
+
+
+@st.composite
+def strided_view_case(draw: st.DrawFn, dtype: str) -> OpCase:
+    """A view with gaps between rows, planes and batches (row stride 0 now and then) at an offset,
+    of a contiguous source just big enough to hold it."""
+    from golden.dtypes import type_size
+
+    ne = draw(shapes(max_elements=MAX_ELEMENTS // 8))
+    gaps = draw(st.lists(st.integers(0, 5), min_size=3, max_size=3))
+    nb1 = draw(st.sampled_from([0, ne[0] + gaps[0]])) if ne[0] <= 4 else ne[0] + gaps[0]
+    nb2 = max(nb1, 1) * ne[1] + gaps[1]
+    nb3 = nb2 * ne[2] + gaps[2]
+    offset = draw(st.integers(0, 7))
+    extent = offset + (ne[0] - 1) + (ne[1] - 1) * nb1 + (ne[2] - 1) * nb2 + (ne[3] - 1) * nb3 + 1
+    extent = max(extent, offset + _count(ne))  # ggml sizes the view as if it were contiguous
+    src_ne = draw(factorisation(extent + draw(st.integers(0, 3))))
+    es = type_size(dtype)
+    params = (("ne", ne), ("nb", (es, nb1 * es, nb2 * es, nb3 * es)), ("offset", offset * es))
+    return finish(draw, OpCase("VIEW", (spec(dtype, src_ne),), params=params, out_dtype=dtype))
+
+
+# ---- CPY: conversions, reshaping and strided destinations ----------------------------------------
+@st.composite
+def cpy_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
+    dst_ne = draw(st.one_of(st.just(ne), factorisation(_count(ne))))
+    strided = draw(st.booleans())
+    dst_pad = draw(st.lists(st.integers(0, 3), min_size=4, max_size=4).map(tuple)) if strided else (0, 0, 0, 0)
+    dst_offset = draw(st.integers(0, 5)) if strided else 0
+    params = (("dst_ne", dst_ne), ("dst_pad", dst_pad), ("dst_offset", dst_offset))
+    case = OpCase("CPY", (spec(sig.srcs[0], ne, draw(_layout("CPY"))),), params=params, out_dtype=sig.dst)
+    case = finish(draw, case)
+    if sig.dst == "i32":  # a NaN or inf cast to I32 is undefined behaviour in C: draw finite values
+        case = replace(case, distribution=draw(NO_NAN_INF))
+    return case
+
+
+# ---- REPEAT, CONCAT, PAD, UPSCALE: outputs of a new shape ----------------------------------------
+@st.composite
+def repeat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    ne = draw(shapes(max_elements=MAX_ELEMENTS // 8, max_outer=4))
+    reps, budget = [], MAX_ELEMENTS // _count(ne)
+    for _ in range(4):
+        r = draw(st.integers(1, max(1, min(4, budget))))
+        reps.append(r)
+        budget //= r
+    target = tuple(n * r for n, r in zip(ne, reps, strict=True))
+    src = spec(sig.srcs[0], ne, draw(_layout("REPEAT")))
+    return finish(draw, OpCase("REPEAT", (src,), params=(("ne", target),), out_dtype=sig.dst))
+
+
+@st.composite
+def concat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    dim = draw(st.integers(0, 3))
+    ne_a = draw(shapes(max_elements=MAX_ELEMENTS // 4, max_outer=5))
+    ne_b = tuple(draw(st.integers(1, max(1, min(2 * ne_a[d], 64)))) if d == dim else ne_a[d] for d in range(4))
+    a = spec(sig.srcs[0], ne_a, draw(_layout("CONCAT")))
+    b = spec(sig.srcs[1], ne_b, draw(_layout("CONCAT")))  # type: ignore[arg-type]
+    return finish(draw, OpCase("CONCAT", (a, b), params=(("dim", dim),), out_dtype=sig.dst))
+
+
+@st.composite
+def pad_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    ne = draw(shapes(max_elements=MAX_ELEMENTS // 4, max_outer=5))
+    ext = draw(st.booleans())
+    rp = draw(grown(ne, most=3, budget=MAX_ELEMENTS // 2))
+    padded = tuple(n + r for n, r in zip(ne, rp, strict=True))
+    lp = draw(grown(padded, most=2, budget=MAX_ELEMENTS // 2)) if ext else (0, 0, 0, 0)  # type: ignore[arg-type]
+    src = spec("f32", ne, draw(_layout("PAD")))
+    return finish(draw, OpCase("PAD", (src,), params=(("lp", lp), ("rp", rp)), variant="pad_ext" if ext else ""))
+
+
+@st.composite
+def upscale_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    ne = draw(shapes(max_ne0=512, max_elements=MAX_ELEMENTS // 8, max_outer=5))
+    src = spec("f32", ne, draw(_layout("UPSCALE")))
+    most_sf = min(4, int((MAX_ELEMENTS / _count(ne)) ** 0.5))
+    if most_sf >= 2 and draw(st.booleans()):
+        sf = draw(st.integers(2, most_sf))  # ggml_upscale asserts a factor > 1
+        return finish(draw, OpCase("UPSCALE", (src,), params=(("sf", sf),)))
+    out: list[int] = []
+    for n in ne:  # up to about twice each size, or down to 1, within the element budget
+        room = MAX_ELEMENTS // max(1, _count((*out, 1, 1, 1, 1)[:4]))  # type: ignore[arg-type]
+        out.append(draw(st.integers(1, max(1, min(2 * n + 3, room)))))
+    return finish(draw, OpCase("UPSCALE", (src,), params=(("ne", tuple(out)),), variant="interpolate"))
+
+
+# ---- GET_ROWS and ACC ----------------------------------------------------------------------------
+@st.composite
+def get_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    ne = draw(shapes(max_elements=MAX_ELEMENTS // 2, max_outer=6))
+    n_rows = draw(st.integers(1, max(1, min(12, MAX_ELEMENTS // _count((ne[0], 1, ne[2], ne[3]))))))
+    data = spec(sig.srcs[0], ne, draw(_layout("GET_ROWS")))
+    rows = spec("i32", (n_rows, ne[2], ne[3], 1), draw(input_layouts(InputLayouts.ANY)))
+    return finish(draw, OpCase("GET_ROWS", (data, rows), out_dtype=sig.dst))
+
+
+@st.composite
+def acc_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    """b added to a sub-block of a (every k-th row/plane/batch), or to a free-form strided run of
+    a's flat storage; byte strides and offset as ggml_acc takes them."""
+    ne_b = draw(shapes(max_elements=MAX_ELEMENTS // 8, max_outer=4))
+    if draw(st.booleans()):
+        step = [1] + [draw(st.integers(1, 2)) for _ in range(3)]
+        spread = tuple(ne_b[d] * step[d] for d in range(4))
+        room = draw(grown(spread, most=3, budget=MAX_ELEMENTS // 2))  # type: ignore[arg-type]
+        ne_a = tuple(spread[d] + room[d] for d in range(4))
+        start = [draw(st.integers(0, ne_a[d] - (ne_b[d] - 1) * step[d] - 1)) for d in range(4)]
+        a_nb = (1, ne_a[0], ne_a[0] * ne_a[1], ne_a[0] * ne_a[1] * ne_a[2])
+        nb = [a_nb[d] * step[d] for d in range(4)]
+        offset = sum(start[d] * a_nb[d] for d in range(4))
+    else:
+        gaps = draw(st.lists(st.integers(0, 4), min_size=3, max_size=3))
+        nb = [1, ne_b[0] + gaps[0]]
+        nb += [nb[1] * ne_b[1] + gaps[1]]
+        nb += [nb[2] * ne_b[2] + gaps[2]]
+        offset = draw(st.integers(0, 6))
+        extent = offset + sum((ne_b[d] - 1) * nb[d] for d in range(4)) + 1
+        ne_a = draw(factorisation(extent + draw(st.integers(0, 3))))
+    params = (("nb1", 4 * nb[1]), ("nb2", 4 * nb[2]), ("nb3", 4 * nb[3]), ("offset", 4 * offset))
+    a = spec("f32", ne_a)  # type: ignore[arg-type]
+    b = spec("f32", ne_b, draw(input_layouts(InputLayouts.ANY)))
+    variant = draw(st.sampled_from(["", "inplace"]))
+    return finish(draw, OpCase("ACC", (a, b), params=params, variant=variant))
+
+
+# ---- ARANGE, ARGSORT, SUM_ROWS -------------------------------------------------------------------
+@st.composite
+def arange_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    start = f32(draw(st.one_of(st.sampled_from([0.0, 1.0, -7.3, 0.1]), st.floats(-1000, 1000, width=32))))
+    step = f32(draw(st.one_of(st.sampled_from([1.0, 0.1, 0.37, 2.0, 0.013]), st.floats(f32(1e-3), 64, width=32))))
+    n = draw(st.one_of(st.sampled_from([1, 2, 31, 32, 33, 512, 1024]), st.integers(1, 4096)))
+    frac = draw(st.sampled_from([0.0, 0.25, 0.5, 0.999]))
+    stop = f32(start + (n - 1 + frac) * step + step * 0.5)
+    if not stop > start:  # a large start swallows a tiny span in f32: take the next f32 up
+        stop = float(np.nextafter(np.float32(start), np.float32(np.inf)))
+    params = (("start", start), ("stop", stop), ("step", step))
+    return finish(draw, OpCase("ARANGE", (), params=params))
+
+
+@st.composite
+def argsort_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
+    order = draw(st.sampled_from(["asc", "desc"]))
+    src = spec("f32", ne, draw(_layout("ARGSORT")))
+    return finish(draw, OpCase("ARGSORT", (src,), params=(("order", order),), out_dtype="i32"))
+
+
+@st.composite
+def sum_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    ne = draw(shapes())
+    return finish(draw, OpCase("SUM_ROWS", (spec("f32", ne, draw(_layout("SUM_ROWS"))),)))
+
+
+def get_rows_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    """Data as usual; indices uniform in ``[0, ne1)`` and at least one repeated when there are two."""
+    data_spec, index_spec = case.inputs
+    data = plain_input(rng, data_spec, case)
+    rows = rng.integers(0, data_spec.ne[1], size=index_spec.np_shape, dtype=np.int32)
+    if rows.size >= 2:
+        rows.flat[-1] = rows.flat[0]  # a duplicate: the same row gathered twice
+    return [data, rows]
+
+
+def argsort_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    """About half the rows drawn from a handful of values, so they are full of ties (std::sort is
+    unstable from 17 elements on: tied indices come back in no particular order)."""
+    (spec,) = case.inputs
+    x = plain_input(rng, spec, case)
+    rows = x.reshape(-1, spec.ne[0])
+    tied = rng.random(rows.shape[0]) < 0.5
+    rows[tied] = rng.integers(-3, 4, size=(int(tied.sum()), spec.ne[0])) * 0.5
+    return [rows.reshape(spec.np_shape)]
+
+
+def _ggml_index(flat: int, shape: tuple[int, ...]) -> list[int]:
+    return [int(i) for i in reversed(np.unravel_index(flat, shape))]
+
+
+def judge_argsort(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray) -> Metrics:
+    x = np.asarray(inputs[0], dtype=np.float64)
+    g = np.asarray(golden, dtype=np.int64)
+    d = np.asarray(device, dtype=np.int64)
+    m = Metrics(n=int(g.size))
+    if d.shape != g.shape:
+        m.passed, m.error_ratio = False, float("inf")
+        m.detail = f"shape mismatch: device {d.shape} vs golden {g.shape} (numpy order)"
+        return m
+    if g.size == 0:
+        return m
+    ne0 = g.shape[-1]
+    in_range = (d >= 0) & (d < ne0)
+    is_perm = np.all(np.sort(np.where(in_range, d, -1), axis=-1) == np.arange(ne0), axis=-1, keepdims=True)
+    want = np.take_along_axis(x, g, axis=-1)
+    got = np.take_along_axis(x, np.where(in_range, d, 0), axis=-1)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    bad = ~(in_range & same & is_perm)
+    m.n_bad = int(bad.sum())
+    m.passed = m.n_bad == 0
+    if not m.passed:
+        flat = int(np.argmax(bad.ravel()))
+        m.worst_index = _ggml_index(flat, g.shape)
+        m.error_ratio = float("inf")
+        m.worst_device, m.worst_golden = float(d.flat[flat]), float(g.flat[flat])
+        rows_not_perm = int((~is_perm).sum())
+        where = "[" + ",".join(map(str, m.worst_index)) + "]"
+        m.detail = (
+            f"out{where}={int(d.flat[flat])} selects value {float(got.flat[flat])!r}, but the sorted row has "
+            f"{float(want.flat[flat])!r} there (golden index {int(g.flat[flat])}); {m.n_bad}/{m.n} positions wrong, "
+            f"{rows_not_perm} row(s) not a permutation of 0..{ne0 - 1}"
+        )
+    return m
+
+
+register("NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "DUP", "CONT", group="layout_ops", draw=view_case)
+register("CPY", group="cpy", draw=cpy_case)
+register("REPEAT", group="resizing", draw=repeat_case)
+register("CONCAT", group="resizing", draw=concat_case)
+register("PAD", group="resizing", draw=pad_case)
+register("UPSCALE", group="resizing", draw=upscale_case)
+register("GET_ROWS", group="gather_scatter", draw=get_rows_case, make_inputs=get_rows_inputs)
+register("ACC", group="gather_scatter", draw=acc_case)
+register("ARANGE", group="sequences", draw=arange_case)
+register("ARGSORT", group="sequences", draw=argsort_case, make_inputs=argsort_inputs, judge=judge_argsort)
+register("SUM_ROWS", group="sequences", draw=sum_rows_case)

@@ -1,0 +1,275 @@
+"""Numerics ops: NORM, RMS_NORM, GROUP_NORM, SOFT_MAX, DIAG_MASK_INF, ROPE, MUL_MAT, IM2COL, POOL_2D,
+TIMESTEP_EMBEDDING: their case strategies and the input makers of those whose inputs have structure.
+
+Each strategy constructs valid cases that reach the op's parameter corners (ALiBi with odd head
+counts, masks taller than the input, partial rotation, YaRN, blocked GQA broadcast, padding-only
+pooling windows...). Shapes stay ≤ 32k elements per tensor so the ci profile runs in seconds. Inputs
+are drawn from the case's seed, and the case's distribution picks the regime, so the case id alone
+reproduces the bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from conformance.cases import register
+from conformance.data import floats
+from conformance.strategies import (
+    ROW_KEEPING_PERMS,
+    f32,
+    finish,
+    input_layouts,
+    layouts,
+    row_size,
+    shapes,
+    spec,
+    weight_names,
+)
+from golden import catalogue, dtypes
+from golden.case import OpCase
+from golden.conv import conv_output_size, pool_output_size
+from golden.spec import Signature
+
+MAX_ELEMENTS = 1 << 15
+EPS = st.sampled_from([1e-5, 1e-6, 1e-12, 1e-3, 0.5])
+
+
+def _divisor(draw: st.DrawFn, n: int) -> int:
+    return draw(st.sampled_from([d for d in range(1, n + 1) if n % d == 0]))
+
+
+# ---- NORM, RMS_NORM, GROUP_NORM --------------------------------------------------------------------
+@st.composite
+def norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    if op == "GROUP_NORM":
+        ne0, ne1 = draw(st.integers(1, 32)), draw(st.integers(1, 16))
+        channels = draw(st.integers(1, max(1, min(40, MAX_ELEMENTS // (ne0 * ne1)))))
+        ne = (ne0, ne1, channels, draw(st.integers(1, 2)))
+        params: tuple = (("n_groups", draw(st.integers(1, channels + 3))), ("eps", f32(draw(EPS))))
+    else:
+        ne = draw(shapes())
+        params = (("eps", f32(draw(EPS))),)
+    lay = draw(input_layouts(catalogue.get(op).input_layouts))
+    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst))
+
+
+# ---- SOFT_MAX, DIAG_MASK_INF -----------------------------------------------------------------------
+@st.composite
+def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    ne0 = draw(row_size(max_ne0=1024))
+    heads = draw(st.integers(1, 12))  # 3, 5, 6, 7, 12... reach ALiBi's second slope segment
+    ne1 = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (ne0 * heads * 2)))))
+    ne3 = draw(st.integers(1, 2))
+    ne = (ne0, ne1, heads, ne3)
+    inputs = [spec("f32", ne)]
+    has_mask = len(sig.srcs) > 1
+    if has_mask:
+        mask_ne = (ne0, ne1 + draw(st.sampled_from([0, 0, 1, 3])), _divisor(draw, heads), _divisor(draw, ne3))
+        inputs.append(spec(sig.srcs[1], mask_ne))
+    has_sinks = draw(st.booleans())
+    if has_sinks:
+        inputs.append(spec("f32", (heads, 1, 1, 1)))
+    max_bias = draw(st.sampled_from([0.0, 0.0, 8.0, 0.5, 2.0])) if has_mask else 0.0
+    scale = draw(st.one_of(st.sampled_from([1.0, 0.125, 0.08838835, 2.0]), st.floats(0.015625, 4.0, width=32)))
+    params = (("scale", f32(scale)), ("max_bias", f32(max_bias)), ("mask", has_mask), ("sinks", has_sinks))
+    return finish(draw, OpCase("SOFT_MAX", tuple(inputs), params=params, out_dtype=sig.dst))
+
+
+@st.composite
+def diag_mask_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    ne = draw(shapes(max_ne0=512))
+    params = (("n_past", draw(st.integers(0, ne[0] + 1))),)
+    src = spec(sig.srcs[0], ne, draw(input_layouts(catalogue.get(op).input_layouts)))
+    return finish(draw, OpCase("DIAG_MASK_INF", (src,), params=params, out_dtype=sig.dst))
+
+
+# ---- ROPE -------------------------------------------------------------------------------------------
+@st.composite
+def rope_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    head_dim = draw(st.one_of(st.sampled_from([2, 4, 8, 16, 32, 64, 80, 96, 128, 256]),
+                              st.integers(1, 64).map(lambda k: 2 * k)))
+    n_dims = draw(st.one_of(st.just(head_dim), st.integers(1, head_dim // 2).map(lambda k: 2 * k)))
+    heads = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (head_dim * 8)))))
+    tokens = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (head_dim * heads * 2)))))
+    ne = (head_dim, heads, tokens, draw(st.integers(1, 2)))
+    lay = draw(input_layouts(catalogue.get("ROPE").input_layouts))
+    inputs = [spec(sig.srcs[0], ne, lay), spec("i32", (tokens, 1, 1, 1))]
+    has_ff = draw(st.booleans())
+    if has_ff:
+        inputs.append(spec("f32", (n_dims // 2 + draw(st.sampled_from([0, 0, 3])), 1, 1, 1)))
+    ext_factor = draw(st.sampled_from([0.0, 0.0, 1.0, 0.5]))
+    if ext_factor:
+        n_ctx_orig = draw(st.sampled_from([2048, 4096, 8192, 32768]))
+        beta_fast, beta_slow = draw(st.sampled_from([32.0, 16.0])), draw(st.sampled_from([1.0, 2.0]))
+    else:
+        n_ctx_orig = draw(st.sampled_from([0, 4096]))
+        beta_fast, beta_slow = draw(st.sampled_from([(0.0, 0.0), (32.0, 1.0)]))
+    params = (
+        ("n_dims", n_dims), ("mode", draw(st.sampled_from([0, 2]))), ("n_ctx_orig", n_ctx_orig),
+        ("freq_base", f32(draw(st.sampled_from([10000.0, 500000.0, 1e6, 100.0])))),
+        ("freq_scale", f32(draw(st.sampled_from([1.0, 1.0, 0.25, 0.5, 0.125])))),
+        ("ext_factor", f32(ext_factor)),
+        ("attn_factor", f32(draw(st.sampled_from([1.0, 1.4245, 0.8, 2.0])))),
+        ("beta_fast", f32(beta_fast)), ("beta_slow", f32(beta_slow)), ("freq_factors", has_ff),
+    )
+    return finish(draw, OpCase("ROPE", tuple(inputs), params=params, out_dtype=sig.dst))
+
+
+# ---- MUL_MAT ----------------------------------------------------------------------------------------
+@st.composite
+def mul_mat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    k = draw(row_size(max_ne0=4096))
+    a2, a3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    r2, r3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    n = draw(st.integers(1, max(1, min(16, MAX_ELEMENTS // (k * a2 * a3)))))
+    m = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (k * a2 * r2 * a3 * r3)))))
+    lay = draw(input_layouts(catalogue.get("MUL_MAT").input_layouts))
+    a = spec(sig.srcs[0], (k, n, a2, a3), lay, draw(weight_names))
+    b = spec(sig.srcs[1], (k, m, a2 * r2, a3 * r3), draw(layouts(perms=ROW_KEEPING_PERMS)))
+    return finish(draw, OpCase("MUL_MAT", (a, b), out_dtype=sig.dst))
+
+
+# ---- IM2COL, POOL_2D --------------------------------------------------------------------------------
+@st.composite
+def _window(draw: st.DrawFn, size: int, *, max_k: int = 5) -> tuple[int, int, int, int]:
+    """(k, s, p, d) with at least one output position along a dim of ``size``."""
+    s, p, d = draw(st.integers(1, 3)), draw(st.integers(0, 3)), draw(st.integers(1, 3))
+    reach = size + 2 * p  # d·(k−1) + 1 ≤ reach
+    k = draw(st.integers(1, max(1, min(max_k, (reach - 1) // d + 1))))
+    return k, s, p, d
+
+
+@st.composite
+def im2col_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    is_2d = draw(st.booleans())
+    ic, oc, batch = draw(st.integers(1, 4)), draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    iw = draw(st.integers(1, 32 if is_2d else 96))
+    kw, s0, p0, d0 = draw(_window(iw))
+    if is_2d:
+        ih = draw(st.integers(1, 32))
+        kh, s1, p1, d1 = draw(_window(ih))
+        kernel_ne, data_ne = (kw, kh, ic, oc), (iw, ih, ic, batch)
+        out = ic * kh * kw * conv_output_size(iw, kw, s0, p0, d0) * conv_output_size(ih, kh, s1, p1, d1) * batch
+    else:
+        s1 = p1 = d1 = 0
+        kernel_ne, data_ne = (kw, ic, oc, 1), (iw, ic, batch, 1)
+        out = ic * kw * conv_output_size(iw, kw, s0, p0, d0) * batch
+    if out > MAX_ELEMENTS:
+        data_ne = data_ne[:3] + (1,) if is_2d else data_ne
+    kernel = spec(sig.srcs[0], kernel_ne)
+    data = spec(sig.srcs[1], data_ne, draw(input_layouts(catalogue.get("IM2COL").input_layouts)))
+    params = (("s0", s0), ("s1", s1), ("p0", p0), ("p1", p1), ("d0", d0), ("d1", d1), ("is_2d", is_2d))
+    return finish(draw, OpCase("IM2COL", (kernel, data), params=params, out_dtype=sig.dst))
+
+
+@st.composite
+def pool_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    ne = (draw(st.integers(1, 32)), draw(st.integers(1, 32)), draw(st.integers(1, 4)), draw(st.integers(1, 2)))
+    params: list = [("op", draw(st.sampled_from([0, 1])))]
+    dims = []
+    for size in ne[:2]:
+        p = draw(st.sampled_from([0.0, 0.0, 1.0, 2.0, 0.5, 1.7, 1.2]))
+        k = draw(st.integers(1, max(1, min(5, int(size + 2 * p)))))
+        s = draw(st.integers(1, 3))
+        assert pool_output_size(size, k, s, p) >= 1
+        dims.append((k, s, p))
+    (k0, s0, p0), (k1, s1, p1) = dims
+    params += [("k0", k0), ("k1", k1), ("s0", s0), ("s1", s1), ("p0", f32(p0)), ("p1", f32(p1))]
+    lay = draw(input_layouts(catalogue.get("POOL_2D").input_layouts))
+    return finish(draw, OpCase("POOL_2D", (spec(sig.srcs[0], ne, lay),), params=tuple(params), out_dtype=sig.dst))
+
+
+# ---- TIMESTEP_EMBEDDING -----------------------------------------------------------------------------
+@st.composite
+def timestep_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    dim = draw(st.one_of(st.sampled_from([1, 2, 3, 8, 9, 128, 255, 256, 320]), st.integers(1, 512)))
+    n = draw(st.integers(1, max(1, min(64, MAX_ELEMENTS // dim))))
+    params = (("dim", dim), ("max_period", draw(st.sampled_from([10000, 10000, 1000, 100, 2]))))
+    t = spec(sig.srcs[0], (n, 1, 1, 1), draw(input_layouts(catalogue.get("TIMESTEP_EMBEDDING").input_layouts)))
+    return finish(draw, OpCase("TIMESTEP_EMBEDDING", (t,), params=params, out_dtype=sig.dst))
+
+
+# ROPE positions per distribution: a prompt at a small offset, anywhere in a 4k context, anywhere
+# up to 64k (long-context models), and the edges mixed in
+POSITION_RANGES = {"uniform": 64, "dense": 4096, "wide": 65536, "special": 65536}
+
+
+def _main_input(case: OpCase, rng: np.random.Generator) -> np.ndarray:
+    spec = case.inputs[0]
+    op = catalogue.get(case.op)
+    return floats(rng, spec, case.distribution, op.specials, op.max_abs_input)
+
+
+def rope_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    x = _main_input(case, rng)
+    n_tokens = case.inputs[1].ne[0]
+    top = POSITION_RANGES[case.distribution]
+    start = int(rng.integers(0, top))
+    if case.distribution == "uniform":
+        pos = start + np.arange(n_tokens)  # consecutive prompt positions
+    else:
+        pos = rng.integers(0, top, size=n_tokens)
+    if case.distribution == "special":
+        edges = np.array([0, 1, 4095, 4096, 32767, 65535])
+        where = rng.random(n_tokens) < 0.3
+        pos = np.where(where, rng.choice(edges, size=n_tokens), pos)
+    out = [x, pos.astype(np.int32).reshape(case.inputs[1].np_shape)]
+    if len(case.inputs) > 2:  # freq factors: llama-3 style divisors between 1 and 8 (and some below 1)
+        ff = rng.uniform(0.5, 8.0, size=case.inputs[2].np_shape)
+        out.append(dtypes.round_to(ff, case.inputs[2].dtype))
+    return out
+
+
+def _mask(rng: np.random.Generator, np_shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Additive mask: values in [−1, 1] (test-backend-ops' range) with −inf blocks: causal with an
+    offset, random columns, and now and then a fully masked row."""
+    m = rng.uniform(-1.0, 1.0, size=np_shape)
+    kind = rng.integers(0, 4)
+    rows, cols = np_shape[-2], np_shape[-1]
+    if kind == 1:  # causal: column j > row i + offset is masked
+        offset = int(rng.integers(0, max(1, cols)))
+        m = np.where(np.arange(cols)[None, :] > np.arange(rows)[:, None] + offset, -np.inf, m)
+    elif kind == 2:  # random −inf blocks
+        m = np.where(rng.random(np_shape) < 0.3, -np.inf, m)
+    elif kind == 3:  # causal plus some fully masked rows
+        m = np.where(np.arange(cols)[None, :] > np.arange(rows)[:, None], -np.inf, m)
+        full = rng.random(np_shape[:-1]) < 0.2
+        m = np.where(full[..., None], -np.inf, m)
+    return dtypes.round_to(m, dtype)
+
+
+def soft_max_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    out = [_main_input(case, rng)]
+    if case.param("mask"):
+        spec = case.inputs[1]
+        out.append(_mask(rng, spec.np_shape, spec.dtype))
+    if case.param("sinks"):
+        spec = case.inputs[-1]
+        out.append(dtypes.round_to(rng.uniform(-4.0, 4.0, size=spec.np_shape), spec.dtype))
+    return out
+
+
+TIMESTEP_RANGES = {"uniform": (0.0, 1000.0), "dense": (0.0, 1.0), "wide": (-1000.0, 1000.0), "special": (0.0, 1000.0)}
+
+
+def timestep_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    spec = case.inputs[0]
+    lo, hi = TIMESTEP_RANGES[case.distribution]
+    t = rng.uniform(lo, hi, size=spec.np_shape)
+    if case.distribution == "uniform":
+        t = np.floor(t)  # diffusion schedulers' integer steps
+    if case.distribution == "special":
+        where = rng.random(t.shape) < 0.2
+        t = np.where(where, rng.choice(np.array([0.0, -0.0, 1.0, 999.0]), size=t.shape), t)
+    return [dtypes.round_to(t, spec.dtype)]
+
+
+register("NORM", "RMS_NORM", "GROUP_NORM", group="norm", draw=norm_case)
+register("SOFT_MAX", group="soft_max", draw=soft_max_case, make_inputs=soft_max_inputs)
+register("DIAG_MASK_INF", group="diag_mask_inf", draw=diag_mask_case)
+register("ROPE", group="rope", draw=rope_case, make_inputs=rope_inputs)
+register("MUL_MAT", group="mul_mat", draw=mul_mat_case)
+register("IM2COL", group="im2col", draw=im2col_case)
+register("POOL_2D", group="pool_2d", draw=pool_case)
+register("TIMESTEP_EMBEDDING", group="timestep_embedding", draw=timestep_case, make_inputs=timestep_inputs)

@@ -1,0 +1,62 @@
+"""Quantized (Q4_0/Q8_0) signatures: GET_ROWS from Q, CPY F32/F16 → Q, same-type DUP/CONT of Q, and
+MUL_MAT with Q weights. Quantized tensors keep whole 32-element blocks per row."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from conformance.cases import register
+from conformance.strategies import ROW_KEEPING_PERMS, finish, layouts, spec, weight_names
+from golden.case import Layout, OpCase
+from golden.spec import Signature
+
+FINITE = st.sampled_from(["uniform", "dense", "wide"])
+QUANT_ROW_SIZES = st.sampled_from([32, 64, 96, 256, 512, 544, 1024, 2048, 4096])
+
+
+@st.composite
+def quant_shape(draw: st.DrawFn, max_elements: int = 1 << 15) -> tuple[int, int, int, int]:
+    ne0 = draw(QUANT_ROW_SIZES.filter(lambda n: n <= max_elements))
+    budget = max(1, max_elements // ne0)
+    ne1 = draw(st.integers(1, min(9, budget)))
+    ne2 = draw(st.integers(1, max(1, min(3, budget // ne1))))
+    return (ne0, ne1, ne2, 1)
+
+
+def quant_layout() -> st.SearchStrategy[Layout]:
+    """Whole blocks: no permute; row/plane padding and offsets in whole blocks."""
+    return st.one_of(
+        st.just(Layout()),
+        st.builds(lambda p0, p1, o: Layout(pad=(32 * p0, p1, 0, 0), offset=32 * o),
+                  st.integers(0, 2), st.integers(0, 2), st.integers(0, 2)),
+    )
+
+
+@st.composite
+def quant_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    if op == "GET_ROWS":
+        ne = draw(quant_shape())
+        n_rows = draw(st.integers(1, 12))
+        data = spec(sig.srcs[0], ne, draw(quant_layout()))
+        rows = spec("i32", (n_rows, ne[2], ne[3], 1))
+        return finish(draw, OpCase(op, (data, rows), out_dtype=sig.dst))
+    if op == "CPY":
+        ne = draw(quant_shape())
+        src = spec(sig.srcs[0], ne, draw(layouts(perms=ROW_KEEPING_PERMS)))  # source rows contiguous
+        params = (("dst_ne", ne), ("dst_pad", (0, 0, 0, 0)), ("dst_offset", 0))  # ggml: contiguous Q dst
+        # no NaN/inf: one non-finite value poisons its whole block's scale
+        return finish(draw, OpCase(op, (src,), params=params, out_dtype=sig.dst), distribution=FINITE)
+    if op in ("DUP", "CONT"):
+        ne = draw(quant_shape())
+        return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, draw(quant_layout())),), out_dtype=sig.dst))
+    # MUL_MAT: K a multiple of 32 up to 4096, blocked broadcast of the weights over dims 2 and 3
+    k = draw(QUANT_ROW_SIZES)
+    m = draw(st.integers(1, 16))
+    n = draw(st.integers(1, 8))
+    a2, r2 = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    weights = spec(sig.srcs[0], (k, m, a2, 1), name=draw(weight_names))
+    src1 = spec(sig.srcs[1], (k, n, a2 * r2, 1))
+    return finish(draw, OpCase(op, (weights, src1), out_dtype=sig.dst))
+
+
+register("GET_ROWS", "CPY", "DUP", "CONT", "MUL_MAT", quantized=quant_case)

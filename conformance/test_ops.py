@@ -1,0 +1,5 @@
+"""Test groups added since the first release of the suite: generated from the catalogue by conformance/suite.py."""
+
+from conformance.suite import group_tests_for
+
+globals().update(group_tests_for(__name__))

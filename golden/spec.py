@@ -1,0 +1,172 @@
+"""What the catalogue knows about one op: :class:`OpSpec`, its dtype :class:`Signature` s and its
+:class:`Param` s.
+
+Each family module (``golden/unary.py``, ``golden/norm.py``...) defines an op's golden function and,
+right beside it, its ``OpSpec``, added to the module's ``SPECS``; ``golden/catalogue.py`` is the
+list of family modules. An ``OpSpec`` carries everything the other layers need to know about the
+op and nothing about any one backend: accepted dtype signatures, parameters and their domains, the
+tolerance rows (error models with their reasons), the validator that rejects cases ggml would abort
+on, and the layouts ggml's graph constructor accepts.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from golden import dtypes
+from golden.case import OpCase
+from golden.tolerance import ROUNDED, Tolerance, rounded_via_f32
+
+Golden = Callable[[list[np.ndarray], OpCase], np.ndarray]
+Validator = Callable[[OpCase, list[np.ndarray]], None]
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One accepted dtype combination: source dtypes in order, and the destination dtype."""
+
+    srcs: tuple[str, ...]
+    dst: str
+
+    def label(self) -> str:
+        if not self.srcs:
+            return self.dst  # ops without inputs (ARANGE)
+        return "_".join(self.srcs) + ("" if self.srcs[0] == self.dst else f"_to_{self.dst}")
+
+    @property
+    def quantized(self) -> bool:
+        return any(dtypes.is_quantized(t) for t in (*self.srcs, self.dst))
+
+
+def sig(*srcs: str, dst: str | None = None) -> Signature:
+    """``sig("f16", "f32", dst="f32")``; the destination defaults to the first source's dtype."""
+    return Signature(tuple(srcs), dst or srcs[0])
+
+
+class InputLayouts(enum.Enum):
+    """The layouts ggml's graph constructor accepts for the op's inputs (its API contract, the same
+    for every backend; a backend kernel that mishandles an accepted layout is that backend's bug)."""
+
+    ANY = "any"  # any permute, padded view or offset
+    ROWS = "rows"  # dim 0 stays innermost with unit stride (ggml asserts rows contiguous)
+    PADDED_ROWS = "padded_rows"  # rows at a uniform stride, planes packed, no permute (ggml_is_padded_1d)
+    CONTIGUOUS = "contiguous"  # ggml asserts ggml_is_contiguous
+
+
+@dataclass(frozen=True)
+class Param:
+    """One op parameter: what it means and the Python type its value has in a case id."""
+
+    meaning: str
+    kind: type = float
+    optional: bool = False  # may be left out of a case (the golden and builder use a default)
+
+    def check(self, op: str, name: str, value: Any) -> None:
+        ok = isinstance(value, self.kind) and not (self.kind in (int, float) and isinstance(value, bool))
+        if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True  # 1 and 1.0 are the same f32 parameter
+        if not ok:
+            raise ValueError(f"{op}: parameter {name}={value!r} should be {self.kind.__name__} ({self.meaning})")
+
+
+def P(meaning: str, kind: type = float, optional: bool = False) -> Param:  # noqa: N802 (reads as a table)
+    return Param(meaning, kind, optional)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op of the catalogue. Construct with keywords; see the module docstring."""
+
+    name: str
+    family: str  # the golden module (and the default case strategy for the family's shape of op)
+    golden: Golden
+    signatures: tuple[Signature, ...]
+    tolerance: dict[str, Tolerance]  # by signature label, else destination dtype, else "*"
+    quantized_signatures: tuple[Signature, ...] = ()  # Q4_0/Q8_0 sources or destinations
+    params: dict[str, Param] = field(default_factory=dict)
+    validate: Validator | None = None  # rejects cases ggml would abort on (ValueError, before any device)
+    input_layouts: InputLayouts = InputLayouts.ANY  # for src0; see InputLayouts
+    inplace_inputs: tuple[int, ...] = ()  # inputs the op writes by definition (CLAMP returns a view of a)
+    specials: tuple[float, ...] = (np.nan, np.inf, -np.inf, 0.0, -0.0)
+    max_abs_input: float | None = None  # inputs beyond this are outside the op's defined domain
+    structured_inputs: bool = False  # inputs need a maker (indices, positions, masks): conformance registers it
+    own_verdict: bool = False  # judged by an op-specific comparator (ARGSORT's permutation check)
+    notes: str = ""
+
+    @property
+    def implemented(self) -> bool:
+        return self.golden is not None
+
+    @property
+    def all_signatures(self) -> tuple[Signature, ...]:
+        return self.signatures + self.quantized_signatures
+
+    def tolerance_for(self, dst: str, signature: str = "") -> Tolerance:
+        """The row for a signature label (``q4_0_f32_to_f32``) if there is one, else for the dst dtype."""
+        for key in (signature, dst, "*"):
+            if key and key in self.tolerance:
+                return self.tolerance[key]
+        raise KeyError(f"{self.name}: no tolerance row for destination dtype {dst}")
+
+    def check_params(self, case: OpCase) -> None:
+        """Unknown, missing or mistyped parameters are a ValueError naming them."""
+        given = dict(case.params)
+        unknown = sorted(set(given) - set(self.params))
+        if unknown:
+            known = ", ".join(self.params) or "none"
+            raise ValueError(f"{self.name}: unknown parameter(s) {', '.join(unknown)} (known: {known})")
+        missing = [n for n, p in self.params.items() if n not in given and not p.optional]
+        if missing:
+            raise ValueError(f"{self.name}: missing parameter(s) {', '.join(missing)}")
+        for name, value in given.items():
+            self.params[name].check(self.name, name, value)
+
+
+class OpList:
+    """A family module's ops in definition order (``SPECS.add(OpSpec(...))`` beside each golden)."""
+
+    def __init__(self) -> None:
+        self._specs: list[OpSpec] = []
+
+    def add(self, spec: OpSpec) -> OpSpec:
+        self._specs.append(spec)
+        return spec
+
+    def __iter__(self) -> Iterator[OpSpec]:
+        return iter(self._specs)
+
+
+# ---- shared building blocks for family modules ---------------------------------------------------
+SAME_FLOAT = (sig("f32"), sig("f16"))
+SAME_FLOAT_BF16 = (sig("f32"), sig("f16"), sig("bf16"))
+
+ELEMENTWISE_TOL = {
+    "f32": ROUNDED,
+    "f16": rounded_via_f32(),
+    "bf16": rounded_via_f32(),
+}
+
+
+def one(fn: Callable[[np.ndarray], np.ndarray]) -> Golden:
+    """A golden adapter for a function of the first input alone."""
+    return lambda xs, case: fn(xs[0])
+
+
+def two(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Golden:
+    """A golden adapter for a function of the first two inputs."""
+    return lambda xs, case: fn(xs[0], xs[1])
+
+
+def libm(ulps: float, what: str) -> dict[str, Tolerance]:
+    """Rows for a transcendental evaluated in f32 within ``ulps`` ulp, then the destination rounding."""
+    reason = f"{what}; then the destination rounding"
+    return {
+        "f32": Tolerance(reason, ulp=ulps),
+        "f16": Tolerance(reason + " (f32 inside, F16 out)", ulp=0.5, rtol=ulps * 2 * 2.0**-24),
+        "bf16": Tolerance(reason + " (f32 inside, BF16 out)", ulp=0.5, rtol=ulps * 2 * 2.0**-24),
+    }

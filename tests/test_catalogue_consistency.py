@@ -1,0 +1,90 @@
+"""The catalogue drives the suite: every op has each piece it needs in every layer, and a missing
+piece is an error that names it (never a silent "backend declines")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conformance import cases, suite
+from device.ggml.graph import builders
+from golden import catalogue
+from golden.case import OpCase, TensorSpec
+from golden.spec import OpSpec, sig
+
+ALL_SIGNATURES = [pytest.param(spec.name, s, id=f"{spec.name.lower()}-{s.label()}")
+                  for spec in catalogue.OPS.values() for s in spec.all_signatures]
+
+
+@pytest.mark.parametrize("op", sorted(catalogue.OPS))
+def test_every_op_has_its_pieces(op: str) -> None:
+    spec = catalogue.get(op)
+    assert callable(spec.golden), f"{op}: no golden function"
+    assert op in builders(), f"{op}: no ggml constructor in device/ggml/ops_*.py"
+    found = cases.entry(op)  # raises MissingPiece naming what is absent
+    assert found.group, op
+    for s in spec.all_signatures:
+        tol = spec.tolerance_for(s.dst, s.label())
+        assert len(tol.reason) > 15, f"{op}/{s.label()}: tolerance without an error-model reason"
+
+
+@pytest.mark.parametrize(("op", "signature"), ALL_SIGNATURES)
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(data=st.data())
+def test_drawn_cases_match_their_catalogue_entry(op: str, signature, data: st.DataObject) -> None:
+    """What the strategy draws is what the catalogue describes: the op, the signature's dtypes, and
+    exactly the parameters the OpSpec names (with the declared types)."""
+    case = data.draw(cases.strategy_for(op, signature))
+    assert case.op == op
+    assert tuple(t.dtype for t in case.inputs[: len(signature.srcs)]) == signature.srcs
+    assert case.out_dtype == signature.dst
+    catalogue.get(op).check_params(case)
+
+
+def test_every_signature_is_a_test_parameter() -> None:
+    listed = {(p.values[0], p.values[1]) for g in suite.groups() for p in suite.parameters(g)}
+    wanted = {(spec.name, s) for spec in catalogue.OPS.values() for s in spec.all_signatures}
+    assert listed == wanted
+
+
+def test_a_missing_strategy_is_named() -> None:
+    lonely = OpSpec(name="LONELY", family="no_such_family", golden=lambda xs, c: xs[0],
+                    signatures=(sig("f32"),), tolerance={"*": catalogue.get("RELU").tolerance["*"]},
+                    structured_inputs=True)
+    catalogue.OPS["LONELY"] = lonely
+    try:
+        with pytest.raises(cases.MissingPiece, match="LONELY: the suite lacks a case strategy.*an input maker"):
+            cases.entry("LONELY")
+    finally:
+        del catalogue.OPS["LONELY"]
+
+
+def test_a_missing_ggml_constructor_is_a_harness_error_not_a_decline() -> None:
+    from device.ggml.device import GgmlDevice
+    from device.ggml.graph import GraphBuildError
+
+    dev = GgmlDevice("CPU")
+    dev._builders = {k: v for k, v in dev._builders.items() if k != "ABS"}
+    case = OpCase("ABS", (TensorSpec("f32", (4, 1, 1, 1)),))
+    try:
+        with pytest.raises(GraphBuildError, match="no constructor for ABS"):
+            dev.supports(case)
+        with pytest.raises(GraphBuildError, match="no constructor for ABS"):
+            dev.run(case, [np.zeros((1, 1, 1, 4), np.float32)])
+    finally:
+        dev.close()
+
+
+def test_a_misspelt_parameter_is_an_error() -> None:
+    case = OpCase("SCALE", (TensorSpec("f32", (4, 1, 1, 1)),), params=(("s", 2.0), ("bias", 0.0)))
+    with pytest.raises(KeyError, match="no parameter 'scale'"):
+        case.param("scale")
+    assert case.param("scale", 1.0) == 1.0
+    bad = OpCase("SCALE", (TensorSpec("f32", (4, 1, 1, 1)),), params=(("s", 2.0), ("bias", 0.0), ("sclae", 1.0)))
+    with pytest.raises(ValueError, match="unknown parameter.*sclae"):
+        catalogue.evaluate(bad, [np.zeros((1, 1, 1, 4))])
+    typed = OpCase("SCALE", (TensorSpec("f32", (4, 1, 1, 1)),), params=(("s", "abc"), ("bias", 0.0)))
+    with pytest.raises(ValueError, match="s='abc' should be float"):
+        catalogue.evaluate(typed, [np.zeros((1, 1, 1, 4))])

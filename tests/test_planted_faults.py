@@ -1,0 +1,36 @@
+"""Every planted fault in tests/plugins is caught by the ci profile of the tests that cover its op.
+
+Each fault stands for a real backend bug (its ``bug`` text); a tolerance change that lets one pass
+has widened a bound past what detection needs, and fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.plugins import PlantedFault, all_planted
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", [pytest.param(f, id=f.spec.rsplit(":", 1)[-1]) for f in all_planted()])
+def test_planted_fault_is_caught_in_the_ci_profile(fault: PlantedFault, tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "-x",
+         "--device", fault.spec, "-k", fault.select, "--conform-profile", "ci", "--results", str(results),
+         "-W", "ignore::DeprecationWarning"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    tail = (proc.stdout + proc.stderr)[-1500:]
+    assert proc.returncode == 1, f"{fault.spec} ({fault.bug}) was not caught by -k {fault.select!r}:\n{tail}"
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    failing = [r for r in records if r.get("type") == "case" and r["outcome"] == "fail"]
+    assert failing, f"{fault.spec}: pytest failed without a failing case record:\n{tail}"
