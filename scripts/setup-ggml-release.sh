@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ggml's CPU backend of another release, side by side with the venv's (the libggml-python wheel
 # 0.20.2, which stays installed): the wheel of the given libggml-python version is downloaded and
-# its libraries unpacked into .backends/ggml-<version>/ (ignored by git); nothing is installed.
+# its libraries unpacked into .backends/ggml-<wheel version>/ (ignored by git); nothing is installed.
+# (libggml-python versions follow ggml's since 0.9; 0.3.5 holds ggml 0.0.1.)
 #
 #   scripts/setup-ggml-release.sh [LIBGGML_PYTHON_VERSION]     (default 0.17.0.post1: ggml 0.17.0)
 #
@@ -33,6 +34,8 @@ if [ ! -f "$DEST/libggml-base.so" ] || [ ! -f "$DEST/libggml.so" ]; then
     [ -f "$libs/libggml-base.so" ] || skip "the libggml-python==$WHEEL_VERSION wheel has no libggml-base.so"
     rm -rf "$DEST.partial" && mkdir -p "$DEST.partial"
     cp "$libs"/libggml* "$DEST.partial"/
+    # libraries auditwheel vendored (libgomp in older wheels): their RPATH includes $ORIGIN
+    find "$work/unpacked" -path '*.libs/*.so*' -exec cp {} "$DEST.partial"/ \;
     rm -rf "$DEST" && mv "$DEST.partial" "$DEST"
 fi
 
