@@ -120,6 +120,6 @@ BUGS: list[KnownBug] = [
         reason="a same-type Q4_0/Q8_0 copy of a view at a block offset that is not a multiple of 16 bytes "
                "is not byte-exact (every byte differs: the copy starts at the aligned-down address); "
                "ggml:CPU copies it exactly",
-        repro=f"{op}(type={q},ne=[32,1,1,1],lay=offs[{n}],dst={q},data=dense:0)")
-    for op, q, n in (("DUP", "q4_0", 64), ("CONT", "q8_0", 32))
+        repro=f"{op}(type={q},ne=[32,1,1,1],lay=offs[{n}],dst={q},data={data})")
+    for op, q, n, data in (("DUP", "q4_0", 64, "dense:0"), ("CONT", "q8_0", 32, "wide:1"))
 ]
