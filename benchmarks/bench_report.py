@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         build_report([results], out, baseline_paths=[baseline], expectations_path=expectations)
         full = time.perf_counter() - start
-        failures = sum(group.total for group in data.failures)
-        listed = sum(len(group.shown) for group in data.failures)
+        listed = sum(len(cluster.shown) for cluster in data.clusters)
         size = out.stat().st_size / 2**20
         print(f"build_report with baseline + expectations: {full:.2f} s -> {size:.2f} MiB HTML")
-        print(f"  {failures:,} failures, {listed:,} listed individually; {len(data.matrix)} matrix rows")
+        print(f"  {data.unexpected_failures:,} failures in {len(data.clusters):,} clusters (every cluster listed), "
+              f"{listed:,} cases listed individually; {len(data.matrix)} matrix rows")
 
         chromium = find_chromium()
         if chromium is None:

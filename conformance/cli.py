@@ -3,7 +3,8 @@
   conform run      run the conformance suite on device(s), write results, JUnit XML and the report
   conform devices  list ggml devices (and ACL devices where a CANN runtime is present)
   conform ops      list the op catalogue: implemented ops, dtype signatures, tolerance reasons
-  conform repro    rerun one case from its case id (the line every failure prints)
+  conform repro    rerun one case from its case id (the line every failure prints), or replay and
+                   shrink the sequence of cases that led to a crash
   conform report   build the HTML report / CSV from results files
 
 Bad input gets one line on stderr and exit code 2, never a traceback.
@@ -15,9 +16,17 @@ import argparse
 import datetime as dt
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from conformance.record import CaseRecord
+    from conformance.set_get import SetGetCase
+    from device.spec import DeviceSpec
+    from golden.case import OpCase
 
 PROFILES = ("dev", "ci", "nightly")
 
@@ -33,15 +42,23 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def check_case(case_id: str):  # -> OpCase
+def check_case(case_id: str) -> OpCase | SetGetCase:
     """Parse a case id and check it names a case the harness can build; UsageError otherwise."""
     from conformance.data import DISTRIBUTIONS
+    from conformance.set_get import SetGetCase, is_set_get_id
     from golden import catalogue, dtypes
     from golden.case import parse_case_id
 
     def bad(reason: str) -> UsageError:
         return UsageError(f"malformed case id {case_id!r}: {reason}")
 
+    if is_set_get_id(case_id):
+        try:
+            return SetGetCase.parse(case_id)
+        except KeyError as exc:
+            raise bad(f"the tensor lacks its {exc.args[0]} field") from None
+        except (ValueError, TypeError, IndexError) as exc:
+            raise bad(str(exc)) from None
     try:
         case = parse_case_id(case_id)
     except KeyError as exc:
@@ -72,7 +89,7 @@ def check_case(case_id: str):  # -> OpCase
     return case
 
 
-def _device_options(args: argparse.Namespace) -> dict[str, object]:
+def _device_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"ggml_lib": args.ggml_lib, "threads": getattr(args, "threads", 1)}
 
 
@@ -105,7 +122,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def cmd_ops(args: argparse.Namespace) -> int:
     from golden import catalogue
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for spec in catalogue.OPS.values():
         rows.append({
             "op": spec.name, "family": spec.family, "implemented": spec.implemented,
@@ -126,28 +143,161 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
 def cmd_repro(args: argparse.Namespace) -> int:
     from conformance.harness import Harness
+    from conformance.set_get import SetGetCase
     from device.registry import check_spec
 
+    if args.sequence or args.history:
+        return _repro_sequence(args)
+    if args.shrink:
+        raise UsageError("--shrink needs a sequence to shrink: --sequence FILE|ID... or --history RESULTS")
+    if not args.case_id:
+        raise UsageError("repro needs a case id (or --sequence / --history)")
     case = check_case(args.case_id)
     _check_numbers(args)
-    check_spec(args.device, _device_options(args))
-    harness = Harness(args.device, _device_options(args), out_dir=args.out, timeout=args.case_timeout)
+    device = _repro_device(args, None)
+    check_spec(device, _device_options(args))
+    harness = Harness(device, _device_options(args), out_dir=args.out, timeout=args.case_timeout)
     try:
-        record = harness.evaluate(case)
+        record = harness.evaluate_set_get(case) if isinstance(case, SetGetCase) else harness.evaluate(case)
     finally:
         harness.close()
-    print(f"{record['outcome'].upper()}  {case.case_id}  on {args.device}")
-    if record.get("metrics"):
-        m = record["metrics"]
+    print(f"{record.outcome.value.upper()}  {case.case_id}  on {device}")
+    m = record.metrics
+    if m and "max_abs" in m:
         print(f"  error_ratio {m['error_ratio']:.3g}  max_abs {m['max_abs']:.3g}  max_ulp {m['max_ulp']:.3g}  "
               f"nmse {m['nmse']:.3g}  bad {m['n_bad']}/{m['n']}")
-    if record.get("message"):
-        print(f"  {record['message']}")
-    if record.get("crash"):
-        print("  stderr tail:\n" + "\n".join("    " + ln for ln in record["crash"]["stderr_tail"].splitlines()[-10:]))
-    if record.get("artefact"):
-        print(f"  artefact: {os.path.join(args.out, record['artefact'])}")
-    return 0 if record["outcome"] in ("pass", "unsupported") else 1
+    if record.message:
+        print(f"  {record.message}")
+    if record.crash is not None:
+        print("  stderr tail:\n" + "\n".join("    " + ln for ln in record.crash.stderr_tail.splitlines()[-10:]))
+    if record.artefact:
+        print(f"  artefact: {os.path.join(args.out, record.artefact)}")
+    if record.expected:
+        print(f"  known bug {record.expected.id} of this device and release: {record.expected.reason}")
+    return 1 if record.failing else 0
+
+
+def _repro_device(args: argparse.Namespace, recorded: str | None) -> DeviceSpec:
+    """--device, else the device a record names, else ggml:CPU."""
+    from device.spec import DeviceSpec
+
+    return DeviceSpec.parse(args.device or recorded or "ggml:CPU")
+
+
+def _sequence_ids(items: list[str]) -> list[str]:
+    """--sequence arguments: each a case id, or a file of case ids (one per line; # comments)."""
+    ids: list[str] = []
+    for item in items:
+        path = Path(item)
+        if "(" not in item and path.is_file():
+            try:
+                lines = path.read_text().splitlines()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UsageError(f"cannot read the sequence file {item!r}: {exc}") from None
+            ids += [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+        elif "(" not in item:
+            raise UsageError(f"--sequence {item!r} is neither a case id nor a readable file")
+        else:
+            ids.append(item)
+    if not ids:
+        raise UsageError("--sequence names no cases")
+    return ids
+
+
+def _history_record(results: str, case_id: str | None) -> CaseRecord:
+    """The crash/timeout record with a history in ``results`` (the one for ``case_id``, or the only one)."""
+    from conformance.record import CaseRecord
+    from device.outcome import Outcome
+
+    DIED = {o.value for o in Outcome if o.process_died}
+    try:
+        lines = Path(results).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the results file {results!r}: {exc}") from None
+    found: list[CaseRecord] = []
+    for line in lines:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue  # a cut-off last line, or not a results line
+        if not isinstance(data, dict) or data.get("type") != "case" or data.get("outcome") not in DIED:
+            continue
+        if case_id and data.get("case_id") != case_id:
+            continue
+        try:
+            found.append(CaseRecord.from_json(data))
+        except (KeyError, ValueError, TypeError, AttributeError):
+            continue
+    which = f"for {case_id!r} " if case_id else ""
+    if not found:
+        raise UsageError(f"{results} has no crash or timeout record {which}to replay")
+    with_history = [r for r in found if r.history]
+    if not with_history:
+        raise UsageError(f"the crash record {which}in {results} carries no history (an older results file?)")
+    if len(with_history) > 1 and not case_id:
+        raise UsageError(f"{results} has {len(with_history)} crash/timeout records with a history; "
+                         "name one by its case id (conform repro CASE_ID --history RESULTS)")
+    return with_history[-1]
+
+
+def _repro_sequence(args: argparse.Namespace) -> int:
+    from conformance.sequence import SequenceRunner, Step, shrink
+    from device.outcome import Outcome
+    from device.registry import check_spec
+
+    if args.sequence and args.history:
+        raise UsageError("give either --sequence or --history, not both")
+    _check_numbers(args)
+    target: Outcome | None = None
+    if args.history:
+        record = _history_record(args.history, args.case_id)
+        ids, target = list(record.history), record.outcome
+        device = _repro_device(args, record.device)
+        if record.history_dropped:
+            print(f"conform: note: the record kept the last {len(ids)} cases; {record.history_dropped} earlier "
+                  "ones were not recorded", file=sys.stderr)
+    else:
+        if args.case_id:
+            raise UsageError("with --sequence, give every case id (the crashing one last) after --sequence")
+        ids = _sequence_ids(args.sequence)
+        device = _repro_device(args, None)
+    cases = [check_case(case_id) for case_id in ids]
+    check_spec(device, _device_options(args))
+
+    def show(index: int, total: int, step: Step) -> None:
+        note = f"  {step.message}"[:200] if step.outcome.failing and step.message else ""
+        print(f"  {index}/{total} {step.outcome.value.upper():<11} {step.case_id}{note}", flush=True)
+
+    runner = SequenceRunner(device, _device_options(args), args.case_timeout, on_step=show)
+    print(f"replaying {len(cases)} case(s) on {device}, in order, in a fresh device process", flush=True)
+    replay = runner.replay(cases)
+    died = replay.died_at
+    if died is None:
+        print("no case crashed or timed out: the sequence does not reproduce a crash")
+        return 1 if any(step.outcome.failing for step in replay.steps) else 0
+    outcome = replay.steps[died].outcome
+    if died < len(cases) - 1:
+        print(f"{outcome.value.upper()} at case {died + 1}/{len(cases)}, before the last case of the sequence")
+    else:
+        print(f"{outcome.value.upper()} at case {died + 1}/{len(cases)}: the sequence reproduces it")
+    if target is not None and outcome is not target:
+        print(f"(the record says {target.value.upper()})")
+    if not args.shrink:
+        return 1
+    cases = cases[: died + 1]
+    print(f"shrinking {len(cases)} case(s) (delta debugging; every try replays in a fresh device process)...",
+          flush=True)
+    runner.on_step = None
+    shortest = shrink(runner, cases, outcome)
+    print(f"shortest sequence that still ends in {outcome.value.upper()}: {len(shortest)} of {len(cases)} case(s), "
+          f"{runner.replays} replays")
+    for case in shortest:
+        print(f"  {case.case_id}")
+    parts = ["conform", "repro", "--device", device.text]
+    if args.ggml_lib:
+        parts += ["--ggml-lib", args.ggml_lib]
+    print("reproduce: " + " ".join(shlex.quote(p) for p in [*parts, "--sequence", *(c.case_id for c in shortest)]))
+    return 1
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
@@ -159,7 +309,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise UsageError(f"--workers must be 0 or more (got {args.workers})")
 
 
-def _open_each(devices: list[str], options: dict[str, object], timeout: float) -> None:
+def _open_each(devices: list[DeviceSpec], options: dict[str, Any], timeout: float) -> None:
     """Open every device once in a worker process (all at once) and close it again.
 
     What check_spec cannot see without opening (a CANN runtime that is missing or will not start,
@@ -168,16 +318,17 @@ def _open_each(devices: list[str], options: dict[str, object], timeout: float) -
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from device.registry import runs_in_process
     from device.worker import DeviceWorker
 
-    def probe(spec: str) -> None:
+    def probe(spec: DeviceSpec) -> None:
         worker = DeviceWorker(spec, options, timeout=timeout)
         try:
             worker.start()
         finally:
             worker.close()
 
-    remote = [d for d in devices if d != "golden"]
+    remote = [d for d in devices if not runs_in_process(d)]
     if remote:
         with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
             for done in [pool.submit(probe, spec) for spec in remote]:
@@ -215,7 +366,7 @@ def cmd_run(args: argparse.Namespace) -> int:
            "--threads", str(args.threads), "-o", "console_output_style=count", "--tb=line",
            "-W", "ignore::DeprecationWarning"]
     for d in devices:
-        cmd += ["--device", d]
+        cmd += ["--device", d.text]
     if args.ggml_lib:
         cmd += ["--ggml-lib", args.ggml_lib]
     if args.k:
@@ -231,7 +382,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if workers:
         cmd += ["-n", str(workers)]
     cmd += args.pytest_args
-    print(f"conform: running {len(devices)} device(s) {', '.join(devices)} -> {out}", flush=True)
+    print(f"conform: running {len(devices)} device(s) {', '.join(d.text for d in devices)} -> {out}", flush=True)
     env = dict(os.environ)
     env.setdefault("CONFORM_RUN_ID", stamp)
     code = subprocess.call(cmd, env=env)
@@ -296,10 +447,21 @@ def build_parser() -> argparse.ArgumentParser:
     ops = sub.add_parser("ops", help="list the op catalogue")
     ops.add_argument("--json", action="store_true")
 
-    rep = sub.add_parser("repro", help="rerun one case by its case id")
+    rep = sub.add_parser("repro", help="rerun one case by its case id, or replay a sequence of cases")
     common(rep)
-    rep.add_argument("case_id")
-    rep.add_argument("--device", default="ggml:CPU")
+    rep.add_argument("case_id", nargs="?", default=None,
+                     help="the case id a failure printed (with --history: which crash record to replay)")
+    rep.add_argument("--device", default=None, metavar="SPEC",
+                     help="device (default: the record's with --history, else ggml:CPU)")
+    rep.add_argument("--sequence", nargs="+", default=None, metavar="FILE|ID",
+                     help="replay these cases in order in one fresh device process: case ids, or files of one "
+                          "case id per line (a crash that needs the cases before it)")
+    rep.add_argument("--history", default=None, metavar="RESULTS",
+                     help="replay the history a crash or timeout record carries (the one for CASE_ID, or the "
+                          "only one in the results file)")
+    rep.add_argument("--shrink", action="store_true",
+                     help="with --sequence or --history: reduce the sequence to the shortest one whose last "
+                          "case still crashes, and print it")
     rep.add_argument("--out", default=".", help="where a failing case's .npz goes")
     rep.add_argument("--case-timeout", type=float, default=120.0)
     rep.add_argument("--threads", type=int, default=1)

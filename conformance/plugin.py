@@ -19,11 +19,18 @@ import os
 import socket
 import sys
 import uuid
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
+
+from device.spec import DeviceSpec
+
+if TYPE_CHECKING:
+    from conformance.harness import Harness
+    from reports.schema import ResultsWriter
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
              HealthCheck.function_scoped_fixture]
@@ -32,6 +39,8 @@ settings.register_profile(
     "ci", max_examples=30, deadline=None, derandomize=True, suppress_health_check=_SUPPRESS, print_blob=True,
     database=None,
 )
+# the ci profile's size with the randomness left on: --hypothesis-seed picks the draw (stability checks)
+settings.register_profile("ci-seeded", settings.get_profile("ci"), derandomize=False)
 settings.register_profile(
     "nightly", max_examples=400, deadline=None, suppress_health_check=_SUPPRESS, print_blob=True,
     phases=list(Phase),
@@ -52,7 +61,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--results", default=None, metavar="PATH", help="JSON Lines results file")
     group.addoption("--case-timeout", type=float, default=120.0, metavar="S", help="per-case timeout")
     group.addoption("--threads", type=int, default=1, help="CPU backend threads")
-    group.addoption("--conform-profile", default=None, choices=["dev", "ci", "nightly"],
+    group.addoption("--conform-profile", default=None, choices=["dev", "ci", "ci-seeded", "nightly"],
                     help="hypothesis profile")
     group.addoption("--hypothesis-db", default=None, metavar="DIR",
                     help="directory for hypothesis' example database (failing examples replay first)")
@@ -68,21 +77,22 @@ class ConformSession:
         self.options = {"ggml_lib": config.getoption("ggml_lib"), "threads": config.getoption("threads")}
         self.timeout = config.getoption("case_timeout")
         # an xdist worker takes the device list and run id from the controller (pytest_configure_node):
-        # globs are expanded once, and every worker's records carry the same run id
+        # globs are expanded once, and every worker's records carry the same run id. xdist hands on
+        # plain values only, so the specs travel as their canonical text.
         workerinput = getattr(config, "workerinput", {})
         raw = config.getoption("device") or [os.environ.get("CONFORM_DEVICE", "ggml:CPU")]
+        self.devices: list[DeviceSpec]
         if workerinput.get("conform_devices"):
-            self.devices = list(workerinput["conform_devices"])
+            self.devices = [DeviceSpec.parse(text) for text in workerinput["conform_devices"]]
         else:
             self.devices = expand_specs(raw, self.options)
         self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self.run_id = workerinput.get("conform_run_id") or os.environ.get("CONFORM_RUN_ID") or uuid.uuid4().hex[:12]
         self.results_path = config.getoption("results")
-        self.writer = None
-        self.harnesses: dict[str, Any] = {}
-        self.header_written = False
+        self.writer: ResultsWriter | None = None
+        self.harnesses: dict[DeviceSpec, Harness] = {}
 
-    def pinned_devices(self) -> list[str]:
+    def pinned_devices(self) -> list[DeviceSpec]:
         """The devices this process serves: under xdist, worker gwN serves device N mod count."""
         if self.worker.startswith("gw") and len(self.devices) > 1:
             index = int(self.worker[2:])
@@ -110,7 +120,7 @@ class ConformSession:
                 f"(each worker is pinned to one device); got -n {workers}"
             )
 
-    def harness(self, spec: str) -> Any:
+    def harness(self, spec: DeviceSpec) -> Harness:
         from conformance.harness import Harness
 
         if not self.harnesses:
@@ -119,7 +129,7 @@ class ConformSession:
             for name in self.pinned_devices():
                 self.harnesses[name] = Harness(
                     name, self.options, writer=None, out_dir=out_dir, timeout=self.timeout,
-                    base_record={"run_id": self.run_id, "worker": self.worker},
+                    run_id=self.run_id, worker=self.worker,
                 )
             self._write_header()
             for h in self.harnesses.values():
@@ -177,16 +187,16 @@ class ConformSession:
             self.writer.close()
 
 
-def _memory_at_end(harness: Any) -> dict[str, Any]:
+def _memory_at_end(harness: Harness) -> dict[str, Any]:
     """The device's free memory now, next to what the header recorded at the start."""
     start = harness.inventory.get("memory_free")
     try:
         now = harness.refresh_info()
     except Exception as exc:  # a device that cannot answer any more: say so, keep the footer
-        return {"spec": harness.device_spec, "error": f"{type(exc).__name__}: {exc}"}
+        return {"spec": harness.device_spec.text, "error": f"{type(exc).__name__}: {exc}"}
     end = now.get("memory_free")
     grew = start - end if isinstance(start, int) and isinstance(end, int) else None
-    return {"spec": harness.device_spec, "memory_free_start": start, "memory_free_end": end,
+    return {"spec": harness.device_spec.text, "memory_free_start": start, "memory_free_end": end,
             "memory_used_growth": grew, "worker_rss_bytes": now.get("worker_rss_bytes")}
 
 
@@ -222,7 +232,7 @@ def _database_in_use(config: pytest.Config) -> str | None:
     """Where hypothesis keeps examples in this run: a directory, or None (no database, or a forced seed)."""
     if _hypothesis_seed(config) is not None:
         return None  # hypothesis runs without its database when a seed is forced (core.py: database_key=None)
-    db = settings.default.database
+    db = settings().database  # the loaded profile's
     if db is None:
         return None
     path = getattr(db, "path", None)
@@ -254,7 +264,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_configure_node(node: Any) -> None:
     """xdist (controller): hand each worker the expanded device list and the run id."""
     session = _session(node.config)
-    node.workerinput["conform_devices"] = session.devices
+    node.workerinput["conform_devices"] = [spec.text for spec in session.devices]
     node.workerinput["conform_run_id"] = session.run_id
 
 
@@ -273,18 +283,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "conform" in metafunc.fixturenames:
         devices = _session(metafunc.config).pinned_devices()
         if len(devices) > 1:
-            metafunc.parametrize("conform_device", devices, ids=[d.replace(":", "_") for d in devices],
+            metafunc.parametrize("conform_device", devices, ids=[d.text.replace(":", "_") for d in devices],
                                  scope="session")
 
 
 @pytest.fixture(scope="session")
-def conform_device(request: pytest.FixtureRequest) -> str:
+def conform_device(request: pytest.FixtureRequest) -> DeviceSpec:
     """The device spec this test runs on (parametrised when several devices are selected)."""
-    return getattr(request, "param", None) or _session(request.config).pinned_devices()[0]
+    param: DeviceSpec | None = getattr(request, "param", None)
+    return param or _session(request.config).pinned_devices()[0]
 
 
 @pytest.fixture(scope="session")
-def conform(request: pytest.FixtureRequest, conform_device: str) -> Any:
+def conform(request: pytest.FixtureRequest, conform_device: DeviceSpec) -> Harness:
     """The harness for the selected device: ``conform.check(case)`` runs and judges one case."""
     from device.base import DeviceError
 
@@ -304,7 +315,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     session = item.config.stash.get(_SESSION_KEY, None)
     if session is not None:
         for h in session.harnesses.values():

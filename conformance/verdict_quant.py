@@ -1,12 +1,19 @@
 """Verdicts for quantized (Q4_0/Q8_0) destinations: CPY F32/F16 → Q, and same-type DUP/CONT.
 
 * Same-type copies move whole blocks: the device bytes must equal the source bytes.
-* Quantizing copies are judged in dequantized space: each element of the device's dequantized
-  output may be at most one quant step of its block away from the exact source value (Q8_0:
-  amax/127; Q4_0: |max|/8, which also covers Q4_0's saturation of opposite-sign values at q = 15).
-  ``n_quants_differ`` reports how many quants differ from the golden quantizer with the rounding
-  ggml's CPU uses (x86 from_float), so a backend that rounds ties differently is visible without
-  failing.
+* Quantizing copies are judged against the exact golden blocks, per block:
+
+  - the scale: within one F16 ulp of ggml's ``f16(amax/127)`` (Q8_0) or ``f16(max/−8)`` (Q4_0, max the
+    signed element of largest magnitude; where +amax and −amax both occur either sign is accepted);
+  - each quant: the nearest integer to ``x/d`` (``x/d + 8``, saturated at 15, for Q4_0), with ``d``
+    the unrounded scale (as ggml computes the quants) or the device's stored F16 scale, except within
+    ``QUANT_SLACK`` of a half-way point, where either neighbour is accepted. That admits the paths
+    ggml itself ships: round-half-away (``quantize_row_q8_0_ref``), round-half-even (x86
+    ``from_float``), ``floor(x·(1/d) + 8.5)`` (Q4_0) and the ``127/amax`` reciprocal, whose products
+    differ from ``x/d`` by a few f32 ulp. A device with another scale rule (amax/128) or rounding
+    (truncation) fails.
+
+  ``n_quants_differ`` still reports how many quants differ from ggml's x86 quantizer.
 """
 
 from __future__ import annotations
@@ -18,19 +25,10 @@ from golden import quant
 from golden.case import OpCase
 
 BLOCK = 32
-
-
-def _blocks(values: np.ndarray) -> np.ndarray:
-    return np.asarray(values, dtype=np.float64).reshape(-1, BLOCK)
-
-
-def quant_step(exact: np.ndarray, qtype: str) -> np.ndarray:
-    """One quant step per element: the spacing of the block's quantization grid."""
-    blocks = _blocks(exact)
-    amax = np.abs(blocks).max(axis=1, keepdims=True)
-    step = amax / 127.0 if qtype == "q8_0" else amax / 8.0
-    # the F16 scale moves every level by up to |q|·Δd ≤ amax·2^-11
-    return np.broadcast_to(step + amax * 2.0**-11, blocks.shape).reshape(-1)
+# how close to a half-way point x/d must be for either neighbour to count: the reciprocal paths are
+# within a few f32 ulp of x/d (|x/d| ≤ 127 → 127·2^-21), with room to spare
+QUANT_SLACK = 2.0**-12
+F16_ULP_AT_ONE = 2.0**-10
 
 
 def _quant_values(raw: np.ndarray, qtype: str, n: int) -> np.ndarray:
@@ -66,24 +64,69 @@ def judge_quantized(case: OpCase, raw_inputs: list[np.ndarray], golden: np.ndarr
         return m
     exact = np.asarray(golden, dtype=np.float64).reshape(-1)
     got = quant.dequantize(dev_raw, qtype, n).astype(np.float64)
+    bad_scale, bad_quant = _check_blocks(exact, dev_raw, qtype)
     err = np.abs(got - exact)
-    allowed = quant_step(exact, qtype)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(allowed > 0, err / allowed, np.where(err > 0, np.inf, 0.0))
-    ratio = np.where(np.isnan(ratio), np.inf, ratio)
-    worst = int(np.argmax(ratio))
-    m.error_ratio = float(ratio[worst])
     m.max_abs = float(np.nanmax(err)) if err.size else 0.0
-    m.n_bad = int((ratio > 1).sum())
     denom = float(np.sum(exact * exact))
     m.nmse = float(np.sum(err * err)) / denom if denom > 0 else float(np.sum(err * err))
-    m.worst_device, m.worst_golden = float(got[worst]), float(exact[worst])
-    m.worst_index = [worst]
     reference = quant.quantize(exact.astype(np.float32).reshape(-1, BLOCK), qtype, rounding="x86")
     m.n_quants_differ = int((_quant_values(reference, qtype, n) != _quant_values(dev_raw, qtype, n)).sum())
+    bad = np.repeat(bad_scale, BLOCK) | bad_quant
+    m.n_bad = int(bad.sum())
     m.passed = m.n_bad == 0
+    m.error_ratio = float("inf") if m.n_bad else 0.0
+    worst = int(np.argmax(bad)) if m.n_bad else int(np.argmax(err))
+    m.worst_index = [worst]
+    m.worst_device, m.worst_golden = float(got[worst]), float(exact[worst])
     if not m.passed:
-        m.detail = (f"element {worst} dequantizes to {m.worst_device!r}, but the source is {m.worst_golden!r}: "
-                    f"{m.error_ratio:.3g} quant steps ({m.n_bad}/{n} elements beyond one step; "
-                    f"{m.n_quants_differ} quants differ from ggml's quantizer)")
+        block = worst // BLOCK
+        what = ("its scale is off by more than one F16 ulp of ggml's" if bad_scale[block]
+                else "a quant is not the nearest integer to x/d")
+        m.detail = (f"element {worst} dequantizes to {m.worst_device!r} (source {m.worst_golden!r}): in block "
+                    f"{block} {what}; {int(bad_scale.sum())}/{bad_scale.size} blocks with a wrong scale, "
+                    f"{int(bad_quant.sum())}/{n} wrong quants ({m.n_quants_differ} differ from ggml's quantizer)")
     return m
+
+
+def _scales(raw: np.ndarray, qtype: str) -> np.ndarray:
+    size = 34 if qtype == "q8_0" else 18
+    return np.asarray(raw, np.uint8).reshape(-1, size)[:, :2].copy().view(np.float16).reshape(-1).astype(np.float64)
+
+
+def _check_blocks(exact: np.ndarray, dev_raw: np.ndarray, qtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per block: is the device's scale wrong; per element: is its quant wrong (see the module doc)."""
+    blocks = exact.reshape(-1, BLOCK)
+    amax = np.abs(blocks).max(axis=1)
+    d_dev = _scales(dev_raw, qtype)
+    wanted: list[np.ndarray]
+    if qtype == "q8_0":
+        wanted = [np.asarray(amax / 127.0, np.float16).astype(np.float64)]
+    else:  # the signed element of largest magnitude, divided by −8; either sign where both occur
+        wanted = [np.asarray(-amax / 8.0, np.float16).astype(np.float64),
+                  np.asarray(amax / 8.0, np.float16).astype(np.float64)]
+        has_pos = (blocks == amax[:, None]).any(axis=1)
+        has_neg = (blocks == -amax[:, None]).any(axis=1)
+        wanted = [np.where(has_pos, wanted[0], np.nan), np.where(has_neg, wanted[1], np.nan)]
+    ulp = np.maximum(np.abs(np.stack(wanted)), 2.0**-14) * F16_ULP_AT_ONE
+    scale_ok = np.zeros(d_dev.shape, bool)
+    for w, u in zip(wanted, ulp, strict=True):
+        scale_ok |= np.abs(d_dev - w) <= np.where(np.isnan(w), -1.0, u)
+    scale_ok |= (amax == 0) & (d_dev == 0)
+    quants = _quant_values(dev_raw, qtype, exact.size).reshape(-1, BLOCK).astype(np.float64)
+    # the quants may come from the unrounded scale (ggml: x·(1/d) with d = amax/127 in f32, then d stored
+    # as F16) or from the stored F16 scale itself
+    if qtype == "q8_0":
+        unrounded = amax / 127.0
+    else:
+        unrounded = np.where(d_dev < 0, -amax / 8.0, amax / 8.0)
+    quant_ok = np.zeros(quants.shape, bool)
+    for d in (d_dev, unrounded):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(d[:, None] != 0, blocks / d[:, None], 0.0)
+        lo_q, hi_q = (-127.0, 127.0) if qtype == "q8_0" else (0.0, 15.0)
+        if qtype == "q4_0":
+            t = t + 8.0
+        low = np.clip(np.ceil(t - 0.5 - QUANT_SLACK), lo_q, hi_q)
+        high = np.clip(np.floor(t + 0.5 + QUANT_SLACK), lo_q, hi_q)
+        quant_ok |= (quants >= low) & (quants <= high)
+    return ~scale_ok, ~quant_ok.reshape(-1)

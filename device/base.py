@@ -15,11 +15,16 @@ vendor can plug in a device without editing this repository (``--device my.modul
   :class:`RunResult`.
 
 Devices may raise :class:`Unsupported` to decline a case at run time.
+
+Optionally a device declares :attr:`capabilities` (a frozenset of :class:`Capability`): what the
+harness may rely on beyond the four members. A device without the attribute has none.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -35,6 +40,50 @@ class DeviceError(Exception):
     """A device could not be opened or used; the message is meant for the user as is."""
 
 
+class Capability(StrEnum):
+    """Something a device can do or is, declared by the device instead of guessed from its name."""
+
+    # Pure Python that cannot abort the process: may run in the test process, without a worker.
+    IN_PROCESS = "in_process"
+    # Has ``transfer(spec, raw, writes, reads)``: set/get round trips through the backend.
+    TRANSFER = "transfer"
+    # Returns the bytes of its uploaded quantized inputs as stored on the device
+    # (``RunResult.raw_inputs``), bypassing the backend's own conversions.
+    RAW_MEMORY = "raw_memory"
+    # Keeps Q4_0/Q8_0 tensors the way ggml-cann does: the stored bytes are ``golden.quant.to_cann``
+    # of the ggml blocks, allocations are ``golden.quant.cann_alloc_size`` and the padding is zeroed.
+    CANN_QUANT_LAYOUT = "cann_quant_layout"
+
+
+def capabilities_of(device: object) -> frozenset[Capability]:
+    """What ``device`` (an instance or a class) declares; nothing when it declares nothing."""
+    declared = getattr(device, "capabilities", None)
+    if declared is None:
+        return frozenset()
+    return frozenset(Capability(c) for c in declared)
+
+
+# Reads ``size`` bytes at a device address as they are stored there: (address, size) -> uint8 array.
+RawMemoryReader = Callable[[int, int], np.ndarray]
+
+
+@dataclass(frozen=True)
+class DeviceBytes:
+    """One tensor's allocation as stored on the device: ``stored[:data_size]`` holds the data, the
+    rest (up to the allocation size the backend asked for) is padding."""
+
+    stored: np.ndarray  # uint8
+    data_size: int
+
+    @property
+    def data(self) -> np.ndarray:
+        return self.stored[: self.data_size]
+
+    @property
+    def padding(self) -> np.ndarray:
+        return self.stored[self.data_size :]
+
+
 @dataclass
 class RunResult:
     """What one run returns.
@@ -44,11 +93,14 @@ class RunResult:
     ``inputs_after``: each input's logical values read back from the device after the run, or None
     where the device cannot read them back; the suite checks they are unchanged.
     ``extra``: device-specific measurements (timings, memory) recorded with the case.
+    ``raw_inputs``: with :attr:`Capability.RAW_MEMORY`, each input's allocation as stored on the
+    device after upload (None for inputs it does not read: plain dtypes, views).
     """
 
     output: np.ndarray
     inputs_after: list[np.ndarray] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    raw_inputs: list[DeviceBytes | None] | None = None
 
 
 @runtime_checkable

@@ -10,14 +10,16 @@ from typing import Any
 
 import numpy as np
 
-from device.base import RunResult, Unsupported
+from device.base import Capability, RunResult, Unsupported
 from golden import catalogue, dtypes
 from golden.case import OpCase
 
 
 class GoldenDevice:
     name = "golden"
-    in_process = True  # pure numpy: nothing can abort the process
+    # pure numpy: nothing can abort the process. Honoured for the built-in ``golden`` spec only: a
+    # plug-in that subclasses this class still runs in a worker (see device.registry.runs_in_process).
+    capabilities = frozenset({Capability.IN_PROCESS})
 
     def info(self) -> dict[str, Any]:
         return {"spec": "golden", "name": "golden", "description": "exact NumPy golden model", "backend": "golden"}

@@ -13,10 +13,12 @@ collected here.
 from __future__ import annotations
 
 import fnmatch
+import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from golden.case import OpCase
+from golden.tolerance import Tolerance
 
 CORRUPTING_CASE_TIMEOUT_S = 10.0
 
@@ -37,6 +39,10 @@ class KnownBug:
     # hang) and the worker is restarted after it
     corrupts_process: bool = False
     tags: tuple[str, ...] = field(default=())
+    # a documented deviation rather than a wrong answer (ggml's CPU evaluates GELU of F32 through an
+    # F16 table): the case is judged against this row instead, so the backend stays checked against its
+    # own documented shortcut while the catalogue's row stays what any correct implementation meets
+    tolerance: Tolerance | None = None
 
     def matches(self, case: OpCase, device_name: str, release: str) -> bool:
         if case.op != self.op or not fnmatch.fnmatchcase(device_name, self.devices):
@@ -50,9 +56,9 @@ def all_known_bugs() -> list[KnownBug]:
     from device.ggml import known_bugs_cpu
 
     bugs: list[KnownBug] = list(known_bugs_cpu.BUGS)
-    try:
-        from device.ggml import known_bugs_vulkan
-    except ImportError:
+    try:  # a list that may not exist yet: imported by name
+        known_bugs_vulkan = importlib.import_module("device.ggml.known_bugs_vulkan")
+    except ModuleNotFoundError:
         pass
     else:
         bugs += known_bugs_vulkan.BUGS

@@ -1,6 +1,6 @@
-"""Device selection: turn a ``--device`` spec into a Device.
+"""Device selection: turn a :class:`~device.spec.DeviceSpec` into a Device.
 
-Specs:
+Specs (see :mod:`device.spec`):
 * ``golden`` — the NumPy oracle (in process).
 * ``ggml:NAME`` — a ggml backend device by its registry name (``ggml:CPU``, ``ggml:CANN0``,
   ``ggml:CUDA0``); ``ggml:CANN*`` expands to every matching device (see :func:`expand_specs`).
@@ -15,67 +15,87 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from device.base import Device, DeviceError
+from device.base import Capability, Device, DeviceError, capabilities_of
+from device.spec import USAGE, DeviceKind, DeviceSpec
 
-USAGE = "use golden, ggml:NAME (e.g. ggml:CPU), acl:N, or package.module:factory"
-
-
-def _ggml_name(rest: str) -> str:
-    if not rest:
-        raise DeviceError("ggml device spec needs a device name, e.g. ggml:CPU")
-    return rest
+CONTRACT_MEMBERS = ("name", "info", "supports", "run")
 
 
-def _acl_index(rest: str, spec: str) -> int:
-    if not rest.isdigit():
-        raise DeviceError(f"acl device spec needs an index, e.g. acl:0 (got {spec!r})")
+def _check_acl_importable() -> None:
     try:
         import device.acl.device  # noqa: F401
     except ImportError as exc:
         raise DeviceError(f"acl devices are not available: {exc}") from None
-    return int(rest)
 
 
-def _plugin_factory(kind: str, rest: str, spec: str) -> Any:
+def _plugin_factory(spec: DeviceSpec) -> Callable[[dict[str, Any]], Any]:
     try:
-        module = importlib.import_module(kind)
+        module = importlib.import_module(spec.module)
     except Exception as exc:  # ImportError, or the plug-in's own import-time failure
         raise DeviceError(
-            f"unknown device {spec!r}: no importable plug-in module {kind!r} ({type(exc).__name__}: {exc}); {USAGE}"
+            f"unknown device {spec.text!r}: no importable plug-in module {spec.module!r} "
+            f"({type(exc).__name__}: {exc}); {USAGE}"
         ) from None
-    factory = getattr(module, rest, None)
+    factory = getattr(module, spec.factory, None)
     if not callable(factory):
-        raise DeviceError(f"device plug-in {spec!r}: module {kind!r} has no callable {rest!r}")
+        raise DeviceError(f"device plug-in {spec.text!r}: module {spec.module!r} has no callable {spec.factory!r}")
     return factory
 
 
-def open_device(spec: str, options: dict[str, Any] | None = None) -> Device:
+def runs_in_process(spec: DeviceSpec) -> bool:
+    """Whether the device declares :attr:`Capability.IN_PROCESS` before it is opened.
+
+    Only built-in devices whose class is known without loading anything can: the golden oracle.
+    A plug-in always runs in a worker process (its code may abort), whatever it inherits.
+    """
+    if spec.kind is DeviceKind.GOLDEN:
+        from device.golden_device import GoldenDevice
+
+        return Capability.IN_PROCESS in capabilities_of(GoldenDevice)
+    return False
+
+
+def open_device(spec: DeviceSpec | str, options: dict[str, Any] | None = None) -> Device:
+    spec = DeviceSpec.of(spec)
     options = dict(options or {})
-    kind, _, rest = spec.partition(":")
-    if spec == "golden":
+    if spec.is_pattern:
+        raise DeviceError(f"{spec.text} is a pattern; expand it to devices first (expand_specs)")
+    if spec.kind is DeviceKind.GOLDEN:
         from device.golden_device import open_golden_device
 
         return open_golden_device(options)
-    if kind == "ggml":
+    if spec.kind is DeviceKind.GGML:
         from device.ggml.device import open_ggml_device
 
-        return open_ggml_device(_ggml_name(rest), options)
-    if kind == "acl":
+        ggml = open_ggml_device(spec.ggml_name, options)
+        if Capability.CANN_QUANT_LAYOUT in capabilities_of(ggml):
+            # ggml's get_tensor converts ggml-cann's layout back; the ACL runtime reads it as stored
+            from device.acl.raw_checks import device_reader
+
+            ggml.raw_reader = device_reader(_device_index(spec.ggml_name))
+        return ggml
+    if spec.kind is DeviceKind.ACL:
+        _check_acl_importable()
         from device.acl.device import open_acl_device
 
-        return open_acl_device(_acl_index(rest, spec))
-    if kind and rest:
-        device = _plugin_factory(kind, rest, spec)(options)
-        missing = [m for m in ("name", "info", "supports", "run") if not hasattr(device, m)]
-        if missing:
-            raise DeviceError(f"device plug-in {spec!r} lacks {', '.join(missing)} (see the Device contract)")
-        return device
-    raise DeviceError(f"unknown device {spec!r}: {USAGE}")
+        return open_acl_device(spec.acl_index)
+    device = _plugin_factory(spec)(options)
+    missing = [m for m in CONTRACT_MEMBERS if not hasattr(device, m)]
+    if missing:
+        raise DeviceError(f"device plug-in {spec.text!r} lacks {', '.join(missing)} (see the Device contract)")
+    return device
 
 
-def check_spec(spec: str, options: dict[str, Any] | None = None, load_libraries: bool = True) -> None:
+def _device_index(ggml_name: str) -> int:
+    """The runtime's device index of a ggml device name: ggml-cann names device N ``CANN<N>``."""
+    digits = "".join(ch for ch in ggml_name if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def check_spec(spec: DeviceSpec | str, options: dict[str, Any] | None = None, load_libraries: bool = True) -> None:
     """Check that ``spec`` names a device that can be opened, without opening it.
 
     Raises :class:`DeviceError` with a one-line reason: an unknown spec form, a ggml directory
@@ -86,12 +106,9 @@ def check_spec(spec: str, options: dict[str, Any] | None = None, load_libraries:
     plug-in's check: loading ggml loads its backends, and CANN's starts the ACL runtime, in that
     process); the device name is then checked when the device opens.
     """
+    spec = DeviceSpec.of(spec)
     options = dict(options or {})
-    kind, _, rest = spec.partition(":")
-    if spec == "golden":
-        return
-    if kind == "ggml":
-        name = _ggml_name(rest)
+    if spec.kind is DeviceKind.GGML:
         from device.ggml import lib as ggml_lib
 
         if not load_libraries:
@@ -99,30 +116,28 @@ def check_spec(spec: str, options: dict[str, Any] | None = None, load_libraries:
             return
         lib = ggml_lib.load(options.get("ggml_lib"))
         names = lib.device_names()
-        if name not in names:
-            raise DeviceError(f"unknown ggml device {name!r} in {lib.lib_dir} (devices: {', '.join(names) or 'none'})")
-        return
-    if kind == "acl":
-        _acl_index(rest, spec)
-        return
-    if kind and rest:
-        _plugin_factory(kind, rest, spec)
-        return
-    raise DeviceError(f"unknown device {spec!r}: {USAGE}")
+        if spec.ggml_name not in names:
+            raise DeviceError(
+                f"unknown ggml device {spec.ggml_name!r} in {lib.lib_dir} (devices: {', '.join(names) or 'none'})"
+            )
+    elif spec.kind is DeviceKind.ACL:
+        _check_acl_importable()
+    elif spec.kind is DeviceKind.PLUGIN:
+        _plugin_factory(spec)
 
 
-def expand_specs(specs: list[str], options: dict[str, Any] | None = None) -> list[str]:
-    """Expand glob patterns over ggml device names (``ggml:CANN*``) and check each spec's form."""
-    out: list[str] = []
-    for spec in specs:
-        kind, _, rest = spec.partition(":")
-        if kind == "ggml" and any(ch in rest for ch in "*?["):
+def expand_specs(specs: Iterable[DeviceSpec | str], options: dict[str, Any] | None = None) -> list[DeviceSpec]:
+    """Parse each spec and expand patterns over ggml device names (``ggml:CANN*``); duplicates go."""
+    out: list[DeviceSpec] = []
+    for given in specs:
+        spec = DeviceSpec.of(given)
+        if spec.is_pattern:
             from device.ggml import lib as ggml_lib
 
             names = ggml_lib.load((options or {}).get("ggml_lib")).device_names()
-            matched = [f"ggml:{n}" for n in names if fnmatch.fnmatchcase(n, rest)]
+            matched = [DeviceSpec.ggml(n) for n in names if fnmatch.fnmatchcase(n, spec.ggml_name)]
             if not matched:
-                raise DeviceError(f"no ggml device matches {rest!r} (devices: {', '.join(names) or 'none'})")
+                raise DeviceError(f"no ggml device matches {spec.ggml_name!r} (devices: {', '.join(names) or 'none'})")
             out.extend(matched)
         else:
             out.append(spec)

@@ -8,48 +8,56 @@ for BF16, truncation toward zero for I32 as CPY does).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
-FLOAT_TYPES = ("f32", "f16", "bf16")
-QUANT_TYPES = ("q4_0", "q8_0")
-ALL_TYPES = ("f32", "f16", "bf16", "i32", "q4_0", "q8_0")
 
-# (bytes per block, elements per block), as ggml_type_size / ggml_blck_size report them
-_BLOCK = {
-    "f32": (4, 1),
-    "f16": (2, 1),
-    "bf16": (2, 1),
-    "i32": (4, 1),
-    "q4_0": (18, 32),
-    "q8_0": (34, 32),
-}
+@dataclass(frozen=True)
+class DType:
+    """One ggml element type: the facts every layer reads from here and nowhere else."""
 
-# ggml_type enum values (ggml.h, 0.20.2)
-GGML_TYPE_ID = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "i32": 26, "bf16": 30}
+    name: str  # the harness's name, as in case ids: f32, q4_0...
+    ggml_type: int  # enum ggml_type value (ggml.h)
+    type_size: int  # bytes per block (ggml_type_size)
+    block_size: int  # elements per block (ggml_blck_size)
+    kind: str  # "float", "int" or "quant"
+    storage: np.dtype[Any] | None  # numpy dtype of one stored element (bf16: its raw 16 bits); None for blocks
 
-# numpy dtype holding one stored element (bf16 is kept as its raw 16 bits)
-STORAGE_DTYPE = {
-    "f32": np.dtype("<f4"),
-    "f16": np.dtype("<f2"),
-    "bf16": np.dtype("<u2"),
-    "i32": np.dtype("<i4"),
-}
+
+# The one dtype table (enum values from ggml.h, 0.20.2; checked against the header by the tests).
+# Order matters: it is the order dtypes are listed in messages and reports.
+DTYPES: dict[str, DType] = {d.name: d for d in (
+    DType("f32", 0, 4, 1, "float", np.dtype("<f4")),
+    DType("f16", 1, 2, 1, "float", np.dtype("<f2")),
+    DType("bf16", 30, 2, 1, "float", np.dtype("<u2")),
+    DType("i32", 26, 4, 1, "int", np.dtype("<i4")),
+    DType("q4_0", 2, 2 + 16, 32, "quant", None),  # f16 scale + 32 4-bit quants
+    DType("q8_0", 8, 2 + 32, 32, "quant", None),  # f16 scale + 32 int8 quants
+)}
+
+ALL_TYPES: tuple[str, ...] = tuple(DTYPES)
+FLOAT_TYPES: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d.kind == "float")
+QUANT_TYPES: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d.kind == "quant")
+GGML_TYPE_ID: dict[str, int] = {n: d.ggml_type for n, d in DTYPES.items()}
+STORAGE_DTYPE: dict[str, np.dtype[Any]] = {n: d.storage for n, d in DTYPES.items() if d.storage is not None}
 
 
 def type_size(dtype: str) -> int:
-    return _BLOCK[dtype][0]
+    return DTYPES[dtype].type_size
 
 
 def block_size(dtype: str) -> int:
-    return _BLOCK[dtype][1]
+    return DTYPES[dtype].block_size
 
 
 def row_size(dtype: str, ne0: int) -> int:
     """``ggml_row_size``: bytes of ``ne0`` consecutive elements (ne0 a multiple of the block)."""
-    size, blck = _BLOCK[dtype]
-    if ne0 % blck:
-        raise ValueError(f"{dtype} rows need a multiple of {blck} elements, got {ne0}")
-    return size * ne0 // blck
+    d = DTYPES[dtype]
+    if ne0 % d.block_size:
+        raise ValueError(f"{dtype} rows need a multiple of {d.block_size} elements, got {ne0}")
+    return d.type_size * ne0 // d.block_size
 
 
 def is_quantized(dtype: str) -> bool:

@@ -1,95 +1,57 @@
 """Turning case records into what the report shows: device columns, the support matrix, per-op
-coverage and error, the failure list, expected failures and the diff against a baseline.
+coverage and error, failure clusters, known failures, the run's own status and the diff against
+baseline runs.
 
 Everything here is plain data so it can be tested without rendering HTML. One pass over the
-cases aggregates passing records (a nightly run has ~100k of them); only failures are kept one by
-one, and those are capped per op and device.
+cases aggregates passing records (a nightly run has ~100k of them); failures are gathered into
+clusters (:mod:`reports.clusters`) that keep a few cases each.
 """
 
 from __future__ import annotations
 
-import heapq
 import json
 import math
 import os
+import zipfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
+from reports.baseline import BaselineDiff, diff_against_baseline
+from reports.clusters import (
+    ClusterKey,
+    FailureCluster,
+    FailureItem,
+    FailureKind,
+    dtype_signature,
+    failure_kind,
+    input_elements,
+)
 from reports.expectations import Expectation
-from reports.load import FAILING_OUTCOMES, ResultsFile, as_float
-
-# Cell kinds of the support matrix, most alarming first (the legend and sort order follow this).
-CLAIMED_FAIL = "claimed-fail"
-NONE_PASS = "none-pass"
-SOME_PASS = "some-pass"
-ALL_PASS = "all-pass"
-NOT_CLAIMED = "not-claimed"
-NOT_RUN = "not-run"
-CELL_KINDS = (CLAIMED_FAIL, NONE_PASS, SOME_PASS, ALL_PASS, NOT_CLAIMED, NOT_RUN)
-CELL_MARKS = {
-    CLAIMED_FAIL: "‼",
-    NONE_PASS: "✗",
-    SOME_PASS: "◐",
-    ALL_PASS: "✓",
-    NOT_CLAIMED: "–",
-    NOT_RUN: "·",
-}
-CELL_LABELS = {
-    CLAIMED_FAIL: "claimed supported, but fails",
-    NONE_PASS: "no case passes",
-    SOME_PASS: "some cases pass",
-    ALL_PASS: "every case passes",
-    NOT_CLAIMED: "not claimed (backend declines)",
-    NOT_RUN: "not run",
-}
-CELL_EXPLANATIONS = {
-    CLAIMED_FAIL: "The backend's supports_op said yes, yet at least one case failed, crashed, timed out "
-    "or errored. A program using ggml would run this op on the device and get wrong results.",
-    NONE_PASS: "Cases ran and none passed (the device could not say beforehand whether it supports them).",
-    SOME_PASS: "Some cases passed; others failed or were declined by the backend.",
-    ALL_PASS: "Every case ran and passed.",
-    NOT_CLAIMED: "The backend declined every case (supports_op said no); ggml falls back to another device.",
-    NOT_RUN: "No case of this op and type ran on this device.",
-}
-
-# A baseline error ratio below this counts as this much when looking for 2x growth: otherwise an
-# op measured at exactly 0 last time would be flagged for any rounding at all.
-ERROR_GROWTH_FACTOR = 2.0
-ERROR_GROWTH_FLOOR = 0.01
-
-DTYPE_ORDER = ("f32", "f16", "bf16", "i32", "i16", "i8")
-
-
-def device_name(spec: str) -> str:
-    """``ggml:CANN0`` -> ``CANN0``; a spec without a colon is its own name."""
-    return spec.split(":", 1)[1] if ":" in spec else spec
-
-
-def dtype_key(dtypes: Any) -> str:
-    """A compact type label for the matrix: the first input's type, plus the output's when it differs."""
-    if not isinstance(dtypes, dict) or not dtypes:
-        return "?"
-    dst = dtypes.get("dst")
-    src0 = dtypes.get("src0")
-    if src0 is None:
-        src0 = next((value for key, value in dtypes.items() if key != "dst"), None)
-    if src0 is None:
-        return str(dst)
-    if dst is None or dst == src0:
-        return str(src0)
-    return f"{src0}→{dst}"
-
-
-def _dtype_sort_key(key: str) -> tuple[int, str]:
-    first = key.split("→", 1)[0]
-    return (DTYPE_ORDER.index(first) if first in DTYPE_ORDER else len(DTYPE_ORDER), key)
-
-
-def case_key(case: dict[str, Any]) -> tuple[str, str]:
-    """How a case is matched across runs: its identity string and the device spec."""
-    return (case["case_id"], case["device"])
+from reports.load import FAILING_OUTCOMES, ResultsFile, as_float, load_artefact
+from reports.matrix import (  # noqa: F401  (re-exported: the matrix's names are the report's vocabulary)
+    ALL_PASS,
+    CELL_EXPLANATIONS,
+    CELL_KINDS,
+    CELL_LABELS,
+    CELL_MARKS,
+    CLAIMED_FAIL,
+    NONE_PASS,
+    NOT_CLAIMED,
+    NOT_RUN,
+    SOME_PASS,
+    CellStats,
+    classify_cell,
+    device_name,
+    dtype_key,
+    dtype_sort_key,
+)
+from reports.plots import HIST_BINS, error_points, error_scatter_svg, ratio_bin, thin
+from reports.repro import header_inventory
+from reports.runstatus import RunStatus, run_status
 
 
 def op_params_text(case_id: str) -> str:
@@ -118,65 +80,6 @@ class DeviceColumn:
         if isinstance(backend, str) and backend:
             return backend
         return self.name.rstrip("0123456789") or self.name
-
-
-@dataclass
-class CellStats:
-    """Counts for one support-matrix cell (op x type x device)."""
-
-    total: int = 0
-    passed: int = 0
-    failed: int = 0  # fail, crash, timeout or error
-    unsupported: int = 0
-    claimed_failing: int = 0  # failed although supports_op said yes
-    known: int = 0  # failures an expectation explains
-
-    def add(self, case: dict[str, Any], known: bool) -> None:
-        self.total += 1
-        outcome = case["outcome"]
-        if outcome == "pass":
-            self.passed += 1
-        elif outcome == "unsupported":
-            self.unsupported += 1
-        else:
-            self.failed += 1
-            if case.get("supported") is True:
-                self.claimed_failing += 1
-            if known:
-                self.known += 1
-
-    @property
-    def ran(self) -> int:
-        return self.total - self.unsupported
-
-    @property
-    def kind(self) -> str:
-        return classify_cell(self)
-
-    def describe(self) -> str:
-        parts = [f"{self.passed} pass", f"{self.failed} fail"]
-        if self.unsupported:
-            parts.append(f"{self.unsupported} not claimed")
-        if self.claimed_failing:
-            parts.append(f"{self.claimed_failing} claimed-supported failures")
-        if self.known:
-            parts.append(f"{self.known} known")
-        return ", ".join(parts)
-
-
-def classify_cell(stats: CellStats | None) -> str:
-    """The support-matrix mark for a cell; ``None`` (no records) is "not run"."""
-    if stats is None or stats.total == 0:
-        return NOT_RUN
-    if stats.claimed_failing:
-        return CLAIMED_FAIL
-    if stats.ran == 0:
-        return NOT_CLAIMED
-    if stats.passed == stats.total:
-        return ALL_PASS
-    if stats.passed == 0 and stats.failed:
-        return NONE_PASS
-    return SOME_PASS
 
 
 @dataclass
@@ -250,6 +153,11 @@ class OpDeviceStats:
     worst_ratio: float | None = None  # worst error_ratio over cases that ran
     worst_passing_ratio: float | None = None
     worst_case_id: str = ""
+    ratio_bins: list[int] = field(default_factory=lambda: [0] * HIST_BINS)  # error-ratio histogram
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.ran if self.ran else None
 
 
 @dataclass
@@ -268,31 +176,52 @@ class OpSummary:
         return max(ratios) if ratios else None
 
 
-@dataclass
-class FailureItem:
-    case: dict[str, Any]
-    column: str
-    artefact_href: str | None
-    expectation: Expectation | None = None
-    source: ResultsFile | None = field(default=None, repr=False)  # the file its artefact path is relative to
+@dataclass(frozen=True)
+class KnownCause:
+    """Why a failure is expected: a known backend bug the harness matched (the record's ``expected``),
+    or an entry of the report's expectations file."""
+
+    id: str
+    reason: str
+    from_harness: bool  # True: the record carried it; False: the expectations file matched it
+    repro: str = ""
+    category: str = "backend-bug"
+    issue: str | None = None
 
     @property
-    def error_ratio(self) -> float | None:
-        metrics = self.case.get("metrics")
-        return as_float(metrics.get("error_ratio")) if isinstance(metrics, dict) else None
+    def issue_is_link(self) -> bool:
+        return bool(self.issue) and str(self.issue).startswith(("https://", "http://"))
+
+
+def record_known_bug(case: dict[str, Any]) -> KnownCause | None:
+    """The known bug a record carries (``"expected": {"id", "reason", "repro"}``), if any."""
+    expected = case.get("expected")
+    if not isinstance(expected, dict) or not isinstance(expected.get("id"), str) or not expected["id"]:
+        return None
+    reason = expected.get("reason")
+    repro = expected.get("repro")
+    return KnownCause(id=expected["id"], reason=reason if isinstance(reason, str) else "",
+                      from_harness=True, repro=repro if isinstance(repro, str) else "")
+
+
+def expectation_cause(expectation: Expectation) -> KnownCause:
+    return KnownCause(id=f"#{expectation.index} {expectation.pattern}", reason=expectation.reason,
+                      from_harness=False, category=expectation.category, issue=expectation.issue)
 
 
 @dataclass
-class FailureGroup:
-    op: str
-    column: str
-    shown: list[FailureItem] = field(default_factory=list)
-    not_shown: int = 0
-    heap: list[tuple[float, int, FailureItem]] = field(default_factory=list, repr=False)
+class KnownBugStats:
+    """How a known bug (from the records) fared in this run."""
+
+    cause: KnownCause
+    failures: int = 0
+    passing: int = 0  # records that carry the bug yet passed: the bug may be fixed
+    declined: int = 0
+    devices: set[str] = field(default_factory=set)
 
     @property
-    def total(self) -> int:
-        return len(self.shown) + self.not_shown
+    def is_stale(self) -> bool:
+        return self.failures == 0 and self.passing > 0
 
 
 @dataclass
@@ -326,62 +255,18 @@ class DeviceSummary:
 
 @dataclass
 class RunInfo:
-    """One results file: where it came from and whether it is complete."""
+    """One results file: where it came from, whether it is complete and how pytest ended."""
 
     results: ResultsFile
     started: str | None
     ended: str | None
     wall_seconds: float | None
     device_seconds: float
+    status: RunStatus
 
     @property
     def path(self) -> str:
         return str(self.results.path)
-
-
-@dataclass
-class DiffEntry:
-    case_id: str
-    device: str
-    op: str
-    before: str
-    after: str
-    detail: str = ""
-
-
-@dataclass
-class ErrorGrowth:
-    op: str
-    device: str
-    before: float
-    after: float
-
-    @property
-    def factor(self) -> float:
-        return self.after / max(self.before, ERROR_GROWTH_FLOOR)
-
-
-@dataclass
-class BaselineDiff:
-    baseline_paths: list[str]
-    compared: int = 0
-    only_current: int = 0
-    only_baseline: int = 0
-    new_failures: list[DiffEntry] = field(default_factory=list)
-    fixed: list[DiffEntry] = field(default_factory=list)
-    newly_supported: list[DiffEntry] = field(default_factory=list)
-    newly_unsupported: list[DiffEntry] = field(default_factory=list)
-    error_growth: list[ErrorGrowth] = field(default_factory=list)
-
-    def categories(self) -> list[tuple[str, str, list[DiffEntry]]]:
-        return [
-            ("new-failures", "New failures (passed or was declined in the baseline)", self.new_failures),
-            ("fixed", "Fixed (failed in the baseline, passes now)", self.fixed),
-            ("newly-supported", "Newly supported (declined in the baseline, claimed now)",
-             self.newly_supported),
-            ("newly-unsupported", "Newly unsupported (claimed in the baseline, declined now)",
-             self.newly_unsupported),
-        ]
 
 
 @dataclass
@@ -392,18 +277,57 @@ class ReportData:
     device_summaries: dict[str, DeviceSummary]
     matrix: dict[tuple[str, str], dict[str, CellStats]]  # (op, dtype key) -> column -> stats
     ops: dict[str, OpSummary]
-    failures: list[FailureGroup]  # unexpected failures, grouped by op and device
-    known_failures: list[FailureGroup]
-    expectations: list[Expectation]
+    clusters: list[FailureCluster]  # unexpected failures, one cluster per op/device/signature/kind
+    known_clusters: list[FailureCluster]
+    known_bugs: list[KnownBugStats]  # bugs the records carry (matched by the harness)
+    expectations: list[Expectation]  # the report's expectations file
     baseline: BaselineDiff | None
     total_cases: int
+    listed_without_cases: list[str] = field(default_factory=list)  # header devices no record names
+    input_warnings: list[str] = field(default_factory=list)  # inputs dropped as duplicates
 
     @property
     def is_partial(self) -> bool:
         return any(run.results.is_partial for run in self.runs)
 
+    @property
+    def unexpected_failures(self) -> int:
+        return sum(cluster.count for cluster in self.clusters)
+
+    @property
+    def known_failures(self) -> int:
+        return sum(cluster.count for cluster in self.known_clusters)
+
+    @property
+    def unrecorded_failures(self) -> int:
+        """pytest failures no case record accounts for (at least this many)."""
+        return sum(run.status.unrecorded for run in self.runs)
+
+    @property
+    def failed_runs(self) -> list[RunInfo]:
+        """Runs whose pytest session did not end cleanly (failures without a record, an internal error)."""
+        return [run for run in self.runs if run.status.alarming]
+
+    @property
+    def is_green(self) -> bool:
+        """Only a complete run, that ran cases, with no unexpected failure of any kind and a clean exit."""
+        return (self.total_cases > 0 and not self.is_partial and self.unexpected_failures == 0
+                and self.unrecorded_failures == 0 and all(run.status.clean for run in self.runs))
+
+    @property
+    def device_names(self) -> list[str]:
+        return [column.name for column in self.columns]
+
+    def title(self) -> str:
+        """Names the devices actually in the report (from the records, never from a header)."""
+        names = list(dict.fromkeys(self.device_names))
+        if not names:
+            return "ggml conformance report (no cases)"
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        return f"ggml conformance report: {shown}"
+
     def matrix_rows(self) -> list[tuple[str, str, dict[str, CellStats]]]:
-        ordered = sorted(self.matrix.items(), key=lambda item: (item[0][0], _dtype_sort_key(item[0][1])))
+        ordered = sorted(self.matrix.items(), key=lambda item: (item[0][0], dtype_sort_key(item[0][1])))
         return [(op, key, cells) for (op, key), cells in ordered]
 
     def matrix_groups(self) -> list[tuple[str, list[tuple[str, dict[str, CellStats]]]]]:
@@ -420,9 +344,17 @@ class ReportData:
                 counts[classify_cell(cells.get(column.key))] += 1
         return counts
 
+    def unexpected_claimed_cells(self) -> int:
+        """Cells marked "claimed supported, but fails" where some failure is not a known bug."""
+        return sum(1 for cells in self.matrix.values() for cell in cells.values() if cell.claimed_failing_unexpected)
+
     @property
     def stale_expectations(self) -> list[Expectation]:
         return [e for e in self.expectations if e.is_stale]
+
+    @property
+    def stale_known_bugs(self) -> list[KnownBugStats]:
+        return [bug for bug in self.known_bugs if bug.is_stale]
 
     def closest_to_bound(self, limit: int = 15) -> list[tuple[str, str, OpDeviceStats]]:
         """Ops whose passing cases come nearest their tolerance (worst passing error ratio)."""
@@ -448,7 +380,7 @@ def _parse_time(text: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _run_info(results: ResultsFile) -> RunInfo:
+def _run_info(results: ResultsFile, status: RunStatus) -> RunInfo:
     starts = [t for t in (_parse_time(h.get("started")) for h in results.headers) if t]
     ends = [t for t in (_parse_time(f.get("ended")) for f in results.footers) if t]
     device_seconds = sum(as_float(c.get("duration_s")) or 0.0 for c in results.cases)
@@ -461,30 +393,8 @@ def _run_info(results: ResultsFile) -> RunInfo:
         ended=max(ends).isoformat() if ends and not results.is_partial else None,
         wall_seconds=wall,
         device_seconds=device_seconds,
+        status=status,
     )
-
-
-def device_columns(files: list[ResultsFile]) -> list[DeviceColumn]:
-    """One column per device spec in first-seen order; per host too when one spec ran on several."""
-    hosts_by_spec: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    for results in files:
-        inventories: dict[tuple[str, str], dict[str, Any]] = {}
-        for header in results.headers:
-            host = str(header.get("host") or "?")
-            for inventory in header.get("devices") or []:
-                if isinstance(inventory, dict) and isinstance(inventory.get("spec"), str):
-                    inventories.setdefault((inventory["spec"], host), inventory)
-        ran = {(case["device"], _host_of(results, case)) for case in results.cases}
-        # Cases first (their order), then devices a header lists that ran nothing ("not run" columns).
-        for spec, host in sorted(ran) + sorted(set(inventories) - ran):
-            hosts_by_spec[spec].setdefault(host, inventories.get((spec, host)) or {})
-
-    columns: dict[str, DeviceColumn] = {}
-    for spec, hosts in hosts_by_spec.items():
-        for host, inventory in hosts.items():
-            key = spec if len(hosts) == 1 else f"{spec}@{host}"
-            columns[key] = DeviceColumn(key=key, spec=spec, host=host, inventory=inventory)
-    return list(columns.values())
 
 
 def _host_of(results: ResultsFile, case: dict[str, Any]) -> str:
@@ -492,17 +402,62 @@ def _host_of(results: ResultsFile, case: dict[str, Any]) -> str:
     return str((header or {}).get("host") or "?")
 
 
-def _column_key(results: ResultsFile, case: dict[str, Any], multi_host_specs: set[str]) -> str:
-    spec = case["device"]
-    return f"{spec}@{_host_of(results, case)}" if spec in multi_host_specs else spec
+def device_columns(files: list[ResultsFile]) -> list[DeviceColumn]:
+    """One column per device spec the case records name, in first-seen order; per host too when one
+    spec ran on several hosts.
+
+    Columns come from the records' ``device`` only. A header's device list holds what each
+    device's ``info()`` said, and a plug-in that inherits another device's ``info()`` would
+    otherwise add a phantom column; the header is only consulted for a column's inventory.
+    """
+    hosts_by_spec: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for results in files:
+        writer_seen: set[tuple[Any, Any, str]] = set()
+        for case in results.cases:
+            writer = (case.get("run_id"), case.get("worker"), case["device"])
+            if writer in writer_seen:
+                continue
+            writer_seen.add(writer)
+            header = results.header_for(case)
+            host = str((header or {}).get("host") or "?")
+            if host not in hosts_by_spec[case["device"]]:
+                hosts_by_spec[case["device"]][host] = header_inventory(header, case["device"])
+
+    columns: list[DeviceColumn] = []
+    for spec, hosts in hosts_by_spec.items():
+        for host, inventory in hosts.items():
+            key = spec if len(hosts) == 1 else f"{spec}@{host}"
+            columns.append(DeviceColumn(key=key, spec=spec, host=host, inventory=inventory))
+    return columns
 
 
-def _artefact_href(results: ResultsFile, case: dict[str, Any], out_dir: str | None) -> str | None:
+def _listed_without_cases(files: list[ResultsFile], columns: list[DeviceColumn]) -> list[str]:
+    ran = {column.spec for column in columns}
+    listed: dict[str, None] = {}
+    for results in files:
+        for header in results.headers:
+            for inventory in header.get("devices") or []:
+                spec = inventory.get("spec") if isinstance(inventory, dict) else None
+                if isinstance(spec, str) and spec not in ran:
+                    listed[spec] = None
+    return list(listed)
+
+
+def _artefact_path(results: ResultsFile, case: dict[str, Any]) -> str | None:
+    """The artefact's file, only for a plain relative path that stays under the results' folder."""
     artefact = case.get("artefact")
     if not isinstance(artefact, str) or not artefact or ":" in artefact.split("/", 1)[0]:
         return None  # only plain relative paths: never a "javascript:" or other scheme
-    target = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(results.path)), artefact))
-    if out_dir is None:
+    if os.path.isabs(artefact):
+        return None
+    base = os.path.dirname(os.path.abspath(results.path))
+    target = os.path.normpath(os.path.join(base, artefact))
+    return target if target.startswith(base + os.sep) else None
+
+
+def _artefact_href(results: ResultsFile, case: dict[str, Any], out_dir: str | None) -> str | None:
+    target = _artefact_path(results, case)
+    if target is None or out_dir is None:
         return target
     return os.path.relpath(target, out_dir).replace(os.sep, "/")
 
@@ -512,47 +467,64 @@ def analyse(
     expectations: list[Expectation] | None = None,
     baseline_files: list[ResultsFile] | None = None,
     out_dir: str | None = None,
-    max_failures_per_group: int = 25,
+    max_examples_per_cluster: int = 5,
 ) -> ReportData:
-    """Aggregate results files (and optionally expectations and a baseline) into report data."""
+    """Aggregate results files (and optionally expectations and baseline runs) into report data."""
     expectations = expectations or []
     for expectation in expectations:  # the counts are per analysis, not per loaded file
         expectation.matched_failures = expectation.matched_unsupported = expectation.matched_passing = 0
+    expectation_causes = {id(e): expectation_cause(e) for e in expectations}
     columns = device_columns(files)
     multi_host_specs = {c.spec for c in columns if c.key != c.spec}
     summaries = {c.key: DeviceSummary(column=c) for c in columns}
     matrix: dict[tuple[str, str], dict[str, CellStats]] = defaultdict(dict)
     ops: dict[str, OpSummary] = {}
-    failure_groups: dict[tuple[str, str], FailureGroup] = {}
-    known_groups: dict[tuple[str, str], FailureGroup] = {}
+    clusters: dict[ClusterKey, FailureCluster] = {}
+    known_clusters: dict[ClusterKey, FailureCluster] = {}
+    known_bugs: dict[str, KnownBugStats] = {}
     passing_for_stale_check: list[dict[str, Any]] = []
+    statuses: list[RunStatus] = []
     total = 0
 
     for results in files:
+        failing_tests: set[str] = set()  # tests with a failing record that pytest must have failed
         for case in results.cases:
             total += 1
-            column = _column_key(results, case, multi_host_specs)
+            spec = case["device"]
+            column = f"{spec}@{_host_of(results, case)}" if spec in multi_host_specs else spec
             outcome = case["outcome"]
             op_name = case["op"]
+            is_failure = outcome in FAILING_OUTCOMES
 
-            expectation = None
-            if outcome != "pass":
-                expectation = next((e for e in expectations if e.matches(case)), None)
-                if expectation is not None:
+            cause = record_known_bug(case)
+            if cause is not None:
+                bug = known_bugs.get(cause.id)
+                if bug is None:
+                    bug = known_bugs[cause.id] = KnownBugStats(cause=cause)
+                bug.devices.add(spec)
+                if outcome == "pass":
+                    bug.passing += 1
+                elif outcome == "unsupported":
+                    bug.declined += 1
+                else:
+                    bug.failures += 1
+            elif outcome != "pass":
+                matched = next((e for e in expectations if e.matches(case)), None)
+                if matched is not None:
                     if outcome == "unsupported":
-                        expectation.matched_unsupported += 1
+                        matched.matched_unsupported += 1
                     else:
-                        expectation.matched_failures += 1
+                        matched.matched_failures += 1
+                        cause = expectation_causes[id(matched)]
             elif expectations:
                 passing_for_stale_check.append(case)
-            is_failure = outcome in FAILING_OUTCOMES
-            known = is_failure and expectation is not None
+            known = is_failure and cause is not None
+            if is_failure and not (cause is not None and cause.from_harness):
+                test_id = case.get("test_id")
+                if isinstance(test_id, str):
+                    failing_tests.add(test_id)
 
-            summary = summaries.get(column)
-            if summary is None:  # a device the headers did not list
-                device_column = DeviceColumn(key=column, spec=case["device"], host="?", inventory={})
-                columns.append(device_column)
-                summary = summaries[column] = DeviceSummary(column=device_column)
+            summary = summaries[column]
             summary.counts[outcome] += 1
             summary.device_seconds += as_float(case.get("duration_s")) or 0.0
             if known:
@@ -572,45 +544,44 @@ def analyse(
             _add_to_op(op, column, case, known)
 
             if is_failure:
-                groups = known_groups if known else failure_groups
-                group = groups.get((op_name, column))
-                if group is None:
-                    group = groups[(op_name, column)] = FailureGroup(op=op_name, column=column)
-                # Keep the worst N (a min-heap on severity), not the first N the file happens to hold.
-                item = FailureItem(case, column, None, expectation, source=results)
-                entry = (_severity(item), total, item)
-                if len(group.heap) < max_failures_per_group:
-                    heapq.heappush(group.heap, entry)
-                else:
-                    heapq.heappushpop(group.heap, entry)
-                    group.not_shown += 1
+                kind, detail = failure_kind(case)
+                key = ClusterKey(op=op_name, column=column, signature=dtype_signature(case.get("dtypes")),
+                                 kind=kind, detail=detail, known=cause.id if known and cause else "")
+                target = known_clusters if known else clusters
+                cluster = target.get(key)
+                if cluster is None:
+                    cluster = target[key] = FailureCluster(key=key, known_cause=cause if known else None)
+                item = FailureItem(case, column, source=results, elements=input_elements(case))
+                cluster.add(item, total, max_examples_per_cluster)
+        statuses.append(run_status(results, failing_tests))
 
     # Only entries that explained no failure need the passing cases: "stale, or fixed?"
     for expectation in expectations:
         if expectation.is_stale:
             expectation.matched_passing = sum(map(expectation.matches, passing_for_stale_check))
 
-    for groups in (failure_groups, known_groups):
-        for group in groups.values():
-            group.shown = [item for _, _, item in sorted(group.heap, key=lambda entry: (-entry[0], entry[1]))]
-            group.heap = []
-            for item in group.shown:
-                if item.source is not None:  # links only for the failures actually listed
+    for group in (clusters, known_clusters):
+        for cluster in group.values():
+            cluster.finish()
+            for item in cluster.shown:  # links only for the failures actually listed
+                if item.source is not None:
                     item.artefact_href = _artefact_href(item.source, item.case, out_dir)
 
     baseline = diff_against_baseline(files, baseline_files) if baseline_files is not None else None
     return ReportData(
         files=files,
-        runs=[_run_info(results) for results in files],
+        runs=[_run_info(results, status) for results, status in zip(files, statuses, strict=True)],
         columns=columns,
         device_summaries=summaries,
         matrix=dict(matrix),
         ops=dict(sorted(ops.items())),
-        failures=[failure_groups[k] for k in sorted(failure_groups)],
-        known_failures=[known_groups[k] for k in sorted(known_groups)],
+        clusters=sorted(clusters.values(), key=lambda c: c.key.sort_key),
+        known_clusters=sorted(known_clusters.values(), key=lambda c: (c.key.known, c.key.sort_key)),
+        known_bugs=sorted(known_bugs.values(), key=lambda bug: bug.cause.id),
         expectations=expectations,
         baseline=baseline,
         total_cases=total,
+        listed_without_cases=_listed_without_cases(files, columns),
     )
 
 
@@ -629,9 +600,13 @@ def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) ->
             stats.known += known
         metrics = case.get("metrics")
         ratio = as_float(metrics.get("error_ratio")) if isinstance(metrics, dict) else None
-        if ratio is not None:
+        if ratio is None:
+            if outcome in FAILING_OUTCOMES:  # a crash or timeout has no error to measure: off the scale
+                stats.ratio_bins[-1] += 1
+        else:
             if math.isnan(ratio):
                 ratio = math.inf  # a NaN error is as bad as it gets
+            stats.ratio_bins[ratio_bin(ratio)] += 1
             if stats.worst_ratio is None or ratio > stats.worst_ratio:
                 stats.worst_ratio = ratio
                 stats.worst_case_id = case["case_id"]
@@ -654,11 +629,6 @@ def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) ->
             coverage.add(value)
 
 
-def _severity(item: FailureItem) -> float:
-    ratio = item.error_ratio
-    return math.inf if ratio is None or math.isnan(ratio) else ratio  # crashes (no ratio) rank first
-
-
 def _layout_text(layout: Any) -> str:
     if not isinstance(layout, dict) or not layout:
         return ""
@@ -667,74 +637,69 @@ def _layout_text(layout: Any) -> str:
     return ";".join(f"{name}:{value}" for name, value in sorted(layout.items()) if value != "contiguous")
 
 
-def _index(files: list[ResultsFile]) -> dict[tuple[str, str], dict[str, Any]]:
-    index: dict[tuple[str, str], dict[str, Any]] = {}
-    for results in files:
-        for case in results.cases:
-            index[case_key(case)] = case  # a rerun of the same case: the later record wins
-    return index
+# Tolerance reasons are calibrated on ggml's CPU. Words that show a reason describes the CPU's own
+# arithmetic (its tables, libm, SIMD paths, nightly measurements) rather than the op's definition.
+_CPU_MARKERS = ("CPU", "glibc", "x86", "SIMD", "measured", "nightly", "ggml sums", "ggml rounds")
 
 
-def _is_declined(case: dict[str, Any]) -> bool:
-    return case["outcome"] == "unsupported" or case.get("supported") is False
+def describes_cpu(reason: Any) -> bool:
+    """Whether a tolerance reason describes how ggml's CPU computes (display only: the report says so,
+    so nobody reads a CPU calibration as a statement about the device under test)."""
+    return isinstance(reason, str) and any(marker in reason for marker in _CPU_MARKERS)
 
 
-def _worst_passing_by_op(files: list[ResultsFile]) -> dict[tuple[str, str], float]:
-    worst: dict[tuple[str, str], float] = {}
-    for results in files:
-        for case in results.cases:
-            if case["outcome"] != "pass" or not isinstance(case.get("metrics"), dict):
-                continue
-            ratio = as_float(case["metrics"].get("error_ratio"))
-            if ratio is None or math.isnan(ratio):
-                continue
-            key = (case["op"], case["device"])
-            if ratio > worst.get(key, -1.0):
-                worst[key] = ratio
-    return worst
+# Error-against-input plots read artefacts: a bounded number, so a run with thousands of failure
+# clusters still builds in seconds. Clusters are plotted in report order; the rest say so.
+ERROR_PLOT_CLUSTERS = 60
+ERROR_PLOT_ARTEFACTS = 6
+_PLOTTED_KINDS = (FailureKind.MAGNITUDE, FailureKind.NONFINITE, FailureKind.NMSE)
 
 
-def diff_against_baseline(files: list[ResultsFile], baseline_files: list[ResultsFile]) -> BaselineDiff:
-    """Compare case by case (case_id + device spec) and, for error growth, op by op."""
-    diff = BaselineDiff(baseline_paths=[str(f.path) for f in baseline_files])
-    before = _index(baseline_files)
-    after = _index(files)
-    for key, now in after.items():
-        old = before.get(key)
-        if old is None:
-            diff.only_current += 1
+def is_elementwise(op: str) -> bool | None:
+    """True for the catalogue's one-input elementwise (unary) ops, False for its other ops, None when
+    the op is not in this checkout's catalogue (a newer writer): then the arrays decide."""
+    from golden import catalogue
+
+    try:
+        return catalogue.get(op).family == "unary"
+    except KeyError:
+        return None
+
+
+def attach_error_plots(clusters: list[FailureCluster], limit: int = ERROR_PLOT_CLUSTERS) -> int:
+    """Give failing elementwise clusters an error-against-input plot from their listed cases' ``.npz``
+    artefacts (``input_0``, ``golden``, ``device``); returns how many clusters got one."""
+    plotted = 0
+    for cluster in clusters:
+        if plotted >= limit:
+            break
+        if cluster.key.kind not in _PLOTTED_KINDS or is_elementwise(cluster.key.op) is False:
             continue
-        diff.compared += 1
-        entry = DiffEntry(
-            case_id=now["case_id"],
-            device=now["device"],
-            op=now["op"],
-            before=old["outcome"],
-            after=now["outcome"],
-            detail=str(now.get("message") or ""),
-        )
-        failing_now = now["outcome"] in FAILING_OUTCOMES
-        failing_before = old["outcome"] in FAILING_OUTCOMES
-        if failing_now and not failing_before:
-            diff.new_failures.append(entry)
-        elif failing_before and now["outcome"] == "pass":
-            diff.fixed.append(entry)
-        if _is_declined(old) and not _is_declined(now):
-            diff.newly_supported.append(entry)
-        elif not _is_declined(old) and _is_declined(now):
-            diff.newly_unsupported.append(entry)
-    diff.only_baseline = sum(1 for key in before if key not in after)
-    for entries in (diff.new_failures, diff.fixed, diff.newly_supported, diff.newly_unsupported):
-        entries.sort(key=lambda entry: (entry.op, entry.device, entry.case_id))
-
-    worst_before = _worst_passing_by_op(baseline_files)
-    worst_after = _worst_passing_by_op(files)
-    for (op, device), now_ratio in sorted(worst_after.items()):
-        old_ratio = worst_before.get((op, device))
-        if old_ratio is None:
+        xs, errors, nonfinite, used = [], [], [], 0
+        for item in cluster.shown:
+            if used >= ERROR_PLOT_ARTEFACTS:
+                break
+            path = _artefact_path(item.source, item.case) if item.source is not None else None
+            if path is None or not os.path.isfile(path):
+                continue
+            try:
+                arrays = load_artefact(path)
+            except (OSError, ValueError, zipfile.BadZipFile):
+                continue  # an unreadable artefact loses its plot, not the report
+            inputs = [name for name in arrays if name.startswith("input_")]
+            if inputs != ["input_0"] or "golden" not in arrays or "device" not in arrays:
+                continue  # one input, element for element: what "error against input" means
+            points = error_points(arrays["input_0"], arrays["golden"], arrays["device"])
+            if points is None:
+                continue
+            xs.append(points[0])
+            errors.append(points[1])
+            nonfinite.append(points[2])
+            used += 1
+        if not used:
             continue
-        if now_ratio > ERROR_GROWTH_FACTOR * max(old_ratio, ERROR_GROWTH_FLOOR):
-            diff.error_growth.append(ErrorGrowth(op=op, device=device, before=old_ratio, after=now_ratio))
-    diff.error_growth.sort(key=lambda growth: -growth.factor)
-    return diff
-
+        x, error = thin(np.concatenate(xs), np.concatenate(errors))
+        label = f"{cluster.key.label}: error against input, {used} case(s)"
+        cluster.error_plot = error_scatter_svg(x, error, np.concatenate(nonfinite), label)
+        plotted += 1
+    return plotted

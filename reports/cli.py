@@ -1,7 +1,9 @@
 """``conform report``: results files in, one HTML report (and optionally a support CSV) out.
 
-Bad input ends with one line on stderr and exit status 1 (argparse usage errors: 2), never a
-traceback: the people running this read the message, not the stack.
+Bad input (a missing, malformed or foreign file; an output that would overwrite an input) ends
+with one line on stderr and exit status 2, as everywhere in ``conform``, never a traceback: the
+people running this read the message, not the stack. Inputs given twice are read once, with a
+warning.
 """
 
 from __future__ import annotations
@@ -14,51 +16,69 @@ from reports.html import build_report
 from reports.load import ReportInputError
 
 PROG = "conform report"
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage mistake is one line on stderr (not the usage block), exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
-        description="Build a self-contained HTML report (support matrix, per-op error, failures) "
-        "from one or more results files (JSON Lines).",
+        description="Build a self-contained HTML report (support matrix, per-op error, failure clusters, "
+        "known failures, changes since baseline runs) from one or more results files (JSON Lines).",
     )
     parser.add_argument("results", nargs="+", metavar="RESULTS", help="results files (.jsonl); several merge")
-    parser.add_argument("-o", "--output", required=True, metavar="HTML", help="the report file to write")
+    parser.add_argument("-o", "--output", required=True, metavar="HTML",
+                        help="the report file to write (never one of the inputs)")
     parser.add_argument("--baseline", nargs="+", metavar="OLD", default=None,
-                        help="results files of an earlier run to diff against")
+                        help="results files of earlier runs to compare with (clusters, per-op pass rate and error)")
     parser.add_argument("--expectations", metavar="FILE", default=None,
                         help="TOML file of known failures (see reports/README.md)")
     parser.add_argument("--csv", metavar="CSV", default=None,
                         help="also write llama.cpp's test-backend-ops support CSV")
-    parser.add_argument("--max-failures", type=int, default=25, metavar="N",
-                        help="failures listed per op and device before the rest is counted (default 25)")
+    parser.add_argument("--max-failures", type=int, default=5, metavar="N",
+                        help="cases listed per failure cluster after its smallest one (default 5); every "
+                        "cluster is listed")
     return parser
 
 
 def report_main(argv: list[str] | None = None) -> int:
     """Run ``conform report``; ``argv`` is what follows ``report`` (default: ``sys.argv[1:]``)."""
     args = _parser().parse_args(argv)
-    if args.max_failures < 1:
-        print(f"{PROG}: error: --max-failures must be at least 1", file=sys.stderr)
-        return 2
+    if args.max_failures < 0:
+        print(f"{PROG}: error: --max-failures must be 0 or more", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         data = build_report(args.results, args.output, baseline_paths=args.baseline,
-                            expectations_path=args.expectations, max_failures_per_group=args.max_failures)
+                            expectations_path=args.expectations, max_examples_per_cluster=args.max_failures,
+                            other_outputs=[args.csv] if args.csv else [])
+        for warning in data.input_warnings:
+            print(f"{PROG}: warning: {warning}", file=sys.stderr)
         for run in data.runs:
             for reason in run.results.partial_reasons():
                 print(f"{PROG}: warning: {run.path}: partial run: {reason}", file=sys.stderr)
+            for problem in run.status.problems():
+                print(f"{PROG}: warning: {run.path}: {problem}", file=sys.stderr)
         csv_rows = write_support_csv(data.files, args.csv) if args.csv else None
     except ReportInputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_INPUT
     except OSError as exc:  # e.g. the output directory is not writable
         target = exc.filename or ""
         print(f"{PROG}: error: {target}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_INPUT
 
-    failing = sum(group.total for group in data.failures)
-    known = sum(group.total for group in data.known_failures)
-    summary = f"wrote {args.output}: {data.total_cases} cases, {failing} unexpected failures, {known} known"
+    summary = (f"wrote {args.output}: {data.total_cases} cases, {data.unexpected_failures} unexpected failures "
+               f"in {len(data.clusters)} clusters, {data.known_failures} known")
+    if data.unrecorded_failures:
+        summary += f", {data.unrecorded_failures} failing tests without a case record (RUN FAILED)"
+    elif data.failed_runs:
+        summary += " (RUN FAILED)"
     if data.is_partial:
         summary += " (PARTIAL run)"
     print(summary)

@@ -38,7 +38,7 @@ def support_rows(files: Iterable[ResultsFile]) -> list[tuple[str, ...]]:
     inventory_by_spec: dict[str, DeviceColumn] = {}
     for column in device_columns(files):
         inventory_by_spec.setdefault(column.spec, column)
-    rows = []
+    rows: list[tuple[str, ...]] = []
     seen: set[tuple[str, str]] = set()
     for results in files:
         for case in results.cases:

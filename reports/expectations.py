@@ -45,7 +45,7 @@ class Expectation:
     matched_failures: int = 0  # fail/crash/timeout/error records it explained
     matched_unsupported: int = 0  # declined records it matched (documents why, e.g. category "unsupported")
     matched_passing: int = 0  # passing records it matches (the failure may be fixed)
-    _regex: re.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _device_regex: re.Pattern[str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -58,9 +58,12 @@ class Expectation:
             return False
         # Ids contain "[...]", which fnmatch reads as a character class: accept the exact id too.
         for identity in (case.get("case_id"), case.get("test_id")):
-            if isinstance(identity, str) and (identity == self.pattern or self._regex.match(identity)):
+            if isinstance(identity, str) and (identity == self.pattern or self._matches_pattern(identity)):
                 return True
         return False
+
+    def _matches_pattern(self, identity: str) -> bool:
+        return self._regex is not None and self._regex.match(identity) is not None
 
     @property
     def is_stale(self) -> bool:
@@ -68,7 +71,7 @@ class Expectation:
 
     @property
     def issue_is_link(self) -> bool:
-        return bool(self.issue) and self.issue.startswith(("https://", "http://"))
+        return self.issue is not None and self.issue.startswith(("https://", "http://"))
 
 
 def load_expectations(path: str | os.PathLike[str]) -> list[Expectation]:

@@ -23,14 +23,24 @@ from reports.analysis import (
     CELL_LABELS,
     CELL_MARKS,
     CLAIMED_FAIL,
-    ERROR_GROWTH_FACTOR,
-    ERROR_GROWTH_FLOOR,
     ReportData,
     analyse,
+    attach_error_plots,
     classify_cell,
+    describes_cpu,
 )
+from reports.baseline import ERROR_GROWTH_FACTOR, ERROR_GROWTH_FLOOR, PASS_RATE_SIGMAS
 from reports.expectations import load_expectations
-from reports.load import ResultsError, as_float, load_many, paused_gc
+from reports.load import (
+    ResultsError,
+    as_float,
+    check_outputs_are_not_inputs,
+    distinct_paths,
+    drop_duplicate_runs,
+    load_many,
+    paused_gc,
+)
+from reports.plots import pass_rate_svg, ratio_histogram_svg
 from reports.schema import OUTCOMES
 
 # Next to this module (not in a subfolder) so pyproject's package-data "*.j2" ships it.
@@ -44,6 +54,8 @@ BAR_LOG_MAX = 2.0
 TICK_LABELS = {-3: "0.001", -2: "0.01", -1: "0.1", 0: "1"}
 METRIC_ORDER = ("error_ratio", "max_abs", "max_rel", "max_ulp", "nmse", "n_bad", "n", "nonfinite_mismatch",
                 "worst_index")
+# Metrics that are text, not figures: "detail" repeats the message, which the card shows already.
+METRIC_TEXT = ("detail",)
 
 
 def bar_position(ratio: float) -> float:
@@ -112,7 +124,8 @@ def ordered_metrics(metrics: Any) -> list[tuple[str, Any]]:
     if not isinstance(metrics, dict):
         return []
     known = [(name, metrics[name]) for name in METRIC_ORDER if name in metrics]
-    rest = [(name, value) for name, value in sorted(metrics.items()) if name not in METRIC_ORDER]
+    rest = [(name, value) for name, value in sorted(metrics.items())
+            if name not in METRIC_ORDER and name not in METRIC_TEXT]
     return known + rest
 
 
@@ -135,6 +148,9 @@ def _make_environment() -> jinja2.Environment:
         ratio_class=ratio_class,
         metrics=ordered_metrics,
         classify=classify_cell,
+        describes_cpu=describes_cpu,
+        ratio_histogram=ratio_histogram_svg,
+        pass_rate_plot=pass_rate_svg,
     )
     return env
 
@@ -151,15 +167,15 @@ def _distinct_headers(data: ReportData) -> list[dict[str, Any]]:
     return [dict(header, _workers=workers[key]) for key, header in seen.items()]
 
 
-def render_report(data: ReportData, title: str = "ggml CANN conformance report") -> str:
-    """Render analysed report data to a complete HTML document."""
+def render_report(data: ReportData, title: str | None = None) -> str:
+    """Render analysed report data to a complete HTML document; the title names the devices in it."""
     env = _make_environment()
     template = env.get_template("report.html.j2")
     powers = range(int(BAR_LOG_MIN), int(BAR_LOG_MAX) + 1)
     ticks = [(TICK_LABELS.get(power, f"{10.0**power:g}"), bar_position(10.0**power)) for power in powers]
     return template.render(
         data=data,
-        title=title,
+        title=title or data.title(),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         outcomes=OUTCOMES,
         cell_kinds=CELL_KINDS,
@@ -167,6 +183,7 @@ def render_report(data: ReportData, title: str = "ggml CANN conformance report")
         cell_labels=CELL_LABELS,
         cell_explanations=CELL_EXPLANATIONS,
         cell_counts=data.cell_kind_counts(),
+        unexpected_claimed_cells=data.unexpected_claimed_cells(),
         claimed_fail=CLAIMED_FAIL,
         headers=_distinct_headers(data),
         bar_width=BAR_WIDTH,
@@ -174,8 +191,10 @@ def render_report(data: ReportData, title: str = "ggml CANN conformance report")
         ticks=ticks,
         growth_factor=ERROR_GROWTH_FACTOR,
         growth_floor=ERROR_GROWTH_FLOOR,
-        unexpected_failures=sum(group.total for group in data.failures),
-        known_failure_count=sum(group.total for group in data.known_failures),
+        pass_rate_sigmas=PASS_RATE_SIGMAS,
+        unexpected_failures=data.unexpected_failures,
+        known_failure_count=data.known_failures,
+        device_list=", ".join(dict.fromkeys(data.device_names)) or "no device",
     )
 
 
@@ -184,31 +203,44 @@ def build_report(
     out_html: str | os.PathLike[str],
     baseline_paths: Sequence[str | os.PathLike[str]] | None = None,
     expectations_path: str | os.PathLike[str] | None = None,
-    max_failures_per_group: int = 25,
+    max_examples_per_cluster: int = 5,
+    other_outputs: Sequence[str | os.PathLike[str]] = (),
 ) -> ReportData:
-    """Read results (and optionally a baseline and an expectations file) and write one HTML file.
+    """Read results (and optionally baseline runs and an expectations file) and write one HTML file.
 
-    Raises :class:`reports.load.ReportInputError` (a one-line, user-facing message) for missing or
-    malformed inputs. Returns the analysed data, e.g. for a summary line or an exit status.
+    Raises :class:`reports.load.ReportInputError` (a one-line, user-facing message) for missing,
+    malformed or foreign inputs, and for an output that would overwrite an input. The same file
+    given twice, or two copies of one run, are read once; ``ReportData.input_warnings`` says so.
+    ``other_outputs`` are further files the caller will write (the CSV), checked the same way.
+    Returns the analysed data, e.g. for a summary line or an exit status.
     """
     if not results_paths:
         raise ResultsError("no results files given")
-    expectations = load_expectations(expectations_path) if expectations_path is not None else []
     out_html = Path(out_html)
+    inputs = [*results_paths, *(baseline_paths or []), *([expectations_path] if expectations_path else [])]
+    tmp = out_html.with_name(out_html.name + ".tmp")
+    check_outputs_are_not_inputs([out_html, tmp, *other_outputs], inputs)
+    expectations = load_expectations(expectations_path) if expectations_path is not None else []
     out_dir = os.path.dirname(os.path.abspath(out_html))
+    results_unique, warnings = distinct_paths(results_paths)
+    baseline_unique, baseline_warnings = distinct_paths(baseline_paths or [])
     with paused_gc():  # see paused_gc: a batch of acyclic records, collected when done
-        files = load_many(results_paths)
-        baseline_files = load_many(baseline_paths) if baseline_paths else None
+        files, run_warnings = drop_duplicate_runs(load_many(results_unique))
+        baseline_files = None
+        if baseline_paths:
+            baseline_files, more = drop_duplicate_runs(load_many(baseline_unique))
+            baseline_warnings += more
         data = analyse(
             files,
             expectations=expectations,
             baseline_files=baseline_files,
             out_dir=out_dir,
-            max_failures_per_group=max_failures_per_group,
+            max_examples_per_cluster=max_examples_per_cluster,
         )
+        data.input_warnings = warnings + run_warnings + [f"baseline {w}" for w in baseline_warnings]
+        attach_error_plots(data.clusters)
         html = render_report(data)
     out_html.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_html.with_name(out_html.name + ".tmp")
     try:
         tmp.write_text(html, encoding="utf-8")
         os.replace(tmp, out_html)  # never leave a half-written report behind

@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from device.outcome import Outcome
 from reports.schema import OUTCOMES, SCHEMA, SCHEMA_VERSION
 
 RECORD_TYPES = ("header", "case", "footer")
-FAILING_OUTCOMES = ("fail", "crash", "timeout", "error")
+FAILING_OUTCOMES: tuple[str, ...] = tuple(outcome.value for outcome in Outcome if outcome.failing)
 REQUIRED_CASE_FIELDS = ("case_id", "device", "op", "outcome")
 
 
@@ -33,6 +34,12 @@ class ReportInputError(Exception):
 
 class ResultsError(ReportInputError):
     """A results file is malformed; the message names the file and, where it applies, the line."""
+
+
+# The header is the first line a writer puts in a results file: a few KiB (devices, environment).
+# A file whose first line break is further away than this is not a results file, and is rejected
+# after reading this much rather than all of it (100 MB of junk without a newline).
+FIRST_LINE_LIMIT = 1 << 20
 
 
 @dataclass
@@ -137,7 +144,37 @@ def load_results(path: str | os.PathLike[str]) -> ResultsFile:
         return _load_results(Path(path))
 
 
+def _check_is_results_file(path: Path) -> None:
+    """Look at the first line only: a results file opens with its header record.
+
+    Junk, a binary file, a JSON document of another schema or a huge file without line breaks is
+    refused here with one line, before the whole file is read.
+    """
+    with path.open("rb") as stream:
+        head = stream.read(FIRST_LINE_LIMIT + 1)
+    stripped = head.lstrip()
+    if not stripped:
+        if len(head) > FIRST_LINE_LIMIT:
+            raise ResultsError(f"{path}: not a results file (the first {FIRST_LINE_LIMIT >> 20} MiB are blank)")
+        return  # an empty file: reported by the full read
+    if not stripped.startswith(b"{"):
+        raise ResultsError(f"{path}: not a results file (it does not start with a JSON record)")
+    end = stripped.find(b"\n")
+    if end < 0 and len(head) > FIRST_LINE_LIMIT:
+        raise ResultsError(f"{path}: not a results file (no line break in the first {FIRST_LINE_LIMIT >> 20} MiB)")
+    first = stripped if end < 0 else stripped[:end]
+    try:
+        record = _parse_line(first)
+    except (UnicodeDecodeError, ValueError):
+        raise ResultsError(f"{path}: not a results file (its first line is not a JSON record)") from None
+    if not isinstance(record, dict) or record.get("type") != "header" or record.get("schema") != SCHEMA:
+        found = record.get("schema") if isinstance(record, dict) else None
+        what = f"schema {found!r}" if found is not None else "no results header"
+        raise ResultsError(f"{path}: not a results file ({what}; want a {SCHEMA!r} header on line 1)")
+
+
 def _load_results(path: Path) -> ResultsFile:
+    _check_is_results_file(path)
     data = path.read_bytes()
     lines = data.split(b"\n")
     ends_with_newline = data.endswith(b"\n")
@@ -166,9 +203,7 @@ def _load_results(path: Path) -> ResultsFile:
             result.footers.append(record)
         else:
             result.ignored_records += 1
-    if not result.headers and (result.cases or result.footers):
-        raise ResultsError(f"{path}: no header record (is this a results file?)")
-    if not result.headers and result.truncated_line is None:
+    if not result.headers:
         raise ResultsError(f"{path}: empty results file (no records)")
     return result
 
@@ -186,6 +221,79 @@ def load_many(paths: Iterable[str | os.PathLike[str]]) -> list[ResultsFile]:
         except PermissionError:
             raise ResultsError(f"{path}: permission denied") from None
     return files
+
+
+def _file_identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None  # a missing file is reported when it is read
+    return (info.st_dev, info.st_ino)
+
+
+def distinct_paths(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[str], list[str]]:
+    """The paths with repeats of the same file (by device and inode: links and ``./x`` included)
+    removed; returns (kept, warnings)."""
+    kept: list[str] = []
+    warnings: list[str] = []
+    seen: dict[tuple[int, int], str] = {}
+    for path in map(str, paths):
+        identity = _file_identity(path)
+        if identity is not None and identity in seen:
+            warnings.append(f"{path}: the same file as {seen[identity]}; read once")
+            continue
+        if identity is not None:
+            seen[identity] = path
+        kept.append(path)
+    return kept, warnings
+
+
+def writer_identity(header: dict[str, Any]) -> tuple[Any, ...]:
+    """What tells one writing process from another: two headers alike in all of these are one process
+    (a copied file), not two. Run ids alone are not enough: ``conform run`` stamps them by the second,
+    so two hosts started by the same cron line share one."""
+    return (header.get("run_id"), header.get("host"), header.get("worker"), header.get("started"))
+
+
+def drop_duplicate_runs(files: list[ResultsFile]) -> tuple[list[ResultsFile], list[str]]:
+    """Drop files whose writing processes were already read from an earlier file (a copy of the same
+    run, or one run passed twice under two names); returns (kept, warnings)."""
+    kept: list[ResultsFile] = []
+    warnings: list[str] = []
+    seen: dict[tuple[Any, ...], ResultsFile] = {}
+    for results in files:
+        repeats = [seen[key] for key in map(writer_identity, results.headers) if key in seen]
+        if repeats:
+            run_ids = ", ".join(sorted({str(h.get("run_id")) for h in results.headers}))
+            warnings.append(f"{results.path}: run {run_ids} was already read from {repeats[0].path}; "
+                            "this copy is dropped")
+            continue
+        for header in results.headers:
+            seen[writer_identity(header)] = results
+        kept.append(results)
+    return kept, warnings
+
+
+def check_outputs_are_not_inputs(outputs: Iterable[str | os.PathLike[str] | None],
+                                 inputs: Iterable[str | os.PathLike[str] | None]) -> None:
+    """Refuse an output path that is one of the inputs (or another output): writing it would destroy
+    the results it was made from. Raises :class:`ReportInputError`."""
+    by_identity: dict[tuple[int, int], str] = {}
+    for path in inputs:
+        identity = _file_identity(path) if path is not None else None
+        if identity is not None:
+            by_identity.setdefault(identity, str(path))
+    claimed: dict[str, str] = {}
+    for path in outputs:
+        if path is None:
+            continue
+        identity = _file_identity(path)
+        if identity is not None and identity in by_identity:
+            raise ReportInputError(f"{path}: refusing to write over an input file ({by_identity[identity]})")
+        target = os.path.realpath(path)
+        if target in claimed:
+            raise ReportInputError(f"{path}: given as two outputs (also {claimed[target]})")
+        claimed[target] = str(path)
 
 
 def iter_cases(files: Iterable[ResultsFile]) -> Iterator[tuple[ResultsFile, dict[str, Any]]]:

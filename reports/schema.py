@@ -15,10 +15,12 @@ import os
 import threading
 from typing import Any, TextIO
 
+from device.outcome import Outcome
+
 SCHEMA = "ggml-cann-conformance/results"
 SCHEMA_VERSION = 1
 
-OUTCOMES = ("pass", "fail", "crash", "timeout", "unsupported", "error")
+OUTCOMES: tuple[str, ...] = tuple(outcome.value for outcome in Outcome)
 
 
 def _clean(value: Any) -> Any:

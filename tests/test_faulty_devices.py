@@ -29,33 +29,33 @@ def erf_harness():
 
 def test_erf_gelu_quick_fails_on_dense_inputs(erf_harness: Harness) -> None:
     record = erf_harness.evaluate(gelu_quick_case(1, "dense"))
-    assert record["outcome"] == "fail"
+    assert record.outcome == "fail"
     # erf-GELU vs quick-GELU differ by up to 0.02 near x ≈ −2.27
-    assert 0.01 < record["metrics"]["max_abs"] < 0.03
+    assert 0.01 < record.metrics["max_abs"] < 0.03
 
 
 def test_erf_gelu_quick_is_invisible_to_test_backend_ops_metric(erf_harness: Harness) -> None:
     """On test-backend-ops' [-150, 150] range the NMSE is below its 1e-7 bar, yet we fail it."""
     record = erf_harness.evaluate(gelu_quick_case(2, "wide"))
-    assert record["metrics"]["nmse"] < 1e-7
-    assert record["outcome"] == "fail"
+    assert record.metrics["nmse"] < 1e-7
+    assert record.outcome == "fail"
 
 
 def test_erf_device_passes_other_ops(erf_harness: Harness) -> None:
     case = OpCase("GELU", (TensorSpec("f32", (256, 4, 1, 1)),), data_seed=3, distribution="dense")
-    assert erf_harness.evaluate(case)["outcome"] == "pass"
+    assert erf_harness.evaluate(case).outcome == "pass"
 
 
 def test_abort_is_a_crash_record_and_the_next_case_runs() -> None:
     h = Harness(f"{PLUGINS}:aborts_on_odd_rows", {}, timeout=60)
     try:
         crashed = h.evaluate(OpCase("RELU", (TensorSpec("f32", (7, 2, 1, 1)),), data_seed=1))
-        assert crashed["outcome"] == "crash"
-        assert crashed["crash"]["signal"] == "SIGABRT"
-        assert "GGML_ASSERT(ne0 % 2 == 0) failed" in crashed["crash"]["stderr_tail"]
-        assert "GGML_ASSERT" in crashed["message"]
+        assert crashed.outcome == "crash"
+        assert crashed.crash.signal == "SIGABRT"
+        assert "GGML_ASSERT(ne0 % 2 == 0) failed" in crashed.crash.stderr_tail
+        assert "GGML_ASSERT" in crashed.message
         fine = h.evaluate(OpCase("RELU", (TensorSpec("f32", (8, 2, 1, 1)),), data_seed=1))
-        assert fine["outcome"] == "pass"
+        assert fine.outcome == "pass"
     finally:
         h.close()
 
@@ -64,8 +64,8 @@ def test_hung_call_is_a_timeout_record_and_the_next_case_runs() -> None:
     h = Harness(f"{PLUGINS}:hangs_on_silu", {}, timeout=2)
     try:
         hung = h.evaluate(OpCase("SILU", (TensorSpec("f32", (8, 1, 1, 1)),), data_seed=1))
-        assert hung["outcome"] == "timeout"
-        assert h.evaluate(OpCase("RELU", (TensorSpec("f32", (8, 1, 1, 1)),), data_seed=1))["outcome"] == "pass"
+        assert hung.outcome == "timeout"
+        assert h.evaluate(OpCase("RELU", (TensorSpec("f32", (8, 1, 1, 1)),), data_seed=1)).outcome == "pass"
     finally:
         h.close()
 
@@ -74,11 +74,11 @@ def test_input_corruption_is_a_failure() -> None:
     h = Harness(f"{PLUGINS}:writes_into_inputs", {}, timeout=60)
     try:
         rec = h.evaluate(OpCase("RELU", (TensorSpec("f32", (8, 1, 1, 1)),), data_seed=1))
-        assert rec["outcome"] == "fail"
-        assert "modified input(s) src0" in rec["message"]
+        assert rec.outcome == "fail"
+        assert "modified input(s) src0" in rec.message
         # CLAMP writes its input by definition (it returns a view of it): not a failure
         clamp = OpCase("CLAMP", (TensorSpec("f32", (8, 1, 1, 1)),), params=(("min", -0.5), ("max", 0.5)))
-        assert h.evaluate(clamp)["outcome"] == "pass"
+        assert h.evaluate(clamp).outcome == "pass"
     finally:
         h.close()
 

@@ -78,14 +78,14 @@ def _ids(cases: list[tuple[str, OpCase]]) -> list[str]:
 @pytest.mark.parametrize(("fault", "case"), FAULTY, ids=_ids(FAULTY))
 def test_fault_is_reported(harnesses: dict[str, Harness], fault: str, case: OpCase) -> None:
     record = harnesses[fault].evaluate(case)
-    assert record["outcome"] == "fail", record["message"]
-    assert "should be" in record["message"]
+    assert record.outcome == "fail", record.message
+    assert "should be" in record.message
 
 
 @pytest.mark.parametrize(("fault", "case"), CLEAN, ids=_ids(CLEAN))
 def test_unexercised_fault_passes(harnesses: dict[str, Harness], fault: str, case: OpCase) -> None:
     record = harnesses[fault].evaluate(case)
-    assert record["outcome"] == "pass", record["message"]
+    assert record.outcome == "pass", record.message
 
 
 @settings(max_examples=15, deadline=None, derandomize=True, database=None)
@@ -94,7 +94,7 @@ def test_rope_fault_iff_attn_factor(harnesses: dict[str, Harness], data: st.Data
     """Over the suite's own RoPE strategy: fail exactly when attn_factor ≠ 1."""
     sig = catalogue.get("ROPE").signatures[0]
     case = data.draw(rope_case("ROPE", sig), label="case")
-    outcome = harnesses["rope_double_attn"].evaluate(case)["outcome"]
+    outcome = harnesses["rope_double_attn"].evaluate(case).outcome
     assert outcome == ("pass" if case.param("attn_factor") == 1.0 else "fail")
 
 
@@ -110,5 +110,5 @@ def test_pool_fault_iff_padded_avg(harnesses: dict[str, Harness], data: st.DataO
     share = conv.pool_2d(np.ones(tuple(reversed(ne))), conv.POOL_AVG, p["k0"], p["k1"], p["s0"], p["s1"],
                          p["p0"], p["p1"])
     exercised = p["op"] == conv.POOL_AVG and bool(np.any((share > 0) & (share < 1)))
-    outcome = harnesses["pool_avg_exclude_pad"].evaluate(case)["outcome"]
+    outcome = harnesses["pool_avg_exclude_pad"].evaluate(case).outcome
     assert outcome == ("fail" if exercised else "pass")

@@ -1,4 +1,4 @@
-"""golden.quant against ggml itself (the wheel's CPU libraries, through device.ggml_quant).
+"""golden.quant against ggml itself (the wheel's CPU libraries, through device.ggml.quant).
 
 * ``quantize(x, q)`` == ``ggml_quantize_chunk`` (the reference quantizer), bit for bit.
 * ``quantize(x, q, "x86")`` == the CPU backend's ``from_float`` (AVX2 on this wheel), bit for bit.
@@ -11,19 +11,21 @@ golden.quant docstring for what they produce), so they are compared like any oth
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from device.base import DeviceError
+from device.ggml import lib as ggml_lib
+from device.ggml import quant as ggml_quant
+from golden import dtypes
 from golden.quant import BLOCK_BYTES, QK, QTYPES, dequantize, quantize
 
-ggml_quant = pytest.importorskip("device.ggml_quant")
 try:
-    ggml_quant._libs()
-except (OSError, ImportError) as exc:  # no wheel, or GGML_LIB_DIR points nowhere
+    ggml_quant.functions()
+except (OSError, ImportError, DeviceError) as exc:  # no wheel, or GGML_LIB_DIR points nowhere
     pytest.skip(f"ggml CPU libraries not loadable: {exc}", allow_module_level=True)
 
 F32_MAX = float(np.finfo(np.float32).max)
@@ -178,7 +180,7 @@ def test_ggml_type_enum_values_match_the_header() -> None:
     if not header.exists():
         pytest.skip(f"no header at {header}")
     text = header.read_text()
-    for name, value in ggml_quant.GGML_TYPE.items():
+    for name, value in dtypes.GGML_TYPE_ID.items():
         match = re.search(rf"GGML_TYPE_{name.upper()}\s*=\s*(\d+)", text)
         assert match is not None and int(match.group(1)) == value, name
 
@@ -198,8 +200,14 @@ def test_large_random_tensor_matches_bit_for_bit() -> None:
         )
 
 
-def test_lib_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("GGML_LIB_DIR", str(tmp_path))
-    assert str(ggml_quant.ggml_lib_dir()) == str(tmp_path)
-    monkeypatch.delenv("GGML_LIB_DIR")
-    assert ggml_quant.ggml_lib_dir().name == "lib64"
+def test_the_quantizers_use_the_devices_library_loader() -> None:
+    """One loader: the quantizers bind the very libraries the ggml devices use."""
+    assert ggml_quant.functions().lib is ggml_lib.load()
+    traits = ggml_quant.functions().type_traits
+    for qtype in QTYPES:  # and the one dtype table agrees with ggml's own type traits
+        t = traits(dtypes.GGML_TYPE_ID[qtype]).contents
+        assert (t.type_size, t.blck_size) == (dtypes.type_size(qtype), dtypes.block_size(qtype))
+        assert (t.type_size, t.blck_size) == (BLOCK_BYTES[qtype], QK)
+    for name in ("f32", "f16", "bf16", "i32"):
+        t = traits(dtypes.GGML_TYPE_ID[name]).contents
+        assert (t.type_size, t.blck_size, t.type_name.decode()) == (dtypes.type_size(name), 1, name)

@@ -28,10 +28,10 @@ def scale(s: float, seed: int) -> OpCase:
 
 def test_each_case_alone_passes_on_the_caching_device(caching_harness: Harness) -> None:
     """One case per shape is right: only a repeated shape with other params shows the bug."""
-    assert caching_harness.evaluate(scale(2.0, 1))["outcome"] == "pass"
-    assert caching_harness.evaluate(scale(2.0, 2))["outcome"] == "pass"  # same params: the cache is right
+    assert caching_harness.evaluate(scale(2.0, 1)).outcome == "pass"
+    assert caching_harness.evaluate(scale(2.0, 2)).outcome == "pass"  # same params: the cache is right
     stale = caching_harness.evaluate(scale(3.0, 3))
-    assert stale["outcome"] == "fail"  # computed with s=2
+    assert stale.outcome == "fail"  # computed with s=2
 
 
 def test_state_machine_catches_the_shape_keyed_cache(caching_harness: Harness) -> None:

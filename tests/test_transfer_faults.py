@@ -31,7 +31,7 @@ def q4_tensor() -> tuple[TensorSpec, np.ndarray]:
 
 def test_whole_tensor_copies_round_trip_on_the_seed_model(seed_like: Harness) -> None:
     spec, raw = q4_tensor()
-    assert seed_like.check_transfer(spec, raw, [(0, raw.size)], [(0, raw.size)])["outcome"] == "pass"
+    assert seed_like.check_transfer(spec, raw, [(0, raw.size)], [(0, raw.size)]).outcome == "pass"
 
 
 def test_chunked_upload_is_caught(seed_like: Harness) -> None:
@@ -52,4 +52,4 @@ def test_cpu_backend_round_trips_chunks_and_offsets(cpu: Harness, dtype: str) ->
     raw = quant.quantize(values, dtype) if dtype == "q8_0" else values.view(np.uint8).reshape(-1)
     spec = TensorSpec(dtype, (96, 3, 1, 1))
     record = cpu.check_transfer(spec, raw, [(50, raw.size - 50), (0, 50)], [(7, 90), (raw.size - 1, 1)])
-    assert record["outcome"] == "pass" and record["metrics"]["nbytes"] == raw.size
+    assert record.outcome == "pass" and record.metrics["nbytes"] == raw.size

@@ -19,7 +19,7 @@ def test_refresh_info_on_a_ggml_device() -> None:
 def test_refresh_info_restarts_a_crashed_worker() -> None:
     h = Harness("tests.plugins.faulty:aborts_on_odd_rows", {}, timeout=60)
     try:
-        assert h.evaluate(OpCase("RELU", (TensorSpec("f32", (7, 1, 1, 1)),)))["outcome"] == "crash"
+        assert h.evaluate(OpCase("RELU", (TensorSpec("f32", (7, 1, 1, 1)),))).outcome == "crash"
         info = h.refresh_info()
         assert info["spec"] == "golden" and info["worker_rss_bytes"] > 0  # the plug-in reports as golden
         assert h.runner.restarts == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from conformance.cases import family_default
+from conformance.cases import family_default, register
 from conformance.strategies import f32, finish, input_layouts, shapes, spec, tiling_shape
 from golden import catalogue
 from golden.case import OpCase
@@ -56,3 +56,14 @@ def unary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 
 family_default("binary", group="binary", draw=binary_case)
 family_default("unary", group="unary", draw=unary_case)
+
+
+@st.composite
+def add1_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    """ADD1: a padded-1-d a and a one-element b (ggml_add1 asserts ggml_is_scalar(b)) at any offset."""
+    a = spec(sig.srcs[0], draw(shapes()), draw(input_layouts(catalogue.get(op).input_layouts)))
+    b = spec(sig.srcs[1], (1, 1, 1, 1), draw(input_layouts(InputLayouts.ANY)))
+    return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
+
+
+register("ADD1", group="binary", draw=add1_case)

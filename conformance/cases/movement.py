@@ -23,7 +23,7 @@ from golden.case import Layout, Ne, OpCase
 from golden.spec import InputLayouts, Signature
 
 MAX_ELEMENTS = 1 << 15
-ALL_AXES: tuple[Ne, ...] = tuple(itertools.permutations(range(4)))  # type: ignore[assignment]
+ALL_AXES: tuple[Ne, ...] = tuple((a, b, c, d) for a, b, c, d in itertools.permutations(range(4)))
 NO_NAN_INF = st.sampled_from(["uniform", "dense", "wide"])
 
 

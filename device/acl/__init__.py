@@ -5,8 +5,8 @@ Entry points for the rest of the project:
 * :func:`acl_inventory` -- list the NPUs (``[]`` without a CANN runtime);
 * :func:`open_acl_device` -- the ``acl:N`` device;
 * :func:`open_process_runtime` and the helpers in :mod:`device.acl.raw_checks` -- raw device reads
-  for ``ggml:CANN*`` (``read_device_bytes``, ``compare_with_cann_layout``, ``check_padding_zeroed``,
-  ``memory_snapshot``).
+  for ``ggml:CANN*`` (``device_reader``, ``read_device_bytes``, ``memory_snapshot``); the verdict on
+  those bytes is ``conformance/verdict_raw.py``'s.
 """
 
 from device.acl.device import AclDevice, open_acl_device

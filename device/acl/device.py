@@ -26,6 +26,7 @@ from device.acl.opapi import ACL_FLOAT, AclOpApi
 from device.acl.runtime import HBM_MEM, MEMCPY_DEVICE_TO_HOST, MEMCPY_HOST_TO_DEVICE, AclRuntime
 from device.acl.staging import StagedTensor, acl_view, contiguous, device_dtype, stage
 from device.base import DeviceError, RunResult, Unsupported
+from golden import dtypes
 from golden.case import OpCase, TensorSpec
 
 BINARY_OPS = {"ADD": "aclnnAdd", "MUL": "aclnnMul", "DIV": "aclnnDiv"}
@@ -33,7 +34,7 @@ UNARY_OPS = {"SILU": "aclnnSilu", "GELU": "aclnnGelu"}
 # ggml op -> the aclnn op ggml-cann uses for it
 ACLNN_OP = {**BINARY_OPS, **UNARY_OPS, "SOFT_MAX": "aclnnSoftmax", "MUL_MAT": "aclnnMatmul",
             "CPY": "aclnnCast"}
-FLOAT_TYPES = ("f32", "f16", "bf16")
+FLOAT_TYPES = dtypes.FLOAT_TYPES
 # ggml-cann calls aclnnMatmul with ALLOW_FP32_DOWN_PRECISION (1); the device mirrors it by default
 DEFAULT_CUBE_MATH_TYPE = 1
 
@@ -174,7 +175,7 @@ class AclDevice:
         elif op == "CPY":
             (a,) = _inputs(case, 1)
             device_dtype(case.out_dtype)
-            dst_ne = case.param("dst_ne")
+            dst_ne = case.param("dst_ne", None)
             if dst_ne is not None and tuple(dst_ne) != tuple(a.ne):
                 raise Unsupported("CPY into a different shape is a reshape ggml does, not aclnnCast")
         else:

@@ -29,8 +29,9 @@ ACL_BF16 = 27
 # aclFormat
 ACL_FORMAT_ND = 2
 
-_SCALAR_CTYPE = {ACL_FLOAT: ctypes.c_float, ACL_INT32: ctypes.c_int32, ACL_INT64: ctypes.c_int64,
-                 ACL_BOOL: ctypes.c_bool}
+_SCALAR_CTYPE: dict[int, Callable[[Any], ctypes._SimpleCData[Any]]] = {
+    ACL_FLOAT: ctypes.c_float, ACL_INT32: ctypes.c_int32, ACL_INT64: ctypes.c_int64, ACL_BOOL: ctypes.c_bool,
+}
 
 
 def _int64_array(values: Sequence[int]) -> ctypes.Array:

@@ -1,19 +1,18 @@
-"""Raw device-memory checks for the ``ggml:CANN*`` device.
+"""Raw device-memory reads for the ``ggml:CANN*`` device.
 
-ggml-cann does not keep quantized tensors in ggml's block layout: on upload it packs all quants
-first, then all F16 scales, and pads rows to MATRIX_ROW_PADDING with zeros. ggml's own
-``get_tensor`` converts back, so a layout bug can cancel itself out in a round trip. These helpers
-read the bytes as they really are on the device (``aclrtMemcpy`` DEVICE_TO_HOST from the tensor's
-data address) so the suite can compare them with the golden ``golden.quant.to_cann`` layout, check
-the padding, and record device memory around a run.
+ggml-cann does not keep quantized tensors in ggml's block layout, and ggml's own ``get_tensor``
+converts back, so a layout bug can cancel itself out in a round trip. These helpers read the bytes
+as they really are on the device (``aclrtMemcpy`` DEVICE_TO_HOST from the tensor's data address)
+and record device memory around a run. They only read: what the bytes must be is the verdict's
+business (``conformance/verdict_raw.py`` compares them with ``golden.quant.to_cann``).
 
-Typical use from the ggml device (the address and sizes come from the ggml tensor)::
+Typical use (the ggml device calls the reader with its tensors' addresses and allocation sizes)::
 
-    runtime = open_process_runtime()   # the libascendcl ggml-cann already loaded
+    read = device_reader(0)            # opens the libascendcl ggml-cann already loaded, on first use
+    stored = read(tensor_data, alloc_size)
+    runtime = open_process_runtime()
     before = memory_snapshot(runtime, 0)
     ...
-    layout = compare_with_cann_layout(runtime, tensor_data, raw_blocks, "q4_0", device_index=0)
-    padding = check_padding_zeroed(runtime, tensor_data, data_size, alloc_size, device_index=0)
     delta = memory_snapshot(runtime, 0).used_since(before)
 """
 
@@ -30,9 +29,7 @@ import numpy as np
 from device.acl.inventory import open_runtime
 from device.acl.loader import RUNTIME_LIBRARY
 from device.acl.runtime import HBM_MEM, MEMCPY_DEVICE_TO_HOST, AclRuntime
-
-# How many differing offsets a report keeps: enough to see a pattern, small enough for a record.
-MAX_REPORTED_OFFSETS = 16
+from device.base import RawMemoryReader
 
 
 def loaded_library_dir(name: str = RUNTIME_LIBRARY, maps: Path = Path("/proc/self/maps")) -> Path | None:
@@ -75,55 +72,19 @@ def read_device_bytes(
     return out
 
 
-@dataclass(frozen=True)
-class ByteComparison:
-    """Device bytes against expected bytes."""
+def device_reader(device_index: int, environ: Mapping[str, str] | None = None) -> RawMemoryReader:
+    """A :data:`~device.base.RawMemoryReader` for NPU ``device_index``: ``read(address, size)``.
 
-    expected_size: int
-    mismatched: int  # count of differing bytes
-    first_offsets: tuple[int, ...]  # up to MAX_REPORTED_OFFSETS differing byte offsets
+    The runtime is opened on the first read, in the process that reads (the device worker, after
+    ggml-cann has loaded libascendcl there)."""
+    runtime: list[AclRuntime] = []
 
-    @property
-    def ok(self) -> bool:
-        return self.mismatched == 0
+    def read(address: int, size: int) -> np.ndarray:
+        if not runtime:
+            runtime.append(open_process_runtime(environ))
+        return read_device_bytes(runtime[0], address, size, device_index)
 
-    def as_record(self) -> dict[str, Any]:
-        return {"ok": self.ok, "expected_size": self.expected_size, "mismatched": self.mismatched,
-                "first_offsets": list(self.first_offsets)}
-
-
-def compare_bytes(actual: np.ndarray, expected: np.ndarray) -> ByteComparison:
-    expected = np.asarray(expected, dtype=np.uint8).reshape(-1)
-    actual = np.asarray(actual, dtype=np.uint8).reshape(-1)
-    differing = np.flatnonzero(actual != expected)
-    first = tuple(int(i) for i in differing[:MAX_REPORTED_OFFSETS])
-    return ByteComparison(len(expected), int(differing.size), first)
-
-
-def compare_with_cann_layout(
-    runtime: AclRuntime, address: int, raw_blocks: np.ndarray, qtype: str, device_index: int | None = None
-) -> ByteComparison:
-    """Compare the device bytes at ``address`` with ``golden.quant.to_cann(raw_blocks, qtype)``:
-    the layout ggml-cann should have produced from the ggml blocks that were uploaded."""
-    from golden.quant import to_cann  # another layer's module: imported where it is needed
-
-    expected = np.asarray(to_cann(raw_blocks, qtype), dtype=np.uint8).reshape(-1)
-    actual = read_device_bytes(runtime, address, expected.size, device_index)
-    return compare_bytes(actual, expected)
-
-
-def check_padding_zeroed(
-    runtime: AclRuntime, address: int, data_size: int, alloc_size: int, device_index: int | None = None
-) -> ByteComparison:
-    """Bytes ``[data_size, alloc_size)`` past the tensor data must be zero (ggml-cann memsets the
-    row padding of quantized tensors; matmul kernels read it)."""
-    if alloc_size < data_size:
-        raise ValueError(f"alloc_size {alloc_size} < data_size {data_size}")
-    tail = read_device_bytes(runtime, address + data_size, alloc_size - data_size, device_index)
-    comparison = compare_bytes(tail, np.zeros_like(tail))
-    # report offsets from the tensor start, which is what a reader looks up
-    return ByteComparison(comparison.expected_size, comparison.mismatched,
-                          tuple(data_size + i for i in comparison.first_offsets))
+    return read
 
 
 @dataclass(frozen=True)

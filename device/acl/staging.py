@@ -11,50 +11,41 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from device.acl.opapi import ACL_BF16, ACL_FLOAT, ACL_FLOAT16, ACL_INT32
 from device.base import Unsupported
+from golden import dtypes
 from golden.case import TensorSpec
+
+# The aclDataType of each plain ggml type; sizes and storage come from golden.dtypes.
+ACL_TYPE: dict[str, int] = {"f32": ACL_FLOAT, "f16": ACL_FLOAT16, "bf16": ACL_BF16, "i32": ACL_INT32}
 
 
 @dataclass(frozen=True)
 class DeviceDtype:
     acl_type: int
-    storage: type  # numpy dtype of the raw device elements
+    storage: np.dtype[Any]  # numpy dtype of the raw device elements (bf16: its raw bits)
     itemsize: int
 
 
-DTYPES: dict[str, DeviceDtype] = {
-    "f32": DeviceDtype(ACL_FLOAT, np.float32, 4),
-    "f16": DeviceDtype(ACL_FLOAT16, np.float16, 2),
-    "bf16": DeviceDtype(ACL_BF16, np.uint16, 2),  # raw bf16 bits
-    "i32": DeviceDtype(ACL_INT32, np.int32, 4),
-}
-
-
 def device_dtype(name: str) -> DeviceDtype:
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise Unsupported(
-            f"acl device has no plain {name} tensors (quantized types go through ggml:CANN)"
-        ) from None
+    if name not in ACL_TYPE:
+        raise Unsupported(f"acl device has no plain {name} tensors (quantized types go through ggml:CANN)")
+    return DeviceDtype(ACL_TYPE[name], dtypes.STORAGE_DTYPE[name], dtypes.type_size(name))
 
 
 def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
     """Logical values -> device element representation (bf16 values arrive as float32)."""
-    if dtype == "bf16":
-        bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-        return (bits >> 16).astype(np.uint16)  # values are already bf16-rounded: truncation is exact
-    return np.asarray(values, dtype=DTYPES[dtype].storage)
+    return dtypes.to_storage(values, dtype)
 
 
 def from_storage(raw: np.ndarray, dtype: str) -> np.ndarray:
-    """Device elements -> logical values (bf16 widened to float32)."""
+    """Device elements -> logical values (bf16 widened to float32; the others as stored)."""
     if dtype == "bf16":
-        return (raw.astype(np.uint32) << 16).view(np.float32)
+        return dtypes.bf16_to_f32(raw)
     return raw
 
 
@@ -99,7 +90,7 @@ def stage(spec: TensorSpec, values: np.ndarray) -> StagedTensor:
     for i in range(4):  # ggml_permute: stored dim i becomes logical dim perm[i]
         nb[layout.perm[i]] = stored_nb[i]
     total = layout.offset + int(np.prod(padded))
-    storage = np.zeros(total, dtype=dtype.storage)
+    storage: np.ndarray = np.zeros(total, dtype=dtype.storage)
     if spec.dtype in ("f32", "f16"):
         # NaN in the gaps: a kernel that reads outside its view shows up in the output
         storage[:] = np.nan
@@ -118,7 +109,7 @@ def contiguous(dtype: str, ne: Sequence[int]) -> StagedTensor:
     cannot pass as a plausible value (zero for the other types)."""
     d = device_dtype(dtype)
     nb = [1, ne[0], ne[0] * ne[1], ne[0] * ne[1] * ne[2]][: len(ne)]
-    storage = np.zeros(int(np.prod(ne)), dtype=d.storage)
+    storage: np.ndarray = np.zeros(int(np.prod(ne)), dtype=d.storage)
     if dtype in ("f32", "f16"):
         storage[:] = np.nan
     return StagedTensor(dtype, tuple(ne), tuple(nb), 0, storage)

@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from device.base import DeviceError, RunResult
+from device.base import Capability, DeviceBytes, DeviceError, RawMemoryReader, RunResult
 from device.ggml import lib as ggml_lib
 from device.ggml.graph import GraphBuilder, GraphBuildError, InputTensor, builders, read_tensor
+from golden import dtypes
 from golden.case import OpCase, TensorSpec
 from golden.geometry import pack, unpack
 
@@ -37,33 +38,33 @@ class GgmlDevice:
         if not self.backend:
             raise DeviceError(f"ggml device {dev_name} failed to initialise")
         self._builders = builders()
-        self._acl_runtime: Any = None
+        reg = self.lib.ggml_backend_dev_backend_reg(self.dev)
+        self.backend_name = self.lib.ggml_backend_reg_name(reg).decode() if reg else ""
+        # set by the opener where the backend's memory can be read as stored (ggml:CANN*: through ACL)
+        self.raw_reader: RawMemoryReader | None = None
         self._set_threads(threads)
 
     @property
-    def is_cann(self) -> bool:
-        return self.dev_name.upper().startswith("CANN")
+    def capabilities(self) -> frozenset[Capability]:
+        caps = {Capability.TRANSFER}
+        if self.backend_name == "CANN":
+            caps.add(Capability.CANN_QUANT_LAYOUT)
+        if self.raw_reader is not None:
+            caps.add(Capability.RAW_MEMORY)
+        return frozenset(caps)
 
-    def _cann_raw_checks(self, tensors: list[InputTensor], sent: list[np.ndarray]) -> dict[str, Any]:
-        """On a CANN device, read the raw device bytes of each quantized input after upload: they
-        must be ``golden.quant.to_cann`` of what was sent, and the row padding ggml-cann allocates
-        beyond the data must be zero (its matmul kernels read it)."""
-        from device.acl import raw_checks
-
-        if self._acl_runtime is None:
-            self._acl_runtime = raw_checks.open_process_runtime()
-        index = int("".join(ch for ch in self.dev_name if ch.isdigit()) or 0)
+    def _raw_inputs(self, tensors: list[InputTensor], sent: list[np.ndarray]) -> list[DeviceBytes | None]:
+        """The allocation of each contiguous quantized input as stored on the device, read through
+        ``raw_reader`` right after upload (the verdict compares it with what was sent)."""
+        assert self.raw_reader is not None
         buft = self.lib.ggml_backend_get_default_buffer_type(self.backend)
-        found: dict[str, Any] = {}
-        for i, (t, raw) in enumerate(zip(tensors, sent, strict=True)):
-            if t.spec.dtype not in ("q4_0", "q8_0") or not t.spec.layout.is_contiguous:
+        found: list[DeviceBytes | None] = []
+        for t, raw in zip(tensors, sent, strict=True):
+            if not dtypes.is_quantized(t.spec.dtype) or not t.spec.layout.is_contiguous:
+                found.append(None)
                 continue
-            address = t.base.contents.data
-            layout = raw_checks.compare_with_cann_layout(self._acl_runtime, address, raw, t.spec.dtype, index)
-            found[f"src{i}_layout"] = layout.as_record()
             alloc = self.lib.ggml_backend_buft_get_alloc_size(buft, t.base)
-            padding = raw_checks.check_padding_zeroed(self._acl_runtime, address, raw.nbytes, alloc, index)
-            found[f"src{i}_padding"] = padding.as_record() | {"alloc_size": alloc}
+            found.append(DeviceBytes(self.raw_reader(t.base.contents.data, alloc), raw.nbytes))
         return found
 
     def _set_threads(self, threads: int) -> None:
@@ -121,7 +122,7 @@ class GgmlDevice:
                 raw = pack(values, t.spec)
                 lib.ggml_backend_tensor_set(t.base, raw.ctypes.data, 0, raw.nbytes)
                 sent.append(raw)
-            integrity = self._cann_raw_checks(tensors, sent) if self.is_cann else {}
+            raw_inputs = self._raw_inputs(tensors, sent) if self.raw_reader is not None else None
             start = time.perf_counter()
             status = lib.ggml_backend_graph_compute(self.backend, graph)
             elapsed = time.perf_counter() - start
@@ -135,10 +136,7 @@ class GgmlDevice:
                 after.append(unpack(back, t.spec))
                 intact.append(bool(np.array_equal(back, raw)))
             extra = {"compute_s": elapsed, "input_bytes_intact": intact}
-            if integrity:
-                extra["cann_raw"] = integrity
-                extra["integrity_failures"] = [k for k, v in integrity.items() if not v.get("ok", True)]
-            return True, RunResult(output, after, extra)
+            return True, RunResult(output, after, extra, raw_inputs)
         finally:
             if buffer:
                 lib.ggml_backend_buffer_free(buffer)

@@ -8,6 +8,7 @@ libggml-python wheel) with the ci and nightly profiles; the repro lines reproduc
 from __future__ import annotations
 
 from device.known_bugs import KnownBug
+from golden import unary
 from golden.case import OpCase
 from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride
 
@@ -56,11 +57,11 @@ BUGS: list[KnownBug] = [
                "(ggml_is_padded_1d)",
         repro="SCALE(type=f32,ne=[5,4,2,1],lay=pad[1,0,0,0],dst=f32,s=2.0,bias=0.0,data=uniform:1)"),
     KnownBug(
-        id="cpu-clamp-row-stride", devices="CPU", op="CLAMP", releases=R0202, outcomes=("fail", "crash"),
-        applies=_src0_rows_not_uniform, corrupts_process=True,
+        id="cpu-clamp-row-stride", devices="CPU", op="CLAMP", releases=R0202,
+        outcomes=("fail", "crash", "error", "timeout"), applies=_src0_rows_not_uniform, corrupts_process=True,
         reason="the kernel addresses row j at j·nb1: permuted or row-padded inputs come out wrong; with dim 0 "
                "permuted away it asserts nb0 == sizeof(float), and has been seen to corrupt the heap "
-               "('double free or corruption')",
+               "('double free or corruption'; a Python TypeError raised in the device process)",
         repro="CLAMP(type=f32,ne=[1,3,3,1],lay=perm[0,2,1,3],dst=f32,min=0.0,max=0.0,data=dense:0)"),
     KnownBug(
         id="cpu-leaky-relu-row-stride", devices="CPU", op="LEAKY_RELU", releases=R0202, outcomes=("fail", "crash"),
@@ -130,4 +131,64 @@ BUGS: list[KnownBug] = [
                "SIGABRT 'double free', SIGSEGV, a hang, later MemoryError) or give garbage",
         repro="POOL_2D(type=f32,ne=[1,2,2,2],lay=perm[0,2,1,3],dst=f32,op=0,k0=1,k1=1,s0=1,s1=1,p0=0.0,p1=0.0,"
               "data=dense:0)"),
+    KnownBug(
+        id="cpu-rms-norm-row-stride", devices="CPU", op="RMS_NORM", releases=R0202, outcomes=("crash",),
+        applies=_src0_rows_strided,
+        reason="ops.cpp asserts src0->nb[0] == sizeof(float): a source with dim 0 permuted away aborts (NORM has "
+               "a strided path; RMS_NORM has none), although ggml_rms_norm and supports_op accept it",
+        repro="RMS_NORM(type=f32,ne=[1,2,1,1],lay=perm[1,0,2,3],dst=f32,eps=9.999999747378752e-06,data=dense:0)"),
+    KnownBug(
+        id="cpu-group-norm-row-stride", devices="CPU", op="GROUP_NORM", releases=R0202, outcomes=("crash",),
+        applies=_src0_rows_strided,
+        reason="ops.cpp asserts src0->nb[0] == sizeof(float): a source with dim 0 permuted away aborts",
+        repro="GROUP_NORM(type=f32,ne=[1,2,1,1],lay=perm[1,0,2,3],dst=f32,n_groups=1,eps=9.999999747378752e-06,"
+              "data=dense:0)"),
+    KnownBug(
+        id="cpu-timestep-embedding-row-stride", devices="CPU", op="TIMESTEP_EMBEDDING", releases=R0202,
+        outcomes=("crash",), applies=_src0_rows_strided,
+        reason="ops.cpp asserts src0->nb[0] == sizeof(float): timesteps whose dim 0 is permuted away abort",
+        repro="TIMESTEP_EMBEDDING(type=f32,ne=[3,2,1,1],lay=perm[1,0,2,3],dst=f32,dim=8,max_period=10000,"
+              "data=uniform:1)"),
+    KnownBug(
+        id="cpu-gelu-f16-table", devices="CPU", op="GELU", outcomes=("fail",),
+        applies=lambda c: c.inputs[0].dtype == "f32", tolerance=unary.GELU_CPU_TABLE,
+        reason="GELU of F32 goes through ggml's F16 lookup table (GGML_GELU_FP16): the input is rounded to "
+               "F16 and the result is the table's F16 value, up to ~2^-11 relative off; judged against that "
+               "documented shortcut instead of the f32 bound",
+        repro="GELU(type=f32,ne=[64,3,1,1],dst=f32,data=dense:5)"),
+    KnownBug(
+        id="cpu-gelu-quick-f16-table", devices="CPU", op="GELU_QUICK", outcomes=("fail",),
+        applies=lambda c: c.inputs[0].dtype == "f32", tolerance=unary.GELU_QUICK_CPU_TABLE,
+        reason="GELU_QUICK of F32 goes through ggml's F16 lookup table: judged against that documented "
+               "shortcut instead of the f32 bound",
+        repro="GELU_QUICK(type=f32,ne=[64,3,1,1],dst=f32,data=dense:5)"),
+]
+
+# issue 13: the math ops with their own GGML_OP (SQRT, SIN, COS, LOG: any layout in ggml.c) share
+# unary-ops.cpp's kernel with SQR, and SUB shares binary-ops.cpp with ADD/MUL/DIV
+BUGS += [
+    KnownBug(
+        id=f"cpu-{op.lower()}-row-stride", devices="CPU", op=op, releases=R0202, outcomes=("crash",),
+        applies=_src0_rows_strided,
+        reason="unary-ops.cpp:114 asserts ggml_is_contiguous_rows(src0) (then nb00 == element size): a source "
+               f"with dim 0 permuted away aborts, although ggml_{op.lower()} accepts any layout (ci: every such "
+               "case aborts, every other layout passes)",
+        repro=f"{op}(type=f32,ne=[4,3,2,1],lay=perm[1,0,2,3],dst=f32,data=uniform:1)")
+    for op in ("SQRT", "SIN", "COS", "LOG")
+] + [
+    KnownBug(
+        id="cpu-binary-src0-row-stride-sub", devices="CPU", op="SUB", releases=R0202, outcomes=("crash",),
+        applies=_src0_rows_strided,
+        reason="binary-ops.cpp:59 asserts nb00 == sizeof(src0_t) (as for ADD, MUL, DIV): a src0 whose dim 0 is "
+               "permuted away aborts, although ggml_sub and supports_op accept it",
+        repro="SUB(type0=f32,ne0=[4,2,3,1],lay0=perm[2,0,1,3],type1=f32,ne1=[4,2,3,1],dst=f32,data=uniform:1)"),
+]
+BUGS += [
+    KnownBug(
+        id="cpu-gelu-erf-bf16", devices="CPU", op="GELU_ERF", releases=R0202, outcomes=("crash",),
+        applies=lambda c: c.inputs[0].dtype == "bf16",
+        reason="ops.cpp's ggml_compute_forward_gelu_erf handles F32 and F16 sources only and GGML_ABORTs on BF16, "
+               "although supports_op claims every type (ggml-cann claims BF16 too; the other GGML_OP_UNARY kernels "
+               "of unary-ops.cpp take BF16)",
+        repro="GELU_ERF(type=bf16,ne=[4,3,2,1],dst=bf16,data=uniform:1)"),
 ]

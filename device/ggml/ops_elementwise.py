@@ -17,6 +17,14 @@ UNARY_OPS = {
     "SILU": 10,
     "HARDSWISH": 11,
     "HARDSIGMOID": 12,
+    "SGN": 1,
+    "NEG": 2,
+    "STEP": 3,
+    "ELU": 5,
+    "SIGMOID": 7,
+    "EXP": 13,
+    "SOFTPLUS": 15,
+    "GELU_ERF": 16,
 }
 
 

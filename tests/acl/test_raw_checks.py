@@ -1,22 +1,21 @@
-"""Raw device reads for the ggml:CANN device, on the test double."""
+"""Raw device reads for the ggml:CANN device, on the test double; the verdict on what they read."""
 
 from __future__ import annotations
 
-import sys
-import types
-
 import numpy as np
-import pytest
 from fake_acl_support import FakeAcl
 
+from conformance.verdict_raw import judge_raw_inputs
 from device.acl.raw_checks import (
-    check_padding_zeroed,
-    compare_with_cann_layout,
+    device_reader,
     loaded_library_dir,
     memory_snapshot,
     open_process_runtime,
     read_device_bytes,
 )
+from device.base import DeviceBytes
+from golden import quant
+from golden.case import OpCase, TensorSpec
 
 
 def test_read_device_bytes_sets_the_device_for_the_read(fake: FakeAcl) -> None:
@@ -32,38 +31,25 @@ def test_read_device_bytes_sets_the_device_for_the_read(fake: FakeAcl) -> None:
     assert read_device_bytes(rt, 0, 0).size == 0
 
 
-def test_padding_check(fake: FakeAcl) -> None:
+def test_device_reader_reads_ggml_cann_bytes_for_the_verdict(fake: FakeAcl) -> None:
+    """The reader the registry gives ggml:CANN devices: bytes as stored, judged by the verdict."""
+    blocks = quant.quantize(np.random.default_rng(2).uniform(-3, 3, (2, 64)).astype(np.float32), "q8_0")
+    case = OpCase("GET_ROWS", (TensorSpec("q8_0", (64, 2, 1, 1)), TensorSpec("i32", (1, 1, 1, 1))))
     rt = fake.runtime
-    with rt.device_buffer(100) as address:  # the double fills fresh memory with 0xA5
-        rt.upload(address, b"\x01" * 64)
-        dirty = check_padding_zeroed(rt, address, 64, 100)
-        assert not dirty.ok and dirty.mismatched == 36 and dirty.first_offsets[:2] == (64, 65)
-        rt.memset(address + 64, 36, 0, 36)
-        assert check_padding_zeroed(rt, address, 64, 100).ok
-        rt.memset(address + 90, 1, 7, 1)
-        late = check_padding_zeroed(rt, address, 64, 100)
-        assert late.as_record() == {"ok": False, "expected_size": 36, "mismatched": 1, "first_offsets": [90]}
-    with pytest.raises(ValueError, match="alloc_size 10 < data_size 20"):
-        check_padding_zeroed(rt, 0, 20, 10)
-
-
-def test_compare_with_cann_layout_uses_golden_to_cann(fake: FakeAcl, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = {}
-
-    def to_cann(raw: np.ndarray, qtype: str) -> np.ndarray:  # stand-in for golden.quant.to_cann
-        seen["args"] = (raw.tobytes(), qtype)
-        return raw[::-1].copy()
-
-    monkeypatch.setitem(sys.modules, "golden.quant", types.SimpleNamespace(to_cann=to_cann))
-    raw = np.arange(34, dtype=np.uint8)  # one Q8_0 block's bytes
-    rt = fake.runtime
-    with rt.device_buffer(64) as address:
-        rt.upload(address, raw[::-1].tobytes())
-        assert compare_with_cann_layout(rt, address, raw, "q8_0").ok
-        assert seen["args"] == (raw.tobytes(), "q8_0")
-        rt.upload(address, raw.tobytes())
-        wrong = compare_with_cann_layout(rt, address, raw, "q8_0", device_index=0)
-    assert wrong.mismatched == 34 and wrong.expected_size == 34
+    read = device_reader(1)
+    with rt.device_buffer(blocks.size + 40) as address:  # the double fills fresh memory with 0xA5
+        rt.upload(address, quant.to_cann(blocks, "q8_0").tobytes())
+        stored = DeviceBytes(read(address, blocks.size + 40), blocks.size)
+        dirty = judge_raw_inputs(case, [blocks, np.zeros(1, np.int32)], [stored, None], cann_layout=True)
+        assert dirty.failures == ["src0_padding"] and dirty.checks["src0_layout"]["ok"]
+        assert dirty.checks["src0_padding"]["mismatched"] == 40
+        assert dirty.checks["src0_padding"]["first_offsets"][:2] == [blocks.size, blocks.size + 1]
+        rt.memset(address + blocks.size, 40, 0, 40)
+        rt.upload(address, blocks.tobytes())  # ggml's own layout, where ggml-cann's belongs
+        stored = DeviceBytes(read(address, blocks.size + 40), blocks.size)
+        wrong = judge_raw_inputs(case, [blocks, np.zeros(1, np.int32)], [stored, None], cann_layout=True)
+    assert wrong.failures == ["src0_layout"] and wrong.checks["src0_padding"]["alloc_size"] == blocks.size + 40
+    assert fake.control.device_refs(1) == 0
 
 
 def test_memory_snapshot(fake: FakeAcl) -> None:

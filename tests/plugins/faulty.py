@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from device.base import RunResult
+from device.base import Capability, DeviceBytes, RunResult
 from device.golden_device import GoldenDevice
 from golden import dtypes
 from golden.case import OpCase
@@ -120,14 +120,15 @@ class SeedLikeQuantTransfers(GoldenDevice):
     trip; chunked uploads (B18) and offset or partial reads (L1) do not."""
 
     name = "tests.plugins.faulty:seed_like_quant_transfers"
+    capabilities = frozenset({Capability.TRANSFER})
 
     def transfer(self, spec, raw, writes, reads):  # type: ignore[no-untyped-def]
         from golden import quant
 
         raw = np.asarray(raw, dtype=np.uint8)
         memory = np.zeros(raw.size, dtype=np.uint8)
-        quantized = spec.dtype in ("q4_0", "q8_0")
-        block = 18 if spec.dtype == "q4_0" else 34
+        quantized = dtypes.is_quantized(spec.dtype)
+        block = dtypes.type_size(spec.dtype)
 
         def transform(chunk, fn):  # type: ignore[no-untyped-def]
             whole = chunk.size - chunk.size % block
@@ -145,3 +146,46 @@ class SeedLikeQuantTransfers(GoldenDevice):
 
 def seed_like_quant_transfers(options: dict[str, Any]) -> SeedLikeQuantTransfers:
     return SeedLikeQuantTransfers()
+
+
+class CannLayoutModel(GoldenDevice):
+    """Returns the raw bytes of its quantized inputs as ggml-cann stores them (``to_cann`` of the
+    blocks, zero padding up to ``cann_alloc_size``), declaring RAW_MEMORY and CANN_QUANT_LAYOUT:
+    the verdict on device bytes must pass it. ``stores_ggml_blocks`` keeps ggml's own block layout
+    instead, as a backend whose upload transform is skipped does; ``dirty_padding`` leaves the
+    padding unset. Both must fail."""
+
+    name = "tests.plugins.faulty:cann_layout_model"
+    capabilities = frozenset({Capability.RAW_MEMORY, Capability.CANN_QUANT_LAYOUT})
+
+    def __init__(self, stores_ggml_blocks: bool = False, dirty_padding: bool = False) -> None:
+        self.stores_ggml_blocks = stores_ggml_blocks
+        self.dirty_padding = dirty_padding
+
+    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        from golden import quant
+
+        result = super().run(case, inputs)
+        raw: list[DeviceBytes | None] = []
+        for spec, values in zip(case.inputs, inputs, strict=True):
+            if not dtypes.is_quantized(spec.dtype) or not spec.layout.is_contiguous:
+                raw.append(None)
+                continue
+            blocks = np.ascontiguousarray(values, dtype=np.uint8).reshape(-1)
+            stored = blocks if self.stores_ggml_blocks else quant.to_cann(blocks, spec.dtype)
+            alloc = quant.cann_alloc_size(spec.dtype, spec.ne)
+            padding = np.full(alloc - blocks.size, 0xA5 if self.dirty_padding else 0, np.uint8)
+            raw.append(DeviceBytes(np.concatenate([stored, padding]), blocks.size))
+        return RunResult(result.output, result.inputs_after, result.extra, raw)
+
+
+def cann_layout_model(options: dict[str, Any]) -> CannLayoutModel:
+    return CannLayoutModel()
+
+
+def stores_ggml_blocks(options: dict[str, Any]) -> CannLayoutModel:
+    return CannLayoutModel(stores_ggml_blocks=True)
+
+
+def dirty_padding(options: dict[str, Any]) -> CannLayoutModel:
+    return CannLayoutModel(dirty_padding=True)

@@ -26,8 +26,9 @@ def run_chromium(binary: str, page: Path, *extra: str,
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=True)
 
 
-def dump_dom(binary: str, page: Path) -> str:
-    return run_chromium(binary, page, "--dump-dom").stdout
+def dump_dom(binary: str, page: Path, *extra: str) -> str:
+    """The DOM after load (and after the page's scripts ran); ``extra`` e.g. ``--window-size=1024,900``."""
+    return run_chromium(binary, page, "--dump-dom", *extra).stdout
 
 
 def screenshot(binary: str, page: Path, png: Path, width: int = 1400, height: int = 2400) -> Path:

@@ -61,10 +61,15 @@ def header(run_id: str = "run-1", worker: str = "main", host: str = "host-a",
     return record
 
 
-def footer(run_id: str = "run-1", worker: str = "main",
-           counts: dict[str, int] | None = None) -> dict[str, Any]:
-    return {"type": "footer", "run_id": run_id, "worker": worker, "ended": "2026-11-30T01:12:30+00:00",
-            "counts": counts or {}}
+def footer(run_id: str = "run-1", worker: str = "main", counts: dict[str, int] | None = None,
+           exitstatus: int | None = 0, **extra: Any) -> dict[str, Any]:
+    """A footer as the plug-in writes it; ``exitstatus=None`` leaves the field out (an older writer)."""
+    record: dict[str, Any] = {"type": "footer", "run_id": run_id, "worker": worker,
+                              "ended": "2026-11-30T01:12:30+00:00", "counts": counts or {}}
+    if exitstatus is not None:
+        record["exitstatus"] = exitstatus
+    record.update(extra)
+    return record
 
 
 def make_case(
@@ -176,16 +181,56 @@ def make_cases(n: int, devices: tuple[str, ...] = ("ggml:CPU", "ggml:CANN0"), se
 
 
 def write_results(path: Path, cases: list[dict[str, Any]], *, complete: bool = True,
-                  header_record: dict[str, Any] | None = None, truncate_tail: str | None = None) -> Path:
-    """Write a results file; ``truncate_tail`` appends a cut-off final line (no newline)."""
+                  header_record: dict[str, Any] | None = None, truncate_tail: str | None = None,
+                  footer_record: dict[str, Any] | None = None) -> Path:
+    """Write a results file; ``truncate_tail`` appends a cut-off final line (no newline).
+
+    The default footer's exit status agrees with the cases: 1 when one failed (and no known bug
+    the harness matched explains it), else 0.
+    """
     devices = sorted({case["device"] for case in cases}) or ["ggml:CPU"]
     head = header_record or header(devices=devices, run_id=cases[0]["run_id"] if cases else "run-1")
     lines = [dumps_record(head)] + [dumps_record(case) for case in cases]
     if complete:
-        lines.append(dumps_record(footer(run_id=head["run_id"], worker=head["worker"])))
+        failing = {case.get("test_id") for case in cases
+                   if case["outcome"] in ("fail", "crash", "timeout", "error") and "expected" not in case}
+        tail = footer_record or footer(run_id=head["run_id"], worker=head["worker"], exitstatus=1 if failing else 0,
+                                       pytest_failed=len(failing), pytest_errors=0)
+        lines.append(dumps_record(tail))
     text = "\n".join(lines) + "\n"
     if truncate_tail is not None:
         text += truncate_tail
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def gelu_quick_as_erf_gelu(path: Path, size: int, seed: int = 0) -> Path:
+    """An ``.npz`` artefact as the harness saves it, for GELU_QUICK computed as erf-GELU (the bug the
+    error-against-input plot is for)."""
+    import math
+
+    import numpy as np
+
+    x = np.random.default_rng(seed).uniform(-8.0, 8.0, size).astype(np.float32)
+    exact = x / (1.0 + np.exp(-1.702 * x.astype(np.float64)))
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    device = (0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))).astype(np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, input_0=x, golden=exact, device=device, case_id=np.array("GELU_QUICK(...)"))
+    return path
+
+
+def plugin_failure(index: int, size: int, device: str = "tests.plugins.faulty:erf_gelu_quick",
+                   artefact: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A failing GELU_QUICK record of a plug-in device, shaped as the harness writes it."""
+    case_id = f"GELU_QUICK(type=f32,ne=[{size},1,1,1],dst=f32,data=dense:{index})"
+    record = make_case("GELU_QUICK", device=device, outcome="fail", error_ratio=15.0 + index, index=index,
+                       case_id=case_id, artefact=artefact,
+                       repro=f"conform repro '{case_id}' --device {device}",
+                       tolerance={"ulp": 1.0, "reason": "ggml's CPU evaluates it through an F16 lookup table "
+                                                        "(input and output rounded to F16)"})
+    record["shapes"] = {"src0": [size, 1, 1, 1]}
+    record["test_id"] = f"conformance/test_elementwise.py::test_unary[gelu_quick-f32-{device}]"
+    record.update(extra)
+    return record

@@ -101,12 +101,15 @@ def test_per_op_coverage_and_worst_error(tmp_path: Path) -> None:
     assert stats.worst_ratio == 4.0 and stats.worst_passing_ratio == 0.9
 
 
-def test_failures_are_capped_per_op_and_device(tmp_path: Path) -> None:
+def test_examples_are_capped_per_cluster_and_open_with_the_smallest(tmp_path: Path) -> None:
     cases = [make_case("MUL_MAT", outcome="fail", error_ratio=2.0 + i, index=i) for i in range(30)]
-    data = analyse([load_results(write_results(tmp_path / "r.jsonl", cases))], max_failures_per_group=10)
-    (group,) = data.failures
-    assert len(group.shown) == 10 and group.not_shown == 20 and group.total == 30
-    assert group.shown[0].error_ratio == 31.0  # worst first
+    cases[17]["shapes"] = {"src0": [1, 1, 1, 1], "dst": [1, 1, 1, 1]}  # the shrunk one, mid-file
+    data = analyse([load_results(write_results(tmp_path / "r.jsonl", cases))], max_examples_per_cluster=10)
+    (cluster,) = data.clusters
+    assert cluster.count == 30 and len(cluster.shown) == 11 and cluster.not_shown == 19
+    assert cluster.smallest is not None and cluster.smallest.case["data_seed"] == 17
+    assert [item.error_ratio for item in cluster.examples] == [31.0 - i for i in range(10)]  # then worst first
+    assert cluster.worst_ratio == 31.0
 
 
 def test_artefact_link_is_relative_to_the_report_and_never_a_scheme(tmp_path: Path) -> None:
@@ -114,7 +117,7 @@ def test_artefact_link_is_relative_to_the_report_and_never_a_scheme(tmp_path: Pa
              make_case("ADD", outcome="fail", index=2, artefact="javascript:alert(1)")]
     path = write_results(tmp_path / "results" / "r.jsonl", cases)
     data = analyse([load_results(path)], out_dir=str(tmp_path / "out"))
-    hrefs = {item.case["data_seed"]: item.artefact_href for item in data.failures[0].shown}
+    hrefs = {item.case["data_seed"]: item.artefact_href for item in data.clusters[0].shown}
     assert hrefs[1] == "../results/artefacts/add-1.npz"
     assert hrefs[2] is None
 

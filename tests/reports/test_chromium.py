@@ -1,16 +1,22 @@
-"""The report rendered by a real browser: the matrix cells exist in the DOM, the page draws."""
+"""The report as a browser lays it out, at 1024 and 1920 px: no horizontal overflow (long case ids,
+messages, specs and paths wrap), the Summary table fits, every failure cluster is on the page, and
+the plots are drawn with a size. The page has no script; the measurement runs in a copy."""
 
 from __future__ import annotations
 
+import html as html_lib
+import json
 import re
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from reports.analysis import ReportData
 from reports.html import build_report
 from tests.reports.browser import dump_dom, find_chromium, screenshot
-from tests.reports.synth import make_case, make_cases, write_results
+from tests.reports.synth import gelu_quick_as_erf_gelu, header, make_case, make_cases, plugin_failure, write_results
 
 pytestmark = pytest.mark.chromium
 
@@ -18,28 +24,106 @@ CHROMIUM = find_chromium()
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="no chromium binary on PATH (Debian: apt-get install chromium)"
 )
+LONG_PLUGIN = "vendor_conformance_plugins.accelerators.experimental_backend:make_device_with_a_long_factory_name"
+
+# Runs in a copy of the report after layout; writes what it measured into a data attribute that
+# --dump-dom returns.
+MEASURE = """<script>
+const root = document.documentElement;
+const rendered = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+const summary = document.querySelector('table.summary');
+const out = {
+  scrollWidth: root.scrollWidth, clientWidth: root.clientWidth,
+  summaryRight: summary.getBoundingClientRect().right, summaryScroll: summary.scrollWidth,
+  summaryBox: summary.parentElement.clientWidth,
+  widestCard: Math.max(...[...document.querySelectorAll('.failure, section.cluster')].map(
+    el => el.getBoundingClientRect().right)),
+  clusters: [...document.querySelectorAll('section.cluster[id^="cluster-"]')].map(
+    el => [el.dataset.cluster, rendered(el)]),
+  plots: [...document.querySelectorAll('svg.plot')].filter(el => !el.closest('details:not([open])')).map(
+    el => [el.getAttribute('class'), Math.round(el.getBoundingClientRect().width),
+           Math.round(el.getBoundingClientRect().height)]),
+};
+document.body.setAttribute('data-measured', JSON.stringify(out));
+</script></body>"""
+
+
+def rich_report(tmp_path: Path) -> tuple[ReportData, Path]:
+    """Two ggml devices and a plug-in with a long spec, many clusters, long unbroken text, hostile
+    markup, artefacts for the error plot, a known bug and a baseline run with a falling op."""
+    run_dir = tmp_path / "nightly" / ("a-rather-long-folder-name-" * 4) / "results"
+    cases = make_cases(600, devices=("ggml:CPU", "ggml:Vulkan0"), extra_ops=10, fail_rate=0.1)
+    for index, size in enumerate((1, 96, 200, 300)):
+        artefact = f"artefacts/gelu_quick-{index}.npz"
+        gelu_quick_as_erf_gelu(run_dir / artefact, size, seed=index)
+        cases.append(plugin_failure(1000 + index, size, device=LONG_PLUGIN, artefact=artefact))
+    unbroken = "x" * 3000
+    cases.append(make_case("CPY", device="ggml:Vulkan0", outcome="fail", index=2000, message=f"boom {unbroken}",
+                           case_id=f"CPY(type=f32,ne=[{','.join(['4096'] * 40)}],dst=f32,data=wide:{unbroken[:300]})",
+                           params={"note": "<script>document.title='pwned'</script>"}))
+    cases.append(make_case("SILU", device="ggml:Vulkan0", outcome="fail", index=2001,
+                           expected={"id": "vk-silu", "reason": "4 ulp", "repro": "SILU(...)"}))
+    head = header(devices=["ggml:CPU", "ggml:Vulkan0", LONG_PLUGIN], cwd="/" + "very-long-directory/" * 12)
+    head["devices"][0]["library_path"] = "/" + "deeply/nested/" * 20 + "libggml-base.so"
+    results = write_results(run_dir / "results.jsonl", cases, header_record=head)
+    base_cases = [c for c in make_cases(600, devices=("ggml:CPU", "ggml:Vulkan0"), extra_ops=10, seed=5,
+                                        fail_rate=0.01, run_id="base")]
+    base_cases += [make_case("GELU_QUICK", device=LONG_PLUGIN, index=3000 + i, run_id="base") for i in range(20)]
+    baseline = write_results(tmp_path / "baseline.jsonl", base_cases)
+    out = tmp_path / "html" / "report.html"
+    data = build_report([results], out, baseline_paths=[baseline])
+    return data, out
+
+
+def measure(page: Path, width: int, tmp_path: Path) -> dict[str, Any]:
+    assert CHROMIUM is not None
+    probe = tmp_path / f"measure-{width}.html"
+    probe.write_text(page.read_text().replace("</body>", MEASURE))
+    dom = dump_dom(CHROMIUM, probe, f"--window-size={width},900")
+    found = re.search(r'data-measured="([^"]*)"', dom)
+    assert found, "the measuring script did not run"
+    return json.loads(html_lib.unescape(found.group(1)))
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[ReportData, Path, Path]:
+    tmp = tmp_path_factory.mktemp("chromium")
+    data, page = rich_report(tmp)
+    return data, page, tmp
 
 
 @needs_chromium
-def test_rendered_matrix_cells_exist_in_the_dom(tmp_path: Path) -> None:
+@pytest.mark.parametrize("width", [1024, 1920])
+def test_layout_at_width(report: tuple[ReportData, Path, Path], width: int) -> None:
+    data, page, tmp = report
+    m = measure(page, width, tmp)
+    assert m["scrollWidth"] <= m["clientWidth"], "the page scrolls sideways"
+    assert m["widestCard"] <= m["clientWidth"]
+    assert m["summaryRight"] <= m["clientWidth"] and m["summaryScroll"] <= m["summaryBox"], "Summary cut off"
+    # every cluster is on the page, drawn
+    assert len(data.clusters) >= 20
+    assert [label for label, _ in m["clusters"]] == [cluster.key.label for cluster in data.clusters]
+    assert all(shown for _, shown in m["clusters"])
+    # the plots are drawn with a size: the error-against-input scatter, a histogram per op and device
+    # that ran, the pass rate of the op that fell since the baseline
+    kinds = [cls for cls, w, h in m["plots"] if w > 0 and h > 0]
+    assert len(kinds) == len(m["plots"])
+    assert kinds.count("plot scatter") == 1
+    histograms = sum(1 for op in data.ops.values() for stats in op.per_device.values() if stats.ran)
+    assert kinds.count("plot hist") == histograms
+    assert kinds.count("plot rate") >= 1
+
+
+@needs_chromium
+def test_nothing_injected_runs_and_the_page_draws(report: tuple[ReportData, Path, Path]) -> None:
     assert CHROMIUM is not None
-    cpu = write_results(tmp_path / "cpu.jsonl", make_cases(400, devices=("ggml:CPU",)))
-    hostile = make_case("ADD", device="ggml:CANN0", outcome="fail", run_id="r2",
-                        params={"x": "<script>document.title='pwned'</script>"})
-    npu_cases = make_cases(400, devices=("ggml:CANN0",), run_id="r2") + [hostile]
-    npu = write_results(tmp_path / "npu.jsonl", npu_cases)
-    out = tmp_path / "report.html"
-    data = build_report([cpu, npu], out)
-
-    dom = dump_dom(CHROMIUM, out)
-    cells = re.findall(r'<td class="cell k-([a-z-]+)" data-kind="\1"', dom)
-    assert len(cells) == len(data.matrix) * 2  # every op x type row has one cell per device
-    assert {"all-pass", "claimed-fail", "not-claimed"} <= set(cells)
-    assert "<title>ggml CANN conformance report</title>" in dom  # no injected script ran
+    data, page, tmp = report
+    dom = dump_dom(CHROMIUM, page)
+    assert f"<title>{html_lib.escape(data.title(), quote=False)}</title>" in dom  # no injected script ran
+    assert "Vulkan0" in data.title() and "CANN" not in data.title()
     assert "&lt;script&gt;document.title" in dom
-
-    png = screenshot(CHROMIUM, out, tmp_path / "report.png")
-    header = png.read_bytes()[:24]
-    assert header[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = struct.unpack(">II", header[16:24])
-    assert (width, height) == (1400, 2400)
+    cells = re.findall(r'<td class="cell k-([a-z-]+)" data-kind="\1"', dom)
+    assert len(cells) == len(data.matrix) * len(data.columns)
+    png = screenshot(CHROMIUM, page, tmp / "report.png", width=1024, height=1600)
+    head = png.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", head[16:24]) == (1024, 1600)

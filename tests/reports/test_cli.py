@@ -62,7 +62,7 @@ def test_bad_input_is_one_line_without_traceback(tmp_path: Path, capsys: pytest.
         (tmp_path / "r.html").mkdir()
         expected = "Is a directory"
     code, out, err = run(argv, capsys)
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("conform report: error: ")
     assert expected in err and "Traceback" not in err
     assert not (tmp_path / "r.html").is_file() and not (tmp_path / "r.html.tmp").exists()

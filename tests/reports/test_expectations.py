@@ -60,9 +60,9 @@ def test_matched_failures_are_known_and_not_passes(tmp_path: Path) -> None:
     npu = data.device_summaries["ggml:CANN0"]
     assert npu.known == 2 and npu.counts["pass"] == 2 and npu.unexpected_failures == 0
     assert npu.pass_rate == 0.5  # known failures still count against the pass rate
-    known = {item.case["data_seed"]: item.expectation.index for g in data.known_failures for item in g.shown}
-    assert known == {1: 1, 4: 2}
-    unexpected = [item.case["data_seed"] for g in data.failures for item in g.shown]
+    known = {item.case["data_seed"]: c.known_cause.id.split()[0] for c in data.known_clusters for item in c.shown}
+    assert known == {1: "#1", 4: "#2"}
+    unexpected = [item.case["data_seed"] for c in data.clusters for item in c.shown]
     assert unexpected == [3]
     cell = data.matrix[("MUL_MAT", "q4_0→f32")]["ggml:CANN0"]
     assert cell.known == 1 and classify_cell(cell) == CLAIMED_FAIL  # known, still not a pass

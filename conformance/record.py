@@ -1,0 +1,151 @@
+"""The results record of one case on one device: one typed value for every writer and reader.
+
+:class:`CaseRecord` holds exactly what a ``case`` line of a results file holds
+(``reports/RESULTS.md``, schema version 1); :meth:`CaseRecord.to_json` writes it and
+:meth:`CaseRecord.from_json` reads it back. The harness builds one for every op case and every
+set/get round trip; ``conform repro`` reads them back for their crash history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from device.known_bugs import KnownBug
+from device.outcome import Outcome
+from device.worker import CrashInfo
+from golden.case import OpCase
+
+
+@dataclass(frozen=True)
+class ExpectedFailure:
+    """A known backend bug that covers this case (``device.known_bugs``): it fails, as expected."""
+
+    id: str
+    reason: str
+    repro: str
+    outcomes: tuple[str, ...] = ("fail",)  # what the bug gives: fail, crash, timeout, error
+
+    @classmethod
+    def of(cls, bug: KnownBug) -> ExpectedFailure:
+        return cls(bug.id, bug.reason, bug.repro, tuple(bug.outcomes))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "reason": self.reason, "repro": self.repro, "outcomes": list(self.outcomes)}
+
+
+@dataclass(frozen=True)
+class CaseDescription:
+    """The case's fields of a record: dtypes, shapes, layouts and params per tensor slot."""
+
+    dtypes: dict[str, str]
+    shapes: dict[str, list[int]]
+    layout: dict[str, str]
+    params: dict[str, Any]
+
+    @classmethod
+    def of(cls, case: OpCase) -> CaseDescription:
+        names = [f"src{i}" for i in range(len(case.inputs))]
+        tensors = list(zip(names, case.inputs, strict=True))
+        return cls(
+            dtypes={n: t.dtype for n, t in tensors} | {"dst": case.out_dtype},
+            shapes={n: list(t.ne) for n, t in tensors},
+            layout={n: t.layout.label() for n, t in tensors},
+            params=dict(case.params) | ({"form": case.variant} if case.variant else {}),
+        )
+
+
+@dataclass
+class CaseRecord:
+    """One ``case`` line. Optional parts (``None`` or empty) are left out of the JSON, as before:
+    ``crash`` for crashes and timeouts, ``metrics`` and ``extra`` when the device answered,
+    ``history`` when the device process died, ``expected`` when a known bug covers the case."""
+
+    case_id: str
+    device: str  # the DeviceSpec's text
+    op: str
+    outcome: Outcome
+    description: CaseDescription
+    distribution: str
+    data_seed: int
+    supported: bool | None
+    duration_s: float
+    repro: str
+    tolerance: dict[str, Any]
+    message: str = ""
+    test_id: str = ""
+    run_id: str | None = None
+    worker: str | None = None
+    artefact: str | None = None
+    metrics: dict[str, Any] | None = None
+    crash: CrashInfo | None = None
+    extra: dict[str, Any] | None = None
+    history: tuple[str, ...] = ()  # case ids the device process ran since it started, ending with this one
+    history_dropped: int = 0  # earlier ids that did not fit the worker's history limit
+    expected: ExpectedFailure | None = None
+
+    @property
+    def failing(self) -> bool:
+        return self.outcome.failing
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "case"}
+        if self.run_id is not None:
+            out["run_id"] = self.run_id
+        if self.worker is not None:
+            out["worker"] = self.worker
+        out |= {
+            "test_id": self.test_id,
+            "case_id": self.case_id,
+            "device": self.device,
+            "op": self.op,
+            "dtypes": self.description.dtypes,
+            "shapes": self.description.shapes,
+            "layout": self.description.layout,
+            "params": self.description.params,
+            "distribution": self.distribution,
+            "data_seed": self.data_seed,
+            "supported": self.supported,
+            "duration_s": round(self.duration_s, 6),
+            "repro": self.repro,
+            "artefact": self.artefact,
+            "message": self.message,
+            "tolerance": self.tolerance,
+            "outcome": self.outcome.value,
+        }
+        if self.crash is not None:
+            out["crash"] = self.crash.to_json()
+        if self.metrics is not None:
+            out["metrics"] = self.metrics
+        if self.extra is not None:
+            out["extra"] = self.extra
+        if self.history:
+            out["history"] = list(self.history)
+            if self.history_dropped:
+                out["history_dropped"] = self.history_dropped
+        if self.expected is not None:
+            out["expected"] = self.expected.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CaseRecord:
+        """A record read back from a results line; ``ValueError``/``KeyError`` on one that is not."""
+        crash = data.get("crash")
+        expected = data.get("expected")
+        return cls(
+            case_id=data["case_id"], device=data["device"], op=data["op"], outcome=Outcome(data["outcome"]),
+            description=CaseDescription(data.get("dtypes", {}), data.get("shapes", {}), data.get("layout", {}),
+                                        data.get("params", {})),
+            distribution=data.get("distribution", ""), data_seed=int(data.get("data_seed", 0)),
+            supported=data.get("supported"), duration_s=float(data.get("duration_s", 0.0)),
+            repro=data.get("repro", ""), tolerance=data.get("tolerance", {}), message=data.get("message", ""),
+            test_id=data.get("test_id", ""), run_id=data.get("run_id"), worker=data.get("worker"),
+            artefact=data.get("artefact"), metrics=data.get("metrics"),
+            crash=CrashInfo(crash.get("signal"), crash.get("exitcode"), crash.get("stderr_tail", ""))
+            if isinstance(crash, dict) else None,
+            extra=data.get("extra"), history=tuple(data.get("history", ())),
+            history_dropped=int(data.get("history_dropped", 0)),
+            expected=ExpectedFailure(expected["id"], expected["reason"], expected["repro"],
+                                     tuple(expected.get("outcomes", ("fail",))))
+            if isinstance(expected, dict) else None,
+        )

@@ -1,0 +1,133 @@
+"""The support matrix's cells: op × type × device, and the mark each gets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Cell kinds of the support matrix, most alarming first (the legend and sort order follow this).
+CLAIMED_FAIL = "claimed-fail"
+NONE_PASS = "none-pass"
+SOME_PASS = "some-pass"
+ALL_PASS = "all-pass"
+NOT_CLAIMED = "not-claimed"
+NOT_RUN = "not-run"
+CELL_KINDS = (CLAIMED_FAIL, NONE_PASS, SOME_PASS, ALL_PASS, NOT_CLAIMED, NOT_RUN)
+CELL_MARKS = {
+    CLAIMED_FAIL: "‼",
+    NONE_PASS: "✗",
+    SOME_PASS: "◐",
+    ALL_PASS: "✓",
+    NOT_CLAIMED: "–",
+    NOT_RUN: "·",
+}
+CELL_LABELS = {
+    CLAIMED_FAIL: "claimed supported, but fails",
+    NONE_PASS: "no case passes",
+    SOME_PASS: "some cases pass",
+    ALL_PASS: "every case passes",
+    NOT_CLAIMED: "not claimed (backend declines)",
+    NOT_RUN: "not run",
+}
+CELL_EXPLANATIONS = {
+    CLAIMED_FAIL: "The backend's supports_op said yes, yet at least one case failed, crashed, timed out "
+    "or errored. A program using ggml would run this op on the device and get wrong results.",
+    NONE_PASS: "Cases ran and none passed (the device could not say beforehand whether it supports them).",
+    SOME_PASS: "Some cases passed; others failed or were declined by the backend.",
+    ALL_PASS: "Every case ran and passed.",
+    NOT_CLAIMED: "The backend declined every case (supports_op said no); ggml falls back to another device.",
+    NOT_RUN: "No case of this op and type ran on this device.",
+}
+
+DTYPE_ORDER = ("f32", "f16", "bf16", "i32", "i16", "i8")
+
+
+def device_name(spec: str) -> str:
+    """``ggml:CANN0`` -> ``CANN0``; a spec without a colon is its own name."""
+    return spec.split(":", 1)[1] if ":" in spec else spec
+
+
+def dtype_key(dtypes: Any) -> str:
+    """A compact type label for the matrix: the first input's type, plus the output's when it differs."""
+    if not isinstance(dtypes, dict) or not dtypes:
+        return "?"
+    dst = dtypes.get("dst")
+    src0 = dtypes.get("src0")
+    if src0 is None:
+        src0 = next((value for key, value in dtypes.items() if key != "dst"), None)
+    if src0 is None:
+        return str(dst)
+    if dst is None or dst == src0:
+        return str(src0)
+    return f"{src0}→{dst}"
+
+
+def dtype_sort_key(key: str) -> tuple[int, str]:
+    first = key.split("→", 1)[0]
+    return (DTYPE_ORDER.index(first) if first in DTYPE_ORDER else len(DTYPE_ORDER), key)
+
+
+@dataclass
+class CellStats:
+    """Counts for one support-matrix cell (op x type x device)."""
+
+    total: int = 0
+    passed: int = 0
+    failed: int = 0  # fail, crash, timeout or error
+    unsupported: int = 0
+    claimed_failing: int = 0  # failed although supports_op said yes
+    known: int = 0  # failures an expectation explains
+    claimed_failing_known: int = 0  # of the claimed-supported failures, those a known bug explains
+
+    def add(self, case: dict[str, Any], known: bool) -> None:
+        self.total += 1
+        outcome = case["outcome"]
+        if outcome == "pass":
+            self.passed += 1
+        elif outcome == "unsupported":
+            self.unsupported += 1
+        else:
+            self.failed += 1
+            if case.get("supported") is True:
+                self.claimed_failing += 1
+                self.claimed_failing_known += known
+            if known:
+                self.known += 1
+
+    @property
+    def claimed_failing_unexpected(self) -> bool:
+        """Claimed supported, failing, and not all of it explained by known bugs: news for a release."""
+        return self.claimed_failing > self.claimed_failing_known
+
+    @property
+    def ran(self) -> int:
+        return self.total - self.unsupported
+
+    @property
+    def kind(self) -> str:
+        return classify_cell(self)
+
+    def describe(self) -> str:
+        parts = [f"{self.passed} pass", f"{self.failed} fail"]
+        if self.unsupported:
+            parts.append(f"{self.unsupported} not claimed")
+        if self.claimed_failing:
+            parts.append(f"{self.claimed_failing} claimed-supported failures")
+        if self.known:
+            parts.append(f"{self.known} known")
+        return ", ".join(parts)
+
+
+def classify_cell(stats: CellStats | None) -> str:
+    """The support-matrix mark for a cell; ``None`` (no records) is "not run"."""
+    if stats is None or stats.total == 0:
+        return NOT_RUN
+    if stats.claimed_failing:
+        return CLAIMED_FAIL
+    if stats.ran == 0:
+        return NOT_CLAIMED
+    if stats.passed == stats.total:
+        return ALL_PASS
+    if stats.passed == 0 and stats.failed:
+        return NONE_PASS
+    return SOME_PASS

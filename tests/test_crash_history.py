@@ -1,0 +1,177 @@
+"""Crashes that need history: the record carries what the device process ran before it, and
+``conform repro`` replays that sequence and shrinks it to the shortest one that still crashes.
+
+The device (``tests/plugins/stateful_crash.py``) aborts on the third run after a SCALE case, so the
+crashing case passes alone, the recorded sequence reproduces the crash, and the shortest sequence
+is SCALE, the two cases after it, and the crashing case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.harness import Harness
+from conformance.record import CaseRecord
+from conformance.sequence import Replay, Step, shrink
+from device.outcome import Outcome
+from device.worker import DeviceWorker
+from golden.case import OpCase, TensorSpec
+from reports.schema import ResultsWriter
+
+ROOT = Path(__file__).parent.parent
+DEVICE = "tests.plugins.stateful_crash:crashes_third_call_after_scale"
+
+
+def unary(op: str, seed: int, **params: float) -> OpCase:
+    return OpCase(op, (TensorSpec("f32", (16, 2, 1, 1)),), params=tuple(params.items()), data_seed=seed)
+
+
+# SCALE is 4th; the 3rd run after it (HARDSIGMOID, the 7th case) aborts
+SEQUENCE = [unary("RELU", 1), unary("TANH", 2), unary("SQR", 3), unary("SCALE", 4, s=2.0, bias=0.0),
+            unary("GELU", 5), unary("SILU", 6), unary("HARDSIGMOID", 7)]
+IDS = [case.case_id for case in SEQUENCE]
+SHORTEST = IDS[3:]
+
+
+def conform(*args: str) -> tuple[int, str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=300)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def crash_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results file whose last record is the crash, written by the harness as the suite would."""
+    results = tmp_path_factory.mktemp("history") / "results.jsonl"
+    with ResultsWriter(str(results)) as writer:
+        harness = Harness(DEVICE, {}, writer=writer, out_dir=str(results.parent), timeout=60, run_id="r1")
+        try:
+            records = [harness.evaluate(case) for case in SEQUENCE]
+        finally:
+            harness.close()
+    assert [r.outcome for r in records] == [Outcome.PASS] * 6 + [Outcome.CRASH]
+    return results
+
+
+def test_the_crash_record_carries_the_history(crash_results: Path) -> None:
+    lines = [json.loads(line) for line in crash_results.read_text().splitlines()]
+    crash = lines[-1]
+    assert crash["outcome"] == "crash" and crash["crash"]["signal"] == "SIGABRT"
+    assert crash["history"] == IDS  # every case the process ran, ending with the crashing one
+    assert all("history" not in line for line in lines[:-1])  # passing cases carry none
+    assert CaseRecord.from_json(crash).to_json() == crash  # the typed record reads back to the same line
+
+
+def test_the_history_restarts_with_the_process_and_keeps_the_latest(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("device.worker.HISTORY_LIMIT", 3)
+    worker = DeviceWorker(DEVICE, {}, timeout=60)
+    try:
+        replies = [worker.attempt(case, [case_input(case)]) for case in SEQUENCE]
+        assert replies[-1].outcome is Outcome.CRASH
+        assert replies[-1].history == tuple(IDS[-3:]) and replies[-1].history_dropped == 4
+        after = worker.attempt(SEQUENCE[0], [case_input(SEQUENCE[0])])  # a fresh process: a fresh history
+        assert after.answered and worker.history == [IDS[0]] and worker.restarts == 1
+    finally:
+        worker.close()
+
+
+def case_input(case: OpCase):  # type: ignore[no-untyped-def]
+    from conformance.data import as_stored, make_inputs
+
+    return as_stored(make_inputs(case)[0], case.inputs[0].dtype)
+
+
+def test_the_crashing_case_alone_does_not_crash() -> None:
+    code, out = conform("repro", IDS[-1], "--device", DEVICE)
+    assert code == 0 and out.startswith(f"PASS  {IDS[-1]}"), out
+
+
+def test_replaying_the_history_reproduces_the_crash(crash_results: Path) -> None:
+    code, out = conform("repro", "--history", str(crash_results))  # the device comes from the record
+    assert code == 1, out
+    assert f"replaying 7 case(s) on {DEVICE}" in out
+    assert "7/7 CRASH" in out and "CRASH at case 7/7: the sequence reproduces it" in out
+
+
+def test_shrinking_finds_the_shortest_sequence(crash_results: Path, tmp_path: Path) -> None:
+    code, out = conform("repro", IDS[-1], "--history", str(crash_results), "--shrink")
+    assert code == 1, out
+    assert "shortest sequence that still ends in CRASH: 4 of 7 case(s)" in out
+    listed = [line.strip() for line in out.split("shortest sequence")[1].splitlines()[1:5]]
+    assert listed == SHORTEST
+    # the printed sequence reproduces the crash; without any one of its earlier cases it does not
+    sequence = tmp_path / "shortest.txt"
+    sequence.write_text("# the shrunk sequence\n" + "\n".join(SHORTEST) + "\n")
+    code, out = conform("repro", "--device", DEVICE, "--sequence", str(sequence))
+    assert code == 1 and "CRASH at case 4/4: the sequence reproduces it" in out, out
+    code, out = conform("repro", "--device", DEVICE, "--sequence", *SHORTEST[1:])
+    assert code == 0 and "does not reproduce a crash" in out, out
+
+
+class PredicateRunner:
+    """Stands in for SequenceRunner: a sequence 'crashes' at its last case when ``dies`` says so."""
+
+    def __init__(self, dies) -> None:  # type: ignore[no-untyped-def]
+        self.dies = dies
+        self.replays = 0
+
+    def replay(self, cases: list[OpCase]) -> Replay:
+        self.replays += 1
+        ids = [c.case_id for c in cases]
+        last = Outcome.CRASH if self.dies(ids) else Outcome.PASS
+        return Replay(tuple(Step(i, Outcome.PASS, "") for i in ids[:-1]) + (Step(ids[-1], last, ""),), len(ids))
+
+
+@pytest.mark.parametrize(("needed", "length"), [((), 12), ((0,), 12), ((3, 9), 12), ((0, 5, 6, 10), 11),
+                                                 ((1, 2, 3, 4, 5, 6, 7), 8)])
+def test_shrink_keeps_exactly_the_cases_the_crash_needs(needed: tuple[int, ...], length: int) -> None:
+    cases = [unary("RELU", seed) for seed in range(length)] + [unary("SILU", 99)]
+    wanted = {cases[i].case_id for i in needed}
+    runner = PredicateRunner(lambda ids: wanted <= set(ids[:-1]) and ids[-1] == cases[-1].case_id)
+    shortest = shrink(runner, cases, Outcome.CRASH)  # type: ignore[arg-type]
+    assert [c.case_id for c in shortest] == [c.case_id for c in cases if c.case_id in wanted] + [cases[-1].case_id]
+    assert runner.replays <= 4 * length  # delta debugging, not every subset
+
+
+def test_shrink_does_not_count_an_earlier_crash() -> None:
+    """A sequence that dies before its last case does not reproduce the last case's crash."""
+    cases = [unary("RELU", seed) for seed in range(4)] + [unary("SILU", 99)]
+    early = cases[1].case_id
+
+    class EarlyDeath(PredicateRunner):
+        def replay(self, cases: list[OpCase]) -> Replay:
+            ids = [c.case_id for c in cases]
+            if early in ids[:-1]:  # the process dies at the early case and never reaches the last
+                at = ids.index(early)
+                return Replay(tuple(Step(i, Outcome.PASS, "") for i in ids[:at]) + (Step(early, Outcome.CRASH, ""),),
+                              len(ids))
+            return super().replay(cases)
+
+    runner = EarlyDeath(lambda ids: cases[0].case_id in ids)
+    assert [c.case_id for c in shrink(runner, cases, Outcome.CRASH)] == [cases[0].case_id, cases[-1].case_id]
+
+
+@pytest.mark.parametrize(("args", "expect"), [
+    (["--shrink", IDS[0]], "--shrink needs a sequence"),
+    (["--sequence", "no-such-file"], "neither a case id nor a readable file"),
+    (["--sequence", IDS[0], "--history", "x.jsonl"], "either --sequence or --history"),
+    (["--history", "no-such.jsonl"], "cannot read the results file"),
+    (["--sequence", "RELU(type=f32,ne=[4,x])"], "malformed case id"),
+])
+def test_bad_sequence_input_is_one_line(args: list[str], expect: str) -> None:
+    code, out = conform("repro", "--device", DEVICE, *args)
+    assert code == 2 and len(out.strip().splitlines()) == 1 and expect in out, out
+
+
+def test_a_history_without_a_crash_is_one_line(crash_results: Path, tmp_path: Path) -> None:
+    passing = tmp_path / "passing.jsonl"
+    passing.write_text("\n".join(crash_results.read_text().splitlines()[:-1]) + "\n")
+    code, out = conform("repro", "--history", str(passing))
+    assert code == 2 and "no crash or timeout record" in out, out
