@@ -303,3 +303,25 @@ def test_links_to_one_library_are_not_ambiguous(tmp_path: Path) -> None:
     folder = touch(tmp_path, "libggml-base.so", "libggml.vulkan.v0.5.0.so")
     (folder / "libggml.v0.so").symlink_to(folder / "libggml.vulkan.v0.5.0.so")
     assert ggml_lib.find_libraries(folder).registry.resolve() == (folder / "libggml.vulkan.v0.5.0.so").resolve()
+
+
+# ---- the setup scripts --------------------------------------------------------------------------------
+
+def test_release_script_skips_in_one_line_when_the_wheel_cannot_be_had(tmp_path: Path) -> None:
+    proc = subprocess.run(["bash", str(ROOT / "scripts/setup-ggml-release.sh"), "0.0.0.404"], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == ""
+    skip_lines = [line for line in proc.stderr.splitlines() if line.startswith("skip: ")]
+    assert skip_lines == ["skip: pip could not download libggml-python==0.0.0.404"], proc.stderr
+    assert not (BACKENDS / "ggml-0.0.0.404").exists()
+
+
+def test_release_script_is_idempotent() -> None:
+    folder = release_folder("ggml-0.17.0")
+    before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    proc = subprocess.run(["bash", str(ROOT / "scripts/setup-ggml-release.sh")], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == str(folder)
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before  # nothing fetched again
