@@ -64,11 +64,13 @@ def make_inputs(case: OpCase) -> list[np.ndarray]:
 
 
 def as_stored(values: np.ndarray, dtype: str) -> np.ndarray:
-    """Logical values in the array type a device receives (float32/float16/int32/uint8)."""
+    """Logical values in the array type a device receives (float32/float16/int32/int64/uint8)."""
     if dtype in ("f32", "bf16"):
         return np.asarray(values, dtype=np.float32)
     if dtype == "f16":
         return np.asarray(values, dtype=np.float16)
     if dtype == "i32":
         return np.asarray(values, dtype=np.int32)
+    if dtype == "i64":
+        return np.asarray(values, dtype=np.int64)
     return np.asarray(values, dtype=np.uint8)

@@ -157,15 +157,15 @@ class Harness:
     ) -> tuple[Metrics, dict[str, Any]]:
         """The verdict on an answered case, and the measurements to record with it."""
         special = cases.lookup(case.op).judge
-        if dtypes.is_quantized(case.out_dtype):
-            from conformance.verdict_quant import judge_quantized
-
-            metrics = judge_quantized(case, inputs, golden, result.output)
-        elif special is not None:
+        if special is not None:  # an op's own comparator, quantized destinations included (SET_ROWS)
             judged = special(case, exact_inputs, golden, result.output)
             if not isinstance(judged, Metrics):  # a harness error: the comparator broke its contract
                 raise TypeError(f"the {case.op} comparator returned {type(judged).__name__}, not Metrics")
             metrics = judged
+        elif dtypes.is_quantized(case.out_dtype):
+            from conformance.verdict_quant import judge_quantized
+
+            metrics = judge_quantized(case, inputs, golden, result.output)
         else:
             out = result.output
             if case.out_dtype != "i32":

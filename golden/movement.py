@@ -102,6 +102,21 @@ def pad(x: np.ndarray, lp: Sequence[int], rp: Sequence[int]) -> np.ndarray:
     return np.pad(np.asarray(x, dtype=np.float64), widths)
 
 
+def pad_circular(x: np.ndarray, lp: Sequence[int], rp: Sequence[int]) -> np.ndarray:
+    """PAD circular (ggml_pad_ext_circular): on a torus, output ``i`` of dim ``d`` is source element
+    ``(i − lp[d]) mod ne[d]``, however many times a padding wraps around the source."""
+    out = np.asarray(x, dtype=np.float64)
+    for d in range(4):
+        axis, n = 3 - d, out.shape[3 - d]
+        out = np.take(out, np.arange(-lp[d], n + rp[d]) % n, axis=axis)
+    return out
+
+
+def _pad(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
+    lp, rp = c.param("lp"), c.param("rp")
+    return pad_circular(xs[0], lp, rp) if "circular" in c.variant else pad(xs[0], lp, rp)
+
+
 # ---- the catalogue entries ------------------------------------------------------------------------
 _COPY_SIGS = (sig("f32"), sig("f16"), sig("bf16"), sig("i32"))
 _QUANT_SAME = (sig("q4_0"), sig("q8_0"))
@@ -210,7 +225,11 @@ SPECS.add(OpSpec(
     notes="ggml_acc asserts a contiguous a; form=inplace builds ggml_acc_inplace on a ggml_dup of a, so the "
           "in-place kernel runs while the input stays checkable; b may have any layout"))
 SPECS.add(OpSpec(
-    name="PAD", family="movement", golden=lambda xs, c: pad(xs[0], c.param("lp"), c.param("rp")),
+    name="PAD", family="movement", golden=_pad,
     signatures=(sig("f32"),), tolerance={"f32": MOVED},
-    params={"lp": P("zeros before each dim (form=pad_ext only)", tuple), "rp": P("zeros after each dim", tuple)},
-    validate=checks.pads, notes="ggml_pad (end padding) or ggml_pad_ext (form=pad_ext)"))
+    params={"lp": P("padding before each dim (form=pad_ext and pad_ext_circular only)", tuple),
+            "rp": P("padding after each dim", tuple)},
+    validate=checks.pads,
+    notes="zeros: ggml_pad (end padding) or ggml_pad_ext (form=pad_ext); wrapping around (torus): "
+          "ggml_pad_circular (form=circular) or ggml_pad_ext_circular (form=pad_ext_circular), where a padding "
+          "may exceed the dim and wrap several times. ggml-cann declines circular padding (supports_op)"))

@@ -141,29 +141,54 @@ def concat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 
 
 @st.composite
+def wrapping_pads(draw: st.DrawFn, ne: tuple[int, ...], *, budget: int, dims: tuple[int, ...] | None = None) -> Ne:
+    """Circular paddings for a tensor now ``ne`` big, with the corners of the source's ``dims``: 0,
+    one short of the dim, the dim, one past it, twice it plus one; all within ``budget`` elements."""
+    size, pads = list(ne), []
+    for d, n in enumerate(dims or ne):
+        room = max(0, budget // (_count(tuple(size)) // size[d]) - size[d])  # type: ignore[arg-type]
+        corners = [p for p in (0, n - 1, n, n + 1, 2 * n + 1) if 0 <= p <= room]
+        p = draw(st.one_of(st.sampled_from(corners), st.integers(0, min(room, 3 * n))))
+        size[d] += p
+        pads.append(p)
+    return tuple(pads)  # type: ignore[return-value]
+
+
+@st.composite
 def pad_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_elements=MAX_ELEMENTS // 4, max_outer=5))
-    ext = draw(st.booleans())
-    rp = draw(grown(ne, most=3, budget=MAX_ELEMENTS // 2))
-    padded = tuple(n + r for n, r in zip(ne, rp, strict=True))
-    lp = draw(grown(padded, most=2, budget=MAX_ELEMENTS // 2)) if ext else (0, 0, 0, 0)  # type: ignore[arg-type]
+    form = draw(st.sampled_from(["", "pad_ext", "circular", "pad_ext_circular"]))
+    if "circular" in form:  # paddings at and beyond the dim: they wrap around once or several times
+        rp = draw(wrapping_pads(ne, budget=MAX_ELEMENTS // 2))
+        padded = tuple(n + r for n, r in zip(ne, rp, strict=True))
+        lp = draw(wrapping_pads(padded, budget=MAX_ELEMENTS // 2, dims=ne)) if form == "pad_ext_circular" else (0,) * 4
+    else:
+        rp = draw(grown(ne, most=3, budget=MAX_ELEMENTS // 2))
+        padded = tuple(n + r for n, r in zip(ne, rp, strict=True))
+        lp = draw(grown(padded, most=2, budget=MAX_ELEMENTS // 2)) if form == "pad_ext" else (0, 0, 0, 0)  # type: ignore[arg-type]
     src = spec("f32", ne, draw(_layout("PAD")))
-    return finish(draw, OpCase("PAD", (src,), params=(("lp", lp), ("rp", rp)), variant="pad_ext" if ext else ""))
+    return finish(draw, OpCase("PAD", (src,), params=(("lp", lp), ("rp", rp)), variant=form))
 
 
 @st.composite
 def upscale_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_ne0=512, max_elements=MAX_ELEMENTS // 8, max_outer=5))
     src = spec("f32", ne, draw(_layout("UPSCALE")))
+    kind = draw(st.sampled_from(["bilinear", "bicubic", "antialias", "nearest"]))  # antialias: bilinear only
+    mode = (("mode", "bilinear" if kind == "antialias" else kind), ("align_corners", draw(st.booleans())),
+            ("antialias", kind == "antialias"))
+    # interpolating modes are drawn without NaN/inf (see the UPSCALE notes)
+    values = NO_NAN_INF if kind != "nearest" else None
     most_sf = min(4, int((MAX_ELEMENTS / _count(ne)) ** 0.5))
     if most_sf >= 2 and draw(st.booleans()):
         sf = draw(st.integers(2, most_sf))  # ggml_upscale asserts a factor > 1
-        return finish(draw, OpCase("UPSCALE", (src,), params=(("sf", sf),)))
+        return finish(draw, OpCase("UPSCALE", (src,), params=(("sf", sf), *mode)), distribution=values)
     out: list[int] = []
     for n in ne:  # up to about twice each size, or down to 1, within the element budget
         room = MAX_ELEMENTS // max(1, _count((*out, 1, 1, 1, 1)[:4]))  # type: ignore[arg-type]
         out.append(draw(st.integers(1, max(1, min(2 * n + 3, room)))))
-    return finish(draw, OpCase("UPSCALE", (src,), params=(("ne", tuple(out)),), variant="interpolate"))
+    case = OpCase("UPSCALE", (src,), params=(("ne", tuple(out)), *mode), variant="interpolate")
+    return finish(draw, case, distribution=values)
 
 
 # ---- GET_ROWS and ACC ----------------------------------------------------------------------------

@@ -6,16 +6,20 @@ each is followed by ``ggml_cont``: the device's strided copy of the view is what
 
 from __future__ import annotations
 
+import ctypes as C
 from collections.abc import Callable
 
-from device.ggml.graph import Builder, GraphBuilder
+from device.ggml.graph import P_CTX, P_TENSOR, Builder, GraphBuilder, prototype
 from device.ggml.lib import TensorP
 from golden import dtypes
 from golden.case import Layout, OpCase, TensorSpec
 from golden.geometry import storage_of
+from golden.resample import ScaleMode
 
 SORT_ORDER = {"asc": 0, "desc": 1}  # enum ggml_sort_order
-SCALE_MODE_NEAREST = 0  # enum ggml_scale_mode
+
+prototype("ggml_pad_circular", P_TENSOR, P_CTX, P_TENSOR, C.c_int, C.c_int, C.c_int, C.c_int)
+prototype("ggml_pad_ext_circular", P_TENSOR, P_CTX, P_TENSOR, *(C.c_int,) * 8)
 
 
 def _then_cont(view: Callable[[GraphBuilder, TensorP, OpCase], TensorP]) -> Builder:
@@ -66,16 +70,22 @@ def _acc(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 
 def _pad(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     lp, rp = case.param("lp"), case.param("rp")
+    both = (lp[0], rp[0], lp[1], rp[1], lp[2], rp[2], lp[3], rp[3])
     if case.variant == "pad_ext":
-        return g.lib.ggml_pad_ext(g.ctx, srcs[0], lp[0], rp[0], lp[1], rp[1], lp[2], rp[2], lp[3], rp[3])
+        return g.lib.ggml_pad_ext(g.ctx, srcs[0], *both)
+    if case.variant == "pad_ext_circular":
+        return g.call("ggml_pad_ext_circular", g.ctx, srcs[0], *both)
+    if case.variant == "circular":
+        return g.call("ggml_pad_circular", g.ctx, srcs[0], *rp)
     return g.lib.ggml_pad(g.ctx, srcs[0], *rp)
 
 
 def _upscale(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    mode = ScaleMode.of(case).word  # ggml_scale_mode | ggml_scale_flag bits
     if case.variant == "interpolate":
         ne = case.param("ne")
-        return g.lib.ggml_interpolate(g.ctx, srcs[0], ne[0], ne[1], ne[2], ne[3], SCALE_MODE_NEAREST)
-    return g.lib.ggml_upscale(g.ctx, srcs[0], case.param("sf"), SCALE_MODE_NEAREST)
+        return g.lib.ggml_interpolate(g.ctx, srcs[0], ne[0], ne[1], ne[2], ne[3], mode)
+    return g.lib.ggml_upscale(g.ctx, srcs[0], case.param("sf"), mode)
 
 
 def _arange(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
