@@ -93,7 +93,7 @@ ROPE_MODES = (rope.NORMAL, rope.NEOX, rope.MROPE, rope.VISION, rope.IMROPE)
 
 def _nightly() -> bool:
     """Long profiles (nightly) reach model-sized tensors; ci and dev keep the float64 golden cheap."""
-    return settings.default.max_examples > 100
+    return settings().max_examples > 100
 
 
 @st.composite
