@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -99,6 +99,13 @@ class Breaker:
                 "attempts_after": self.attempts_after, "skipped": self.skipped}
 
 
+def _fail(text: str) -> NoReturn:
+    """Raise CaseFailed. One raise site for every failure: Hypothesis tells failures apart by where
+    they were raised, and a replayed known answer must read as the same failure."""
+    __tracebackhide__ = True
+    raise CaseFailed(text)
+
+
 def _in_hypothesis_test() -> bool:
     from hypothesis.control import currently_in_test_context
 
@@ -114,6 +121,15 @@ def repro_line(case_id: str, device: DeviceSpec, options: dict[str, Any]) -> str
     parts = ["conform", "repro", case_id, "--device", device.text]
     if options.get("ggml_lib"):
         parts += ["--ggml-lib", str(options["ggml_lib"])]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def sequence_repro_line(case_ids: list[str] | tuple[str, ...], device: DeviceSpec, options: dict[str, Any]) -> str:
+    """The line that replays ``case_ids`` in order in one fresh device process."""
+    parts = ["conform", "repro", "--device", device.text]
+    if options.get("ggml_lib"):
+        parts += ["--ggml-lib", str(options["ggml_lib"])]
+    parts += ["--sequence", *case_ids]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -158,6 +174,9 @@ class Harness:
 
     def close(self) -> None:
         self.runner.close()
+
+    def sequence_repro(self, case_ids: list[str] | tuple[str, ...]) -> str:
+        return sequence_repro_line(case_ids, self.device_spec, self.options)
 
     def reopen_device(self) -> None:
         """Close the device and open it again (its process stays): a fresh device state."""
@@ -340,7 +359,7 @@ class Harness:
         if breaker is not None and breaker.open:
             known = breaker.failures.get(case_id)
             if known is not None:  # hypothesis replays an example whose answer is known: give it again
-                raise CaseFailed(known)
+                _fail(known)
             from hypothesis import reject
 
             breaker.skipped += 1
@@ -366,7 +385,7 @@ class Harness:
         if breaker is not None:
             breaker.saw(record, failure)
         if failure is not None:
-            raise CaseFailed(failure)
+            _fail(failure)
         return record
 
     # ---- set/get round trips through the backend -------------------------------------------------

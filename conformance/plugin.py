@@ -349,7 +349,10 @@ def _session(config: pytest.Config) -> ConformSession:
     return config.stash[_SESSION_KEY]
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # last, after the tests' own parametrize marks: the device goes at the end of the id
+    # (test_binary[mul-f32_f32-golden]), so -k "[mul-" selects one op with any number of devices
     if "conform" in metafunc.fixturenames:
         devices = _session(metafunc.config).pinned_devices()
         if len(devices) > 1:
