@@ -193,3 +193,23 @@ def test_suite_records_every_broken_result_and_counts_failures(tmp_path: Path) -
     assert failed_ids == {r["test_id"] for r in cases if r["outcome"] == "error"}
     assert all("run() returned NoneType" in t["message"] for t in footer["pytest_failed_tests"])
     assert lines[0]["cwd"] == str(ROOT) and lines[0]["devices"][0]["import_root"] == str(ROOT)
+
+
+def test_a_leaking_device_is_recorded_and_flagged(tmp_path: Path) -> None:
+    """Every case passes, yet the footer records the device process' growth and the report flags it."""
+    from reports.html import build_report
+    from reports.runstatus import MEMORY_GROWTH_FLAG
+
+    results = tmp_path / "r.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "--op", "relu", "-k", "f32",
+         "--device", f"{PLUGINS}:leaks", "--results", str(results), "--conform-profile", "dev"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    footer = json.loads(results.read_text().splitlines()[-1])
+    (end,) = footer["devices_end"]
+    cases = sum('"type":"case"' in line for line in results.read_text().splitlines())
+    assert end["worker_rss_growth_max"] >= 0.9 * (cases - 1) * 32 * 2**20 > MEMORY_GROWTH_FLAG
+    data = build_report([results], tmp_path / "report.html")
+    assert any("the device process grew by" in w for run in data.runs for w in run.status.memory_warnings)

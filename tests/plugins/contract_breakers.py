@@ -121,3 +121,32 @@ def factory_raises(options: dict[str, Any]) -> GoldenDevice:
 
 def zero_add(options: dict[str, Any]) -> ZeroAdd:
     return ZeroAdd("CPU", options.get("ggml_lib"), threads=int(options.get("threads") or 1))
+
+
+class Slow(GoldenDevice):
+    """Right results, a quarter of a second each: a run that is still going when it is interrupted."""
+
+    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        import time
+
+        time.sleep(0.25)
+        return super().run(case, inputs)
+
+
+def slow(options: dict[str, Any]) -> Slow:
+    return Slow()
+
+
+class Leaks(GoldenDevice):
+    """Right results, but keeps 32 MiB (touched, so resident) from every run: a leak nothing fails on."""
+
+    def __init__(self) -> None:
+        self.kept: list[np.ndarray] = []
+
+    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        self.kept.append(np.ones(32 * 2**20, dtype=np.uint8))
+        return super().run(case, inputs)
+
+
+def leaks(options: dict[str, Any]) -> Leaks:
+    return Leaks()
