@@ -213,3 +213,28 @@ def test_a_leaking_device_is_recorded_and_flagged(tmp_path: Path) -> None:
     assert end["worker_rss_growth_max"] >= 0.9 * (cases - 1) * 32 * 2**20 > MEMORY_GROWTH_FLAG
     data = build_report([results], tmp_path / "report.html")
     assert any("the device process grew by" in w for run in data.runs for w in run.status.memory_warnings)
+
+
+def test_a_failure_without_a_record_is_counted_by_the_report(tmp_path: Path) -> None:
+    """A test that fails outside the harness leaves no case record; the footer's counts make the report
+    say so (red, never "No unexpected failures")."""
+    from reports.html import build_report
+
+    extra = tmp_path / "test_outside.py"
+    extra.write_text("def test_fails_outside_the_harness(conform):\n    assert conform.inventory['spec'] == 'x'\n")
+    results = tmp_path / "r.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance/test_elementwise.py", str(extra), "-q", "-p", "no:cacheprovider",
+         "-k", "[relu-f32] or outside", "--device", "golden", "--results", str(results),
+         "--conform-profile", "dev", "--rootdir", str(ROOT)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    footer = json.loads(results.read_text().splitlines()[-1])
+    assert footer["pytest_failed"] == 1
+    (listed,) = footer["pytest_failed_tests"]
+    assert listed["test_id"].endswith("test_fails_outside_the_harness") and listed["when"] == "call"
+    assert "AssertionError" in listed["message"] or "assert" in listed["message"]
+    data = build_report([results], tmp_path / "report.html")
+    assert data.unrecorded_failures == 1 and not data.is_green
+    assert "test_fails_outside_the_harness" in (tmp_path / "report.html").read_text()
