@@ -311,7 +311,7 @@ def _repro_sequence(args: argparse.Namespace) -> int:
     if died is None:
         failing = [i for i, step in enumerate(replay.steps) if step.outcome.failing]
         if not failing:
-            print("every case passed: the sequence does not reproduce a failure")
+            print("every case passed: the sequence does not reproduce a crash or a wrong result")
             return 0
         first = failing[0]
         where = ("the sequence reproduces it" if first == len(cases) - 1

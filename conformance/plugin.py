@@ -419,7 +419,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"conform: {exc}") from None
     if not wanted:
         return
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         (keep if _item_op(item) in wanted else drop).append(item)
     if drop:

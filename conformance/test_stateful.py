@@ -163,7 +163,7 @@ def run_sequences(machine: type[SameShapeSequence], settings: settings) -> None:
 
 def sequence_settings(base: settings | None = None) -> settings:
     """The loaded profile's examples, with short sequences for dev/ci and long ones for nightly."""
-    base = base or settings.default
+    base = base or settings()
     steps = 12 if base.max_examples <= 30 else 50
     return settings(base, stateful_step_count=steps)
 
@@ -184,7 +184,7 @@ def test_long_sequence_memory(conform: Any, record_property: Any) -> None:
     run_state_machine_as_test(machine, settings=settings(sequence_settings(), max_examples=2, database=None))
     free_before, rss_before = _memory(conform.refresh_info())
     run_state_machine_as_test(machine, settings=settings(
-        sequence_settings(), max_examples=max(10, settings.default.max_examples), stateful_step_count=25,
+        sequence_settings(), max_examples=max(10, settings().max_examples), stateful_step_count=25,
         database=None))
     free_after, rss_after = _memory(conform.refresh_info())
     report = {

@@ -131,8 +131,12 @@ def output_dtype(dst: str) -> np.dtype[Any]:
     raw uint8 blocks)."""
     if dtypes.is_quantized(dst):
         return np.dtype(np.uint8)
-    return {"f32": np.dtype(np.float32), "bf16": np.dtype(np.float32), "f16": np.dtype(np.float16),
-            "i32": np.dtype(np.int32)}[dst]
+    return _PLAIN_OUTPUT[dst]
+
+
+_PLAIN_OUTPUT: dict[str, np.dtype[Any]] = {
+    "f32": np.dtype(np.float32), "bf16": np.dtype(np.float32), "f16": np.dtype(np.float16), "i32": np.dtype(np.int32),
+}
 
 
 def as_output(values: np.ndarray, dst: str) -> np.ndarray:
