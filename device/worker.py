@@ -155,11 +155,17 @@ class Reply:
 
 # ---- serving one device (in the child, or in process) ---------------------------------------------
 
+_STATM: dict[str, int] = {}  # this process' open /proc/self/statm: {"pid", "fd"} (read per case, so kept open)
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
 def process_rss() -> int | None:
     """This process' resident memory in bytes (Linux /proc), or None where it cannot be read."""
     try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        if _STATM.get("pid") != os.getpid():  # first call, or a forked child: /proc/self was the parent's
+            _STATM["fd"] = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+            _STATM["pid"] = os.getpid()
+        return int(os.pread(_STATM["fd"], 128, 0).split()[1]) * _PAGE_SIZE
     except (OSError, ValueError, IndexError):
         return None
 
