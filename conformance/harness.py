@@ -272,7 +272,10 @@ class Harness:
             # (the report lists the latter as a stale expectation)
             record.expected = ExpectedFailure.of(bug)
             if bug.corrupts_process and isinstance(self.runner, DeviceWorker):
-                self.runner.start()  # the kernel wrote past a buffer: later cases get a clean process
+                try:
+                    self.runner.start()  # the kernel wrote past a buffer: later cases get a clean process
+                except Exception as exc:  # the next case tries again; this one keeps its record
+                    record.message = f"{record.message} (device restart failed: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
         if record.failing and self.keep_artefacts:
             try:
                 record.artefact = self._save_artefact(case, inputs, golden, reply)

@@ -202,3 +202,18 @@ def test_pytest_itself_stops_when_a_device_does_not_open(tmp_path: Path) -> None
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "conform: unknown ggml device 'CPU7'" in proc.stdout
     assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize(("factory", "expect"), [("info_list", "info() returned list, not a dict"),
+                                                 ("info_object", "info()['handle'] holds a object")])
+def test_a_device_whose_info_breaks_the_contract(tmp_path: Path, factory: str, expect: str) -> None:
+    """conform run: one line naming the device, before pytest starts; pytest itself: the session ends
+    with that line (no internal error)."""
+    spec = f"tests.plugins.contract_breakers:{factory}"
+    code, stderr = conform("run", "--device", spec, "--no-report", "--out", str(tmp_path / "o"))
+    line = one_line(code, stderr)
+    assert code == 2 and spec in line and expect in line
+    proc = _pytest(tmp_path, "--device", spec)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr and "Traceback" not in proc.stdout + proc.stderr
+    assert expect in proc.stdout
