@@ -200,9 +200,11 @@ SPECS.add(OpSpec(
     validate=checks.repeatable, notes="np.tile"))
 SPECS.add(OpSpec(
     name="CONCAT", family="movement", golden=lambda xs, c: concat(xs[0], xs[1], c.param("dim")),
-    signatures=tuple(sig(t, t) for t in ("f32", "f16", "bf16", "i32")), tolerance={"*": MOVED},
+    signatures=tuple(sig(t, t) for t in ("f32", "f16", "bf16", "i8", "i16", "i32", "i64")), tolerance={"*": MOVED},
     params={"dim": P("ggml dim to join along (0..3)", int)}, validate=checks.concatenable,
-    notes="both inputs may be strided or permuted"))
+    notes="both inputs may be strided or permuted; every integer type ggml has (I8, I16, I32, I64: ggml's "
+          "CPU copies elements by their size). Half the cases give a and b one shape with the joined dim's "
+          "extent shared by another dim, so a device joining along the wrong axis gives other values"))
 SPECS.add(OpSpec(
     name="GET_ROWS", family="movement", golden=two(get_rows),
     signatures=(sig("f32", "i32"), sig("f16", "i32", dst="f32"), sig("bf16", "i32", dst="f32")),

@@ -131,10 +131,27 @@ def repeat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 
 
 @st.composite
+def equal_extents_shape(draw: st.DrawFn, dim: int, *, budget: int) -> Ne:
+    """A shape whose dim ``dim`` has the same extent (> 1) as another dim: with b the same shape, a
+    concatenation along either is valid and only the values show which one the device took."""
+    other = draw(st.sampled_from([d for d in range(4) if d != dim]))
+    n = draw(st.sampled_from([2, 3, 4, 5, 7, 8, 16, 31]))
+    rest = max(1, budget // (n * n))
+    ne = list(draw(shapes(max_ne0=rest, max_elements=rest, max_outer=5)))
+    ne[dim] = ne[other] = n
+    return tuple(ne)  # type: ignore[return-value]
+
+
+@st.composite
 def concat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     dim = draw(st.integers(0, 3))
-    ne_a = draw(shapes(max_elements=MAX_ELEMENTS // 4, max_outer=5))
-    ne_b = tuple(draw(st.integers(1, max(1, min(2 * ne_a[d], 64)))) if d == dim else ne_a[d] for d in range(4))
+    if draw(st.booleans()):  # equal extents: the joined dim's size shared by another dim, b shaped as a
+        ne_a = draw(equal_extents_shape(dim, budget=MAX_ELEMENTS // 4))
+        ne_b = ne_a
+    else:
+        ne_a = draw(shapes(max_elements=MAX_ELEMENTS // 4, max_outer=5))
+        ne_b = tuple(draw(st.integers(1, max(1, min(2 * ne_a[d], 64)))) if d == dim else ne_a[d]
+                     for d in range(4))  # type: ignore[assignment]
     a = spec(sig.srcs[0], ne_a, draw(_layout("CONCAT")))
     b = spec(sig.srcs[1], ne_b, draw(_layout("CONCAT")))  # type: ignore[arg-type]
     return finish(draw, OpCase("CONCAT", (a, b), params=(("dim", dim),), out_dtype=sig.dst))

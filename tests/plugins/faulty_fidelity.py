@@ -1,0 +1,53 @@
+"""Faults that only show in regimes the suite used to draw rarely or never (issue 15): each stands for
+a real way a backend goes wrong, and the ci profile of the tests named in its ``@planted`` must
+catch it (``tests/test_planted_faults.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from device.base import RunResult
+from device.golden_device import GoldenDevice
+from golden import catalogue, dtypes, matmul, softmax
+from golden.case import OpCase
+from tests.plugins import FaultyDevice, planted
+
+
+def _exact_inputs(case: OpCase, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return catalogue.golden_inputs(case, inputs)
+
+
+def _with_output(result: RunResult, values: np.ndarray, dst: str) -> RunResult:
+    """``result`` with its output replaced by ``values`` stored as the destination type stores them."""
+    if dst in dtypes.INDEX_TYPES:
+        out = np.asarray(values).astype(dtypes.STORAGE_DTYPE[dst])
+    else:
+        out = dtypes.round_to(np.asarray(values, np.float64), dst)
+    return replace(result, output=out.reshape(np.shape(result.output)))
+
+
+# ---- CONCAT: the axis looked up by its extent -------------------------------------------------------
+def _concat_axis_by_extent(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """The join axis found as the first dim with the joined dim's extent (``ne.index(ne[dim])``): right
+    unless another dim has that extent. With a and b of one shape the wrong join is a valid one, and
+    its values go into the destination in order."""
+    result = golden.run(case, inputs)
+    a, b = case.inputs
+    dim = case.param("dim")
+    axis = list(a.ne).index(a.ne[dim])
+    if axis == dim or a.ne != b.ne:
+        return result
+    x, y = _exact_inputs(case, inputs)
+    return _with_output(result, np.concatenate([x, y], axis=3 - axis), case.out_dtype)
+
+
+@planted("concat", "CONCAT joins along the first dim whose extent equals the joined dim's (wrong axis when two "
+                   "dims have equal extents)")
+def concat_axis_by_extent(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("concat_axis_by_extent", "CONCAT", _concat_axis_by_extent)
