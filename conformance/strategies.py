@@ -7,6 +7,7 @@ bounds. Shapes lean towards the sizes where kernels break (1, odd, around 32, 51
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from conformance.data import DISTRIBUTIONS
@@ -19,6 +20,16 @@ IDENTITY: Ne = (0, 1, 2, 3)
 # permutations that keep dim 0 innermost (ops whose rows must stay contiguous accept these)
 ROW_KEEPING_PERMS: tuple[Ne, ...] = ((0, 2, 1, 3), (0, 1, 3, 2), (0, 3, 2, 1), (0, 2, 3, 1), (0, 3, 1, 2))
 ALL_PERMS: tuple[Ne, ...] = ROW_KEEPING_PERMS + ((1, 0, 2, 3), (2, 0, 1, 3), (1, 2, 0, 3), (3, 1, 2, 0))
+
+
+NIGHTLY_MIN_EXAMPLES = 400  # the nightly profile's max_examples
+
+
+def nightly_sizes() -> bool:
+    """Whether the loaded hypothesis profile is the nightly one: strategies then draw their big regimes
+    at full size (70k-row tables, 200k-wide softmax rows, 16M-element tensors, 8k-deep matmuls);
+    dev and ci draw small instances of the same regimes."""
+    return settings.default.max_examples >= NIGHTLY_MIN_EXAMPLES
 
 
 def f32(value: float) -> float:

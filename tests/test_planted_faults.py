@@ -32,5 +32,6 @@ def test_planted_fault_is_caught_in_the_ci_profile(fault: PlantedFault, tmp_path
     tail = (proc.stdout + proc.stderr)[-1500:]
     assert proc.returncode == 1, f"{fault.spec} ({fault.bug}) was not caught by -k {fault.select!r}:\n{tail}"
     records = [json.loads(line) for line in results.read_text().splitlines()]
-    failing = [r for r in records if r.get("type") == "case" and r["outcome"] == "fail"]
-    assert failing, f"{fault.spec}: pytest failed without a failing case record:\n{tail}"
+    # a wrong value is a fail record, an abort a crash record; an error record would be the plug-in itself
+    failing = [r for r in records if r.get("type") == "case" and r["outcome"] in ("fail", "crash")]
+    assert failing, f"{fault.spec}: pytest failed without a failing or crashing case record:\n{tail}"

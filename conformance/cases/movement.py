@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from conformance.cases import register
 from conformance.data import plain_input
-from conformance.strategies import f32, finish, input_layouts, shapes, spec
+from conformance.strategies import f32, finish, input_layouts, nightly_sizes, shapes, spec
 from conformance.verdict import Metrics
 from golden import catalogue
 from golden.case import Layout, Ne, OpCase
@@ -209,10 +209,31 @@ def upscale_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 
 
 # ---- GET_ROWS and ACC ----------------------------------------------------------------------------
+TALL_TABLE_ROWS = (1001, 1024, 1025, 2048, 4097, 8191)  # past 1,000 rows: embedding tables are tall
+NIGHTLY_TABLE_ROWS = (32000, 65536, 65537, 70000)  # vocabularies of real models
+
+
+@st.composite
+def tall_table(draw: st.DrawFn) -> Ne:
+    """A tall, narrow table within the element budget: over a thousand rows of a few elements (tens of
+    thousands of rows in the nightly profile)."""
+    budget, edges = MAX_ELEMENTS // 2, TALL_TABLE_ROWS
+    if nightly_sizes():
+        budget, edges = 1 << 21, TALL_TABLE_ROWS + NIGHTLY_TABLE_ROWS
+    top = max(edges)
+    ne1 = draw(st.one_of(st.sampled_from(edges), st.integers(1001, top)))
+    ne0 = draw(st.integers(1, max(1, min(16, budget // ne1))))
+    return (ne0, ne1, 1, 1)
+
+
 @st.composite
 def get_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne = draw(shapes(max_elements=MAX_ELEMENTS // 2, max_outer=6))
-    n_rows = draw(st.integers(1, max(1, min(12, MAX_ELEMENTS // _count((ne[0], 1, ne[2], ne[3]))))))
+    if draw(st.integers(0, 2)) == 0:
+        ne = draw(tall_table())
+        n_rows = draw(st.integers(1, 64))
+    else:
+        ne = draw(shapes(max_elements=MAX_ELEMENTS // 2, max_outer=6))
+        n_rows = draw(st.integers(1, max(1, min(12, MAX_ELEMENTS // _count((ne[0], 1, ne[2], ne[3]))))))
     data = spec(sig.srcs[0], ne, draw(_layout("GET_ROWS")))
     rows = spec("i32", (n_rows, ne[2], ne[3], 1), draw(input_layouts(InputLayouts.ANY)))
     return finish(draw, OpCase("GET_ROWS", (data, rows), out_dtype=sig.dst))
@@ -276,12 +297,15 @@ def sum_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 
 
 def get_rows_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
-    """Data as usual; indices uniform in ``[0, ne1)`` and at least one repeated when there are two."""
+    """Data as usual; indices uniform in ``[0, ne1)``, at least one repeated when there are two, and the
+    table's last row among them when there are three (where a truncated table or an off-by-one shows)."""
     data_spec, index_spec = case.inputs
     data = plain_input(rng, data_spec, case)
     rows = rng.integers(0, data_spec.ne[1], size=index_spec.np_shape, dtype=np.int32)
     if rows.size >= 2:
         rows.flat[-1] = rows.flat[0]  # a duplicate: the same row gathered twice
+    if rows.size >= 3:
+        rows.flat[1] = data_spec.ne[1] - 1
     return [data, rows]
 
 

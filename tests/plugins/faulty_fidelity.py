@@ -51,3 +51,21 @@ def _concat_axis_by_extent(golden: GoldenDevice, case: OpCase, inputs: list[np.n
                    "dims have equal extents)")
 def concat_axis_by_extent(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("concat_axis_by_extent", "CONCAT", _concat_axis_by_extent)
+
+
+# ---- GET_ROWS: a table size limit -------------------------------------------------------------------
+MAX_TABLE_ROWS = 1000
+
+
+def _get_rows_aborts_on_tall_tables(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """Aborts the process, as a failed GGML_ASSERT does, when the table has more than 1,000 rows."""
+    if case.inputs[0].ne[1] > MAX_TABLE_ROWS:
+        sys.stderr.write(f"ggml-fake.c:7: GGML_ASSERT(src0->ne[1] <= {MAX_TABLE_ROWS}) failed\n")
+        sys.stderr.flush()
+        os.abort()
+    return golden.run(case, inputs)
+
+
+@planted("get_rows", "GET_ROWS aborts on tables of more than 1,000 rows (a fixed-size row cache)")
+def get_rows_aborts_on_tall_tables(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("get_rows_aborts_on_tall_tables", "GET_ROWS", _get_rows_aborts_on_tall_tables)
