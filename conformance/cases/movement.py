@@ -282,9 +282,28 @@ def arange_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     return finish(draw, OpCase("ARANGE", (), params=params))
 
 
+LONG_ROWS = (1025, 1536, 2047, 2048, 3000, 4096, 4097, 6000, 8192)  # past one 1,024-wide block
+NIGHTLY_LONG_ROWS = (16384, 32768, 65537, 131072)  # vocabulary-wide rows (top-k sampling)
+
+
+@st.composite
+def long_rows(draw: st.DrawFn) -> Ne:
+    """Rows longer than 1,024 (where one block of threads no longer covers a row), over 4,096 now and
+    then; up to 131k in the nightly profile. One or two rows."""
+    edges = LONG_ROWS + (NIGHTLY_LONG_ROWS if nightly_sizes() else ())
+    ne0 = draw(st.one_of(st.sampled_from(edges), st.integers(1025, max(edges))))
+    return (ne0, draw(st.integers(1, 2)), 1, 1)
+
+
+@st.composite
+def reduced_rows(draw: st.DrawFn, *, max_elements: int) -> Ne:
+    """Half the time a row longer than 1,024 elements, else any shape (ARGSORT, SUM_ROWS)."""
+    return draw(long_rows()) if draw(st.booleans()) else draw(shapes(max_elements=max_elements))
+
+
 @st.composite
 def argsort_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
+    ne = draw(reduced_rows(max_elements=MAX_ELEMENTS // 2))
     order = draw(st.sampled_from(["asc", "desc"]))
     src = spec("f32", ne, draw(_layout("ARGSORT")))
     return finish(draw, OpCase("ARGSORT", (src,), params=(("order", order),), out_dtype="i32"))
@@ -292,7 +311,7 @@ def argsort_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 
 @st.composite
 def sum_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne = draw(shapes())
+    ne = draw(reduced_rows(max_elements=MAX_ELEMENTS))
     return finish(draw, OpCase("SUM_ROWS", (spec("f32", ne, draw(_layout("SUM_ROWS"))),)))
 
 

@@ -69,3 +69,42 @@ def _get_rows_aborts_on_tall_tables(golden: GoldenDevice, case: OpCase, inputs: 
 @planted("get_rows", "GET_ROWS aborts on tables of more than 1,000 rows (a fixed-size row cache)")
 def get_rows_aborts_on_tall_tables(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("get_rows_aborts_on_tall_tables", "GET_ROWS", _get_rows_aborts_on_tall_tables)
+
+
+# ---- ARGSORT, SUM_ROWS: one block of 1,024 per row ----------------------------------------------------
+BLOCK = 1024
+
+
+def _argsort_per_block(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """A bitonic sort in one block of 1,024 threads: longer rows come back sorted block by block,
+    never merged."""
+    result = golden.run(case, inputs)
+    x = np.asarray(inputs[0], np.float64)
+    if x.shape[-1] <= BLOCK:
+        return result
+    descending = case.param("order") == "desc"
+    out = np.empty(x.shape, np.int64)
+    for lo in range(0, x.shape[-1], BLOCK):
+        chunk = x[..., lo:lo + BLOCK]
+        out[..., lo:lo + BLOCK] = lo + np.argsort(-chunk if descending else chunk, axis=-1, kind="stable")
+    return replace(result, output=out.astype(np.int32))
+
+
+def _sum_rows_one_block(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """A row reduction in one block of 1,024 threads that never loops: elements past 1,024 are dropped."""
+    result = golden.run(case, inputs)
+    x = np.asarray(inputs[0], np.float64)
+    if x.shape[-1] <= BLOCK:
+        return result
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _with_output(result, x[..., :BLOCK].sum(axis=-1, keepdims=True), case.out_dtype)
+
+
+@planted("argsort", "ARGSORT sorts rows longer than 1,024 block by block without merging")
+def argsort_per_block(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("argsort_per_block", "ARGSORT", _argsort_per_block)
+
+
+@planted("sum_rows", "SUM_ROWS drops the elements of a row past 1,024")
+def sum_rows_one_block(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("sum_rows_one_block", "SUM_ROWS", _sum_rows_one_block)
