@@ -44,7 +44,12 @@ ANCHORS = [  # id (op first, so -k selects it), case; see shared/reference test-
     ("rope-B7-partial_rotary", OpCase("ROPE", (spec("f32", (96, 2, 6, 1)), _TOKENS), _rope_params(32, 2))),
     ("soft_max-B10-alibi_f32_mask", _soft_max(8, "f32", 8.0)),
     ("soft_max-B11-alibi_6_heads_f16_mask", _soft_max(6, "f16", 8.0)),
-    ("soft_max-alibi_48_heads_sinks", _soft_max(48, "f16", 8.0, sinks=True)),
+    ("soft_max-alibi_48_heads_sinks", _soft_max(48, "f16", 8.0, sinks=True)),  # m0 = 2^-1/4
+    # slopes that are not powers of two (an F16 slope is off by up to 2^-12 relative): 5 heads m0 = 2^-1/4,
+    # 12 heads m1 = 2^-1/2 for heads 8..11, 6 heads m0 = 2^-3/4
+    ("soft_max-alibi_5_heads_non_dyadic", _soft_max(5, "f32", 1.0)),
+    ("soft_max-alibi_12_heads_second_segment_f16_mask", _soft_max(12, "f16", 8.0)),
+    ("soft_max-alibi_6_heads_non_dyadic", _soft_max(6, "f32", 3.0)),
     ("pool_2d-B5-avg_pad_over_half_kernel", _pool(1, 3, 2, 2.0)),
     ("pool_2d-max_padding_only_windows", _pool(0, 1, 1, 1.0)),
     ("im2col-B9-1d", OpCase("IM2COL", (spec("f16", (3, 4, 2, 1)), spec("f32", (50, 4, 2, 1))),

@@ -130,7 +130,9 @@ SPECS.add(OpSpec(
     tolerance={"f32": Tolerance("x·x summed in f32 in any order ((n+1)·u relative), /n, +eps, sqrtf, 1/ and "
                                 "·x; one subnormal step where x·scale underflows (ggml's CPU sums in double)",
                                 ulp=0.5, atol=2.0**-149, model=rms_norm_model)},
-    params={"eps": P("added to the mean square (f32, > 0)")}, notes=_NORM_NOTE))
+    params={"eps": P("added to the mean square (f32, > 0)")},
+    notes=_NORM_NOTE + ". form=inplace builds ggml_rms_norm_inplace on a ggml_dup of the input (the in-place "
+                       "kernel runs; the input stays checkable)"))
 SPECS.add(OpSpec(
     name="GROUP_NORM", family="norm", golden=lambda xs, c: group_norm(xs[0], c.param("n_groups"), c.param("eps")),
     signatures=_F32_ONLY,

@@ -21,17 +21,20 @@ from conformance.strategies import (
     finish,
     input_layouts,
     layouts,
+    nightly_sizes,
     row_size,
     shapes,
     spec,
     weight_names,
 )
 from golden import catalogue, dtypes
-from golden.case import OpCase
+from golden.case import Layout, OpCase
 from golden.conv import conv_output_size, pool_output_size
 from golden.spec import Signature
 
 MAX_ELEMENTS = 1 << 15
+# the in-place constructor (ggml_*_inplace) on a copy of the input, a quarter of the time
+INPLACE_FORM = st.sampled_from(["", "", "", "inplace"])
 EPS = st.sampled_from([1e-5, 1e-6, 1e-12, 1e-3, 0.5])
 
 
@@ -50,16 +53,26 @@ def norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     else:
         ne = draw(shapes())
         params = (("eps", f32(draw(EPS))),)
-    lay = draw(input_layouts(catalogue.get(op).input_layouts))
-    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst))
+    variant = draw(INPLACE_FORM) if op == "RMS_NORM" else ""
+    # in place, the kernel sees the ggml_dup's contiguous copy: the input's layout would test only the dup
+    lay = Layout() if variant else draw(input_layouts(catalogue.get(op).input_layouts))
+    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst, variant=variant))
 
 
 # ---- SOFT_MAX, DIAG_MASK_INF -----------------------------------------------------------------------
+VOCAB_ROWS = (4096, 8192, 32000, 32768)  # long softmax rows the ci profile keeps
+NIGHTLY_VOCAB_ROWS = (151936, 200000, 202048, 262144)  # vocabulary-wide rows (Qwen, Llama-4, Gemma)
+
+
 @st.composite
 def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne0 = draw(row_size(max_ne0=1024))
-    heads = draw(st.integers(1, 12))  # 3, 5, 6, 7, 12... reach ALiBi's second slope segment
-    ne1 = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (ne0 * heads * 2)))))
+    if draw(st.integers(0, 5)) == 0:  # a vocabulary-wide row: one or two heads of one or two rows
+        ne0 = draw(st.sampled_from(VOCAB_ROWS + (NIGHTLY_VOCAB_ROWS if nightly_sizes() else ())))
+        heads, ne1 = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    else:
+        ne0 = draw(row_size(max_ne0=1024))
+        heads = draw(st.integers(1, 12))  # 3, 5, 6, 7, 12... reach ALiBi's second slope segment
+        ne1 = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (ne0 * heads * 2)))))
     ne3 = draw(st.integers(1, 2))
     ne = (ne0, ne1, heads, ne3)
     inputs = [spec("f32", ne)]
@@ -70,10 +83,11 @@ def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     has_sinks = draw(st.booleans())
     if has_sinks:
         inputs.append(spec("f32", (heads, 1, 1, 1)))
-    max_bias = draw(st.sampled_from([0.0, 0.0, 8.0, 0.5, 2.0])) if has_mask else 0.0
+    max_bias = draw(st.sampled_from([0.0, 0.0, 8.0, 0.5, 2.0, 1.0, 3.0])) if has_mask else 0.0
     scale = draw(st.one_of(st.sampled_from([1.0, 0.125, 0.08838835, 2.0]), st.floats(0.015625, 4.0, width=32)))
     params = (("scale", f32(scale)), ("max_bias", f32(max_bias)), ("mask", has_mask), ("sinks", has_sinks))
-    return finish(draw, OpCase("SOFT_MAX", tuple(inputs), params=params, out_dtype=sig.dst))
+    variant = draw(INPLACE_FORM)
+    return finish(draw, OpCase("SOFT_MAX", tuple(inputs), params=params, out_dtype=sig.dst, variant=variant))
 
 
 @st.composite

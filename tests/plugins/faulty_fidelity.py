@@ -108,3 +108,26 @@ def argsort_per_block(options: dict[str, Any]) -> FaultyDevice:
 @planted("sum_rows", "SUM_ROWS drops the elements of a row past 1,024")
 def sum_rows_one_block(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("sum_rows_one_block", "SUM_ROWS", _sum_rows_one_block)
+
+
+# ---- SOFT_MAX: ALiBi slopes kept in F16 -------------------------------------------------------------
+def _softmax_f16_alibi_slopes(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """The ALiBi slopes computed (or cached) in F16: exact for power-of-two slopes, off by up to 2^-12
+    relative for the others."""
+    result = golden.run(case, inputs)
+    max_bias = float(np.float32(case.param("max_bias")))
+    if not case.param("mask") or max_bias <= 0.0:
+        return result
+    a, mask, sinks = softmax.split_inputs(_exact_inputs(case, inputs), True, bool(case.param("sinks")))
+    ne3, ne2, ne1, _ = a.shape
+    m = np.asarray(mask, np.float64)[:, :, :ne1, :]
+    m = m[np.arange(ne3) % m.shape[0]][:, np.arange(ne2) % m.shape[1]]
+    slopes = dtypes.round_to(softmax.alibi_slopes(ne2, max_bias), "f16").reshape(1, ne2, 1, 1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = softmax.soft_max(a, slopes * m, sinks, case.param("scale"), 0.0)
+    return _with_output(result, out, case.out_dtype)
+
+
+@planted("soft_max and anchor", "ALiBi slopes rounded to F16 (visible only where a slope is not a power of two)")
+def softmax_f16_alibi_slopes(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("softmax_f16_alibi_slopes", "SOFT_MAX", _softmax_f16_alibi_slopes)
