@@ -58,6 +58,10 @@ ANCHORS = [  # id (op first, so -k selects it), case; see shared/reference test-
     ("rms_norm-B12-llama_row", OpCase("RMS_NORM", (spec("f32", (4096, 2, 1, 1)),), (("eps", f32(1e-6)),))),
     ("mul_mat-B4-permuted_f16_gqa", OpCase("MUL_MAT", (spec("f16", (128, 5, 2, 1), Layout(perm=(0, 2, 1, 3))),
                                                        spec("f32", (128, 3, 8, 1), Layout(perm=(0, 2, 1, 3)))))),
+    # F16 weights, K = 4096, operands of one sign (data seed 0: see same_sign_operands), the regime where an
+    # F16 accumulator errs by ~2^-12·√K·Σ|a||b|, far past the row's src1-rounding term 2^-11·Σ|a||b|
+    ("mul_mat-f16_weights_deep_same_sign",
+     OpCase("MUL_MAT", (spec("f16", (4096, 6, 1, 1)), spec("f32", (4096, 3, 1, 1))), data_seed=0)),
 ]
 
 

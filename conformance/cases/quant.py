@@ -32,6 +32,12 @@ def quant_layout() -> st.SearchStrategy[Layout]:
     )
 
 
+def permuted_quant_layout() -> st.SearchStrategy[Layout]:
+    """A permute that keeps dim 0 innermost (whole rows of blocks move), with row/plane padding."""
+    return st.builds(lambda perm, p1, p2: Layout(perm=perm, pad=(0, p1, p2, 0)),
+                     st.sampled_from(ROW_KEEPING_PERMS), st.integers(0, 2), st.integers(0, 1))
+
+
 @st.composite
 def quant_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     if op == "GET_ROWS":
@@ -51,13 +57,15 @@ def quant_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     if op in ("DUP", "CONT"):
         ne = draw(quant_shape())
         return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, draw(quant_layout())),), out_dtype=sig.dst))
-    # MUL_MAT: K a multiple of 32 up to 4096, blocked broadcast of the weights over dims 2 and 3
+    # MUL_MAT: K a multiple of 32 up to 4096, blocked broadcast of the weights over dims 2 and 3; the
+    # weights permuted now and then (ggml_mul_mat takes any layout whose rows are whole: dim 0 stays)
     k = draw(QUANT_ROW_SIZES)
     m = draw(st.integers(1, 16))
     n = draw(st.integers(1, 8))
-    a2, r2 = draw(st.integers(1, 2)), draw(st.integers(1, 3))
-    weights = spec(sig.srcs[0], (k, m, a2, 1), name=draw(weight_names))
-    src1 = spec(sig.srcs[1], (k, n, a2 * r2, 1))
+    a2, a3, r2 = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    weights = spec(sig.srcs[0], (k, m, a2, a3), draw(st.one_of(quant_layout(), permuted_quant_layout())),
+                   draw(weight_names))
+    src1 = spec(sig.srcs[1], (k, n, a2 * r2, a3))
     return finish(draw, OpCase(op, (weights, src1), out_dtype=sig.dst))
 
 

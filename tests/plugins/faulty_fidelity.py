@@ -131,3 +131,27 @@ def _softmax_f16_alibi_slopes(golden: GoldenDevice, case: OpCase, inputs: list[n
 @planted("soft_max and anchor", "ALiBi slopes rounded to F16 (visible only where a slope is not a power of two)")
 def softmax_f16_alibi_slopes(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("softmax_f16_alibi_slopes", "SOFT_MAX", _softmax_f16_alibi_slopes)
+
+
+# ---- MUL_MAT: an F16 accumulator --------------------------------------------------------------------
+def _mul_mat_f16_accumulator(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """F16 weights: src1 rounded to F16 (as ggml's CPU and CANN do), then the dot product accumulated in
+    F16 — each partial sum rounded to F16 (11 significant bits), as an F16 GEMM without an f32
+    accumulator does."""
+    result = golden.run(case, inputs)
+    if case.inputs[0].dtype != "f16":
+        return result
+    a, b = (np.asarray(x, np.float64) for x in _exact_inputs(case, inputs))
+    a = matmul.broadcast_weights(a, b.shape)  # (X, Y, N, K)
+    b = dtypes.round_to(b, "f16")  # (X, Y, M, K)
+    acc = np.zeros(b.shape[:-1] + (a.shape[-2],))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for k in range(a.shape[-1]):
+            acc = dtypes.round_to(acc + b[..., :, k, None] * a[..., None, :, k], "f16")
+    return _with_output(result, acc, case.out_dtype)
+
+
+@planted("mul_mat", "MUL_MAT with F16 weights accumulates in F16 (the src1-rounding term of the F16 row must not "
+                    "hide it)")
+def mul_mat_f16_accumulator(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("mul_mat_f16_accumulator", "MUL_MAT", _mul_mat_f16_accumulator)
