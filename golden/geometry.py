@@ -204,3 +204,17 @@ def ggml_contiguous(spec: TensorSpec) -> bool:
                 return False
             expect *= ne[d]
     return True
+
+
+def strictly_packed(spec: TensorSpec) -> bool:
+    """Every stride, size-1 dims included, is the packed one (kernels that step by nb2 whatever ne2 is)."""
+    nb, ne = logical_nb(spec), spec.ne
+    expect = dtypes.type_size(spec.dtype)
+    if nb[0] != expect:
+        return False
+    expect = expect * ne[0] // dtypes.block_size(spec.dtype)
+    for d in (1, 2, 3):
+        if nb[d] != expect:
+            return False
+        expect *= ne[d]
+    return True

@@ -10,7 +10,7 @@ from __future__ import annotations
 from device.known_bugs import KnownBug
 from golden import unary
 from golden.case import OpCase
-from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride
+from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride, strictly_packed
 
 R0202 = ("0.20.2",)
 
@@ -58,7 +58,8 @@ BUGS: list[KnownBug] = [
         repro="SCALE(type=f32,ne=[5,4,2,1],lay=pad[1,0,0,0],dst=f32,s=2.0,bias=0.0,data=uniform:1)"),
     KnownBug(
         id="cpu-clamp-row-stride", devices="CPU", op="CLAMP", releases=R0202,
-        outcomes=("fail", "crash", "error", "timeout"), applies=_src0_rows_not_uniform, corrupts_process=True,
+        outcomes=("fail", "crash", "error", "timeout"), applies=lambda c: not strictly_packed(c.inputs[0]),
+        corrupts_process=True,
         reason="the kernel addresses row j at j·nb1: permuted or row-padded inputs come out wrong; with dim 0 "
                "permuted away it asserts nb0 == sizeof(float), and has been seen to corrupt the heap "
                "('double free or corruption'; a Python TypeError raised in the device process)",
@@ -125,9 +126,11 @@ BUGS: list[KnownBug] = [
               "p1=2,d0=2,d1=2,is_2d=True,data=special:1473934)"),
     KnownBug(
         id="cpu-pool-2d-plane-gaps", devices="CPU", op="POOL_2D", releases=R0202,
-        outcomes=("fail", "crash", "error", "timeout"), applies=_src0_rows_not_uniform, corrupts_process=True,
+        outcomes=("fail", "crash", "error", "timeout"), applies=lambda c: not strictly_packed(c.inputs[0]),
+        corrupts_process=True,
         reason="the kernel walks source planes by nb2 until ggml_nbytes(src) and writes dst planes in step: gaps "
-               "between planes or rows (padding in dims 1–3, a permute) run it past dst (heap corruption: "
+               "between planes or rows (padding in dims 1–3, a permute, even of size-1 dims: it steps by nb2) "
+               "run it past dst (heap corruption: "
                "SIGABRT 'double free', SIGSEGV, a hang, later MemoryError) or give garbage",
         repro="POOL_2D(type=f32,ne=[1,2,2,2],lay=perm[0,2,1,3],dst=f32,op=0,k0=1,k1=1,s0=1,s1=1,p0=0.0,p1=0.0,"
               "data=dense:0)"),
@@ -308,3 +311,145 @@ BUGS.append(KnownBug(
            "stays under the allowance (n_kv just below a multiple of 64, a dominating sink) a case passes",
     repro="FLASH_ATTN_EXT(type0=f32,ne0=[64,64,1,1],type1=f16,ne1=[64,1,1,1],type2=f16,ne2=[64,1,1,1],dst=f32,"
           "scale=0.125,max_bias=0.0,logit_softcap=1.0,prec=default,mask=False,sinks=False,data=dense:0)"))
+
+def _either_rows_strided(case: OpCase) -> bool:
+    return not (rows_unit_stride(case.inputs[0]) and rows_unit_stride(case.inputs[1]))
+
+
+def _either_rows_not_uniform(case: OpCase) -> bool:
+    return not _either_rows_strided(case) and not (
+        rows_uniformly_strided(case.inputs[0]) and rows_uniformly_strided(case.inputs[1]))
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-cross-entropy-row-stride", devices="CPU", op="CROSS_ENTROPY_LOSS", releases=R0202,
+        outcomes=("crash",), applies=_either_rows_strided,
+        reason="ops.cpp asserts src0->nb[0] and src1->nb[0] == sizeof(float): logits or labels with dim 0 "
+               "permuted away abort, although ggml_cross_entropy_loss accepts any equal-shaped layouts",
+        repro="CROSS_ENTROPY_LOSS(type0=f32,ne0=[1,1,1,2],type1=f32,ne1=[1,1,1,2],lay1=perm[3,1,2,0],dst=f32,"
+              "data=dense:0)"),
+    KnownBug(
+        id="cpu-cross-entropy-rows-by-nb1", devices="CPU", op="CROSS_ENTROPY_LOSS", releases=R0202,
+        outcomes=("fail", "crash"), applies=_either_rows_not_uniform,
+        reason="the kernel addresses row j (over dims 1–3) at j·nb1: permuted rows or padding in dims 2–3 of "
+               "either input read the wrong rows or the padding (NaN loss; it can read past the tensor)",
+        repro="CROSS_ENTROPY_LOSS(type0=f32,ne0=[1,6,2,1],type1=f32,ne1=[1,6,2,1],lay1=pad[2,3,1,0],dst=f32,"
+              "data=dense:85557)"),
+]
+
+
+def _vision_empty_first_section_wraps(case: OpCase) -> bool:
+    sections = case.param("sections", None)
+    return (case.param("mode") == 24 and sections is not None and sections[0] == 0
+            and sum(sections) < case.param("n_dims"))
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-rope-vision-empty-y-section", devices="CPU", op="ROPE", releases=R0202, outcomes=("fail",),
+        applies=_vision_empty_first_section_wraps,
+        reason="VISION restarts each section's θ at its first sector with an if-chain that tests sector == 0 for "
+               "the y section first: with sections [0, x, 0, 0] the x section is never restarted when the "
+               "sectors wrap (x < n_dims), so its exponent keeps growing with the pair index (ggml.h, ggml-cuda "
+               "and ggml-cann restart it: [0123] per section)",
+        repro="ROPE(type0=f32,ne0=[4,116,1,1],type1=i32,ne1=[4,1,1,1],type2=f32,ne2=[5,1,1,1],dst=f32,n_dims=2,"
+              "mode=24,n_ctx_orig=8192,freq_base=1000000.0,freq_scale=0.25,ext_factor=0.015625,attn_factor=1.0,"
+              "beta_fast=16.0,beta_slow=2.0,freq_factors=True,sections=[0,1,0,0],data=dense:1)"),
+]
+
+
+# ---- GLU and the reductions (issue 13) -------------------------------------------------------------
+def _src0_rows_strided_multi(case: OpCase) -> bool:
+    """Dim 0 is not unit-stride and holds more than one element (a one-element row reads right anyway)."""
+    return case.inputs[0].ne[0] > 1 and not rows_unit_stride(case.inputs[0])
+
+
+def _count_equal_rows_missed(case: OpCase) -> bool:
+    """ops.cpp's count_equal maps flat row ir to (i01, i02, i03) with ne03 and ne02 where ne01·ne02 and
+    ne01 belong: the rows it visits are not every row once unless ne02 == 1 and ne03 == 1, or ne01 == ne02
+    with ne03 == 1 (then the formula happens to be right)."""
+    ne1, ne2, ne3 = case.inputs[0].ne[1:]
+    visited = set()
+    for ir in range(ne1 * ne2 * ne3):
+        i3 = ir // (ne2 * ne1)
+        i2 = (ir - i3 * ne3) // ne1
+        i1 = ir - i3 * ne3 - i2 * ne2
+        visited.add((i1, i2, i3))
+    return visited != {(i1, i2, i3) for i1 in range(ne1) for i2 in range(ne2) for i3 in range(ne3)}
+
+
+BUGS += [
+    KnownBug(
+        id=f"cpu-glu-bf16-{op.lower()}", devices="CPU", op=op, releases=R0202, outcomes=("crash",),
+        applies=lambda c: c.inputs[0].dtype == "bf16",
+        reason="ops.cpp's GLU kernels handle F32 and F16 only and GGML_ABORT on BF16 ('fatal error'), although "
+               "ggml_glu/ggml_glu_split accept any type and the CPU's supports_op says yes",
+        repro=f"{op}(type=bf16,ne=[4,1,1,1],dst=bf16,swapped=False,data=uniform:1)")
+    for op in ("REGLU", "GEGLU", "SWIGLU", "GEGLU_ERF", "GEGLU_QUICK")
+] + [
+    KnownBug(
+        id=f"cpu-{op.lower()}-row-stride", devices="CPU", op=op, releases=R0202, outcomes=("fail",),
+        applies=_src0_rows_strided_multi,
+        reason="the kernel reads each row as ne0 contiguous elements from its start (only a debug assert on "
+               "nb0): a source with dim 0 permuted away sums (or searches) other elements, or padding",
+        repro=repro)
+    for op, repro in (
+        ("SUM", "SUM(type=f32,ne=[3,2,1,1],lay=perm[1,0,2,3],dst=f32,data=uniform:1)"),
+        ("MEAN", "MEAN(type=f32,ne=[3,2,1,1],lay=perm[1,0,2,3],dst=f32,data=uniform:1)"),
+        ("ARGMAX", "ARGMAX(type=f32,ne=[3,2,1,1],lay=perm[1,0,2,3],dst=i32,data=uniform:3)"),
+    )
+] + [
+    KnownBug(
+        id="cpu-cumsum-row-stride", devices="CPU", op="CUMSUM", releases=R0202, outcomes=("crash",),
+        applies=lambda c: not rows_unit_stride(c.inputs[0]),
+        reason="ops.cpp asserts src0->nb[0] == sizeof(float) although ggml_cumsum accepts any layout",
+        repro="CUMSUM(type=f32,ne=[3,2,1,1],lay=perm[1,0,2,3],dst=f32,data=uniform:1)"),
+    KnownBug(
+        id="cpu-count-equal-row-index", devices="CPU", op="COUNT_EQUAL", releases=R0202, outcomes=("fail", "crash"),
+        applies=_count_equal_rows_missed,
+        reason="ops.cpp computes i02 = (ir − i03·ne03)/ne01 and i01 = ir − i03·ne03 − i02·ne02 (ne03 and ne02 "
+               "where ne02·ne01 and ne01 belong): with ne2 > 1 (unless ne1 == ne2) or ne3 > 1 it counts some "
+               "rows twice, skips others and reads before the tensor",
+        repro="COUNT_EQUAL(type0=i32,ne0=[3,2,3,1],type1=i32,ne1=[3,2,3,1],dst=i64,data=uniform:3)"),
+]
+
+# issue 14 (CONV_TRANSPOSE_1D, SSM_CONV): ggml.c asserts no layout for either op, the CPU kernels do
+
+
+def _conv_transpose_rows_strided(case: OpCase) -> bool:
+    return not (rows_unit_stride(case.inputs[0]) and rows_unit_stride(case.inputs[1]))
+
+
+def _ssm_conv_asserted_layout(case: OpCase) -> bool:
+    sx, c = case.inputs
+    return (not rows_unit_stride(sx) or logical_nb(sx)[1] != sx.ne[0] * 4) or not rows_unit_stride(c)
+
+
+def _ssm_conv_kernel_rows_padded(case: OpCase) -> bool:
+    c = case.inputs[1]
+    return not _ssm_conv_asserted_layout(case) and c.ne[1] > 1 and logical_nb(c)[1] != c.ne[0] * 4
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-conv-transpose-1d-row-stride", devices="CPU", op="CONV_TRANSPOSE_1D", releases=R0202,
+        outcomes=("crash",), applies=_conv_transpose_rows_strided,
+        reason="ops.cpp asserts nb00 == element size and nb10 == sizeof(float): a kernel or data whose dim 0 is "
+               "permuted away aborts (even with ne0 = 1), although ggml_conv_transpose_1d accepts any layout "
+               "(ci: every such case aborts; padded and permuted outer dims pass)",
+        repro="CONV_TRANSPOSE_1D(type0=f32,ne0=[1,1,2,1],lay0=perm[2,0,1,3],type1=f32,ne1=[1,2,1,1],dst=f32,s0=1,"
+              "data=dense:0)"),
+    KnownBug(
+        id="cpu-ssm-conv-asserted-layout", devices="CPU", op="SSM_CONV", releases=R0202, outcomes=("crash",),
+        applies=_ssm_conv_asserted_layout,
+        reason="ops.cpp asserts sx nb0 == sizeof(float) and nb1 == ne0·sizeof(float) (packed rows) and c nb0 == "
+               "sizeof(float), although ggml_ssm_conv asserts only that sx is 3-d and c a matrix",
+        repro="SSM_CONV(type0=f32,ne0=[4,2,1,1],lay0=pad[1,0,0,0],type1=f32,ne1=[4,2,1,1],dst=f32,data=dense:0)"),
+    KnownBug(
+        id="cpu-ssm-conv-kernel-ignores-nb1", devices="CPU", op="SSM_CONV", releases=R0202, outcomes=("fail",),
+        applies=_ssm_conv_kernel_rows_padded,
+        reason="the kernel addresses c's row r at r·d_conv elements, ignoring nb1: a c with padded or permuted "
+               "rows (dim 0 still unit-stride) gives other channels' or padding values",
+        repro="SSM_CONV(type0=f32,ne0=[4,2,1,1],type1=f32,ne1=[4,2,1,1],lay1=pad[1,0,0,0],dst=f32,data=dense:0)"),
+]

@@ -1,8 +1,9 @@
 """ggml constructors for the numerics ops (see golden/catalogue.py for the list).
 
 Multi-input conventions (case.inputs order): SOFT_MAX takes a, then the mask when ``mask`` is set,
-then the sinks when ``sinks`` is set; ROPE takes a, positions, then freq factors when
-``freq_factors`` is set; IM2COL takes the kernel (shape only), then the data.
+then the sinks when ``sinks`` is set; ROPE takes a, positions (four rows t, h, w, e in the
+multi-section modes, built with ``ggml_rope_multi``), then freq factors when ``freq_factors`` is
+set; IM2COL takes the kernel (shape only), then the data.
 """
 
 from __future__ import annotations
@@ -54,9 +55,18 @@ def _diag_mask_inf(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> Tensor
     return g.lib.ggml_diag_mask_inf(g.ctx, srcs[0], case.param("n_past"))
 
 
+prototype("ggml_rope_multi", P_TENSOR, P_CTX, P_TENSOR, P_TENSOR, P_TENSOR, C.c_int, C.POINTER(C.c_int),
+          C.c_int, C.c_int, C.c_float, C.c_float, C.c_float, C.c_float, C.c_float, C.c_float)
+
+
 def _rope(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     p = case.params_dict
     freq_factors = srcs[2] if p.get("freq_factors") else None
+    if "sections" in p:  # MROPE, VISION, IMROPE: ggml_rope_multi with int sections[4]
+        sections = (C.c_int * 4)(*p["sections"])
+        return g.call("ggml_rope_multi", g.ctx, srcs[0], srcs[1], freq_factors, p["n_dims"], sections, p["mode"],
+                      p["n_ctx_orig"], p["freq_base"], p["freq_scale"], p["ext_factor"], p["attn_factor"],
+                      p["beta_fast"], p["beta_slow"])
     return g.lib.ggml_rope_ext(
         g.ctx, srcs[0], srcs[1], freq_factors, p["n_dims"], p["mode"], p["n_ctx_orig"], p["freq_base"],
         p["freq_scale"], p["ext_factor"], p["attn_factor"], p["beta_fast"], p["beta_slow"])
