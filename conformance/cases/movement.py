@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from conformance.cases import register
 from conformance.data import plain_input
-from conformance.strategies import f32, finish, input_layouts, nightly_sizes, shapes, spec
+from conformance.strategies import ALL_PERMS, f32, finish, input_layouts, nightly_sizes, shapes, spec
 from conformance.verdict import Metrics
 from golden import catalogue
 from golden.case import Layout, Ne, OpCase
@@ -102,13 +102,24 @@ def strided_view_case(draw: st.DrawFn, dtype: str) -> OpCase:
 
 # ---- CPY: conversions, reshaping and strided destinations ----------------------------------------
 @st.composite
+def cpy_destination(draw: st.DrawFn, ne: Ne) -> tuple:
+    """CPY's destination params for a source of shape ``ne``: the same shape or another of as many
+    elements; contiguous, a padded view at an offset, or a permuted view (ggml_cpy takes any)."""
+    dst_ne = draw(st.one_of(st.just(ne), factorisation(_count(ne))))
+    kind = draw(st.sampled_from(["contiguous", "strided", "permuted"]))
+    dst_pad = draw(st.lists(st.integers(0, 3), min_size=4, max_size=4).map(tuple)) if kind != "contiguous" \
+        else (0, 0, 0, 0)
+    dst_offset = draw(st.integers(0, 5)) if kind != "contiguous" else 0
+    params: tuple = (("dst_ne", dst_ne), ("dst_pad", dst_pad), ("dst_offset", dst_offset))
+    if kind == "permuted":
+        params += (("dst_perm", draw(st.sampled_from(ALL_PERMS))),)
+    return params
+
+
+@st.composite
 def cpy_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
-    dst_ne = draw(st.one_of(st.just(ne), factorisation(_count(ne))))
-    strided = draw(st.booleans())
-    dst_pad = draw(st.lists(st.integers(0, 3), min_size=4, max_size=4).map(tuple)) if strided else (0, 0, 0, 0)
-    dst_offset = draw(st.integers(0, 5)) if strided else 0
-    params = (("dst_ne", dst_ne), ("dst_pad", dst_pad), ("dst_offset", dst_offset))
+    params = draw(cpy_destination(ne))
     case = OpCase("CPY", (spec(sig.srcs[0], ne, draw(_layout("CPY"))),), params=params, out_dtype=sig.dst)
     case = finish(draw, case)
     if sig.dst == "i32":  # a NaN or inf cast to I32 is undefined behaviour in C: draw finite values

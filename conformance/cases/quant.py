@@ -6,8 +6,10 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from conformance.cases import register
+from conformance.cases.movement import cpy_destination
 from conformance.strategies import ROW_KEEPING_PERMS, finish, layouts, spec, weight_names
 from golden.case import Layout, OpCase
+from golden.dtypes import QUANT_TYPES
 from golden.spec import Signature
 
 FINITE = st.sampled_from(["uniform", "dense", "wide"])
@@ -48,6 +50,10 @@ def quant_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
         data = spec(sig.srcs[0], ne, draw(quant_layout()))
         rows = spec("i32", (n_rows, ne[2], ne[3], 1))
         return finish(draw, OpCase(op, (data, rows), out_dtype=sig.dst))
+    if op == "CPY" and sig.srcs[0] in QUANT_TYPES:  # dequantizing copy: any whole-block source, any destination
+        ne = draw(quant_shape())
+        src = spec(sig.srcs[0], ne, draw(st.one_of(quant_layout(), permuted_quant_layout())))
+        return finish(draw, OpCase(op, (src,), params=draw(cpy_destination(ne)), out_dtype=sig.dst))
     if op == "CPY":
         ne = draw(quant_shape())
         src = spec(sig.srcs[0], ne, draw(layouts(perms=ROW_KEEPING_PERMS)))  # source rows contiguous

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from device.known_bugs import KnownBug
 from golden import unary
-from golden.case import OpCase
+from golden.case import Layout, OpCase, TensorSpec
 from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride, strictly_packed
 
 R0202 = ("0.20.2",)
@@ -452,4 +452,30 @@ BUGS += [
         reason="the kernel addresses c's row r at r·d_conv elements, ignoring nb1: a c with padded or permuted "
                "rows (dim 0 still unit-stride) gives other channels' or padding values",
         repro="SSM_CONV(type0=f32,ne0=[4,2,1,1],type1=f32,ne1=[4,2,1,1],lay1=pad[1,0,0,0],dst=f32,data=dense:0)"),
+]
+
+
+def _cpy_destination(case: OpCase) -> TensorSpec:
+    """CPY's destination as the builder makes it (a padded, permuted view when the params say so)."""
+    layout = Layout(perm=tuple(case.param("dst_perm", (0, 1, 2, 3))), pad=tuple(case.param("dst_pad", (0, 0, 0, 0))),
+                    offset=case.param("dst_offset", 0))
+    return TensorSpec(case.out_dtype, tuple(case.param("dst_ne")), layout)  # type: ignore[arg-type]
+
+
+def _dequantizing_cpy_into_unaligned_view(case: OpCase) -> bool:
+    if case.inputs[0].dtype not in ("q4_0", "q8_0"):
+        return False
+    dst = _cpy_destination(case)
+    return not rows_unit_stride(dst) or (dst.ne[0] % 32 != 0 and not ggml_contiguous(dst))
+
+
+BUGS += [
+    KnownBug(
+        id="cpu-cpy-dequantize-strided-dst", devices="CPU", op="CPY", releases=R0202, outcomes=("crash",),
+        applies=_dequantizing_cpy_into_unaligned_view,
+        reason="dup_from_q asserts the destination's nb0 == sizeof(float) and (ne0 % 32 == 0 or a contiguous "
+               "destination): a Q4_0/Q8_0 → F32 copy into a view with dim 0 permuted away, or into a padded view "
+               "whose rows do not hold whole blocks, aborts, although ggml_cpy and supports_op accept it (ci: every "
+               "such case aborts, the others pass)",
+        repro="CPY(type=q4_0,ne=[32,1,1,1],dst=f32,dst_ne=[1,1,1,32],dst_pad=[0,0,1,0],dst_offset=0,data=dense:0)"),
 ]
