@@ -212,7 +212,7 @@ SPECS.add(OpSpec(
     name="SCALE", family="unary", golden=lambda xs, c: scale(xs[0], c.param("s"), c.param("bias", 0.0)),
     signatures=(sig("f32"),),
     tolerance={"f32": Tolerance("x·s is one f32 rounding; x·s+b one rounding if fused, or two (x·s rounded "
-                                "first: + ½ulp(x·s)) if not; ggml CPU ci: ≤ 0.998 (products at a rounding tie)", ulp=0.5,
+                                "first: + ½ulp(x·s)) if not; ggml CPU ci: ≤ 0.998 (at rounding ties)", ulp=0.5,
                                 model=scale_unfused_model, model_name="half_ulp_of_x_times_s_when_biased")},
     params={"s": P("scale factor (f32)"), "bias": P("added after scaling (ggml_scale_bias), 0 = plain", optional=True)},
     input_layouts=InputLayouts.PADDED_ROWS,
