@@ -191,7 +191,7 @@ def big_mul_mat_case(draw: st.DrawFn, sig: Signature) -> OpCase:
 
 @st.composite
 def mul_mat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    if draw(st.integers(0, 7)) == 0:
+    if draw(st.integers(0, 31 if nightly_sizes() else 7)) == 0:  # nightly's take seconds each: a dozen per test
         return draw(big_mul_mat_case(sig))
     k = draw(row_size(max_ne0=4096))
     a2, a3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
