@@ -32,6 +32,12 @@ def nightly_sizes() -> bool:
     return settings.default.max_examples >= NIGHTLY_MIN_EXAMPLES
 
 
+def one_in(draw: st.DrawFn, n: int) -> bool:
+    """True in about one draw of ``n``; False is what Hypothesis shrinks to (a failure found in a rare
+    regime shrinks within it, while the common branch stays the minimal example)."""
+    return draw(st.integers(1, n)) == n
+
+
 def f32(value: float) -> float:
     """A float parameter as ggml stores it (op params are f32)."""
     return float(np.float32(value))

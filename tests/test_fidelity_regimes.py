@@ -24,7 +24,8 @@ from golden.spec import sig
 
 # strategies size their big regimes by the running test's max_examples (the profile's, in the suite):
 # the nightly profile's 400, or anything less (dev 12, ci 30)
-NIGHTLY = settings(max_examples=NIGHTLY_MIN_EXAMPLES, database=None, suppress_health_check=list(HealthCheck))
+# (the nightly search runs longer: one big elementwise case in 128 must turn up every time)
+NIGHTLY = settings(max_examples=5 * NIGHTLY_MIN_EXAMPLES, database=None, suppress_health_check=list(HealthCheck))
 SMALLER = settings(NIGHTLY, max_examples=NIGHTLY_MIN_EXAMPLES - 1)
 
 

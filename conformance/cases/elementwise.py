@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from conformance.cases import family_default, register
-from conformance.strategies import f32, finish, input_layouts, nightly_sizes, shapes, spec, tiling_shape
+from conformance.strategies import f32, finish, input_layouts, nightly_sizes, one_in, shapes, spec, tiling_shape
 from device.ggml.ops_elementwise import UNARY_OPS
 from golden import catalogue
 from golden.case import Layout, Ne, OpCase
@@ -32,7 +32,7 @@ def elementwise_shape(draw: st.DrawFn) -> Ne:
     arithmetic and multi-block grids begin, in one nightly case in 128 (a few per test: each takes
     seconds); 2^17 in one dev or ci case in 16."""
     nightly = nightly_sizes()
-    if draw(st.integers(0, 127 if nightly else 15)) != 0:
+    if not one_in(draw, 128 if nightly else 16):
         return draw(shapes())
     total = (1 << 24) if nightly else (1 << 17)
     ne0 = draw(st.sampled_from([4096, 4097, 16384, 65536]))
@@ -43,7 +43,7 @@ def elementwise_shape(draw: st.DrawFn) -> Ne:
 def binary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(elementwise_shape())
     a = spec(sig.srcs[0], ne, draw(input_layouts(catalogue.get(op).input_layouts)))
-    if sig.srcs[0] == sig.srcs[1] and draw(st.integers(0, 5)) == 0:  # src1 is src0 itself
+    if sig.srcs[0] == sig.srcs[1] and one_in(draw, 6):  # src1 is src0 itself
         return finish(draw, OpCase(op, (a, a), out_dtype=sig.dst, variant="self"))
     b = spec(sig.srcs[1], draw(tiling_shape(ne)), draw(input_layouts(InputLayouts.ANY)))
     return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
@@ -74,7 +74,7 @@ UNARY_PARAMS = {"SCALE": _scale_params, "CLAMP": _clamp_params, "LEAKY_RELU": _l
 def unary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(elementwise_shape())
     params = UNARY_PARAMS.get(op, _no_params)(draw)
-    variant = "inplace" if op in INPLACE_OPS and draw(st.integers(0, 3)) == 0 else ""
+    variant = "inplace" if op in INPLACE_OPS and one_in(draw, 4) else ""
     lay = Layout() if variant else draw(input_layouts(catalogue.get(op).input_layouts))
     return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst,
                                variant=variant))

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from conformance.cases import register
 from conformance.data import plain_input
-from conformance.strategies import ALL_PERMS, f32, finish, input_layouts, nightly_sizes, shapes, spec
+from conformance.strategies import ALL_PERMS, f32, finish, input_layouts, nightly_sizes, one_in, shapes, spec
 from conformance.verdict import Metrics
 from golden import catalogue
 from golden.case import Layout, Ne, OpCase
@@ -239,7 +239,7 @@ def tall_table(draw: st.DrawFn) -> Ne:
 
 @st.composite
 def get_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    if draw(st.integers(0, 2)) == 0:
+    if one_in(draw, 3):
         ne = draw(tall_table())
         n_rows = draw(st.integers(1, 64))
     else:

@@ -23,6 +23,7 @@ from conformance.strategies import (
     input_layouts,
     layouts,
     nightly_sizes,
+    one_in,
     row_size,
     shapes,
     spec,
@@ -67,7 +68,7 @@ NIGHTLY_VOCAB_ROWS = (151936, 200000, 202048, 262144)  # vocabulary-wide rows (Q
 
 @st.composite
 def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    if draw(st.integers(0, 5)) == 0:  # a vocabulary-wide row: one or two heads of one or two rows
+    if one_in(draw, 6):  # a vocabulary-wide row: one or two heads of one or two rows
         ne0 = draw(st.sampled_from(VOCAB_ROWS + (NIGHTLY_VOCAB_ROWS if nightly_sizes() else ())))
         heads, ne1 = draw(st.integers(1, 2)), draw(st.integers(1, 2))
     else:
@@ -191,7 +192,7 @@ def big_mul_mat_case(draw: st.DrawFn, sig: Signature) -> OpCase:
 
 @st.composite
 def mul_mat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    if draw(st.integers(0, 31 if nightly_sizes() else 7)) == 0:  # nightly's take seconds each: a dozen per test
+    if one_in(draw, 32 if nightly_sizes() else 8):  # nightly's take seconds each: a dozen per test
         return draw(big_mul_mat_case(sig))
     k = draw(row_size(max_ne0=4096))
     a2, a3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
