@@ -41,8 +41,9 @@ class GoldenDevice:
             else:  # ggml's reference quantizer on the exact values, one block of 32 at a time
                 blocks = quant.quantize(np.asarray(exact, dtype=np.float32).reshape(-1, 32), case.out_dtype)
             return RunResult(blocks.reshape(-1), [np.array(x) for x in inputs])
-        if case.out_dtype == "i32":
-            return RunResult(np.asarray(exact).astype(np.int32), [np.array(x) for x in inputs])
+        if case.out_dtype in dtypes.INDEX_TYPES:
+            return RunResult(np.asarray(exact).astype(dtypes.STORAGE_DTYPE[case.out_dtype]),
+                             [np.array(x) for x in inputs])
         return RunResult(as_output(exact, case.out_dtype), [np.array(x) for x in inputs])
 
     def close(self) -> None:
