@@ -29,7 +29,7 @@ def nightly_sizes() -> bool:
     """Whether the running test has the nightly profile's size (its settings are the loaded profile's in
     the suite): strategies then draw their big regimes at full size (70k-row tables, 200k-wide softmax
     rows, 16M-element tensors, 4096×8192 weights); dev and ci draw small instances of the same regimes."""
-    return settings.default.max_examples >= NIGHTLY_MIN_EXAMPLES
+    return settings().max_examples >= NIGHTLY_MIN_EXAMPLES
 
 
 def one_in(draw: st.DrawFn, n: int) -> bool:

@@ -116,8 +116,8 @@ def pack(values: np.ndarray, spec: TensorSpec) -> np.ndarray:
     inverse = np.argsort(axes)
     stored = np.transpose(stored, inverse)
     grid = region.view(dtypes.STORAGE_DTYPE[spec.dtype]).reshape(tuple(reversed(st.base_ne)))
-    vn = tuple(reversed(st.view_ne))
-    grid[: vn[0], : vn[1], : vn[2], : vn[3]] = stored
+    shape = tuple(reversed(st.view_ne))
+    grid[: shape[0], : shape[1], : shape[2], : shape[3]] = stored
     return base
 
 
@@ -133,8 +133,8 @@ def unpack(base: np.ndarray, spec: TensorSpec) -> np.ndarray:
         rows = grid[: vn[3], : vn[2], : vn[1], :used]
         return np.transpose(rows, numpy_axes_for_permute(st.perm)).copy()
     grid = region.view(dtypes.STORAGE_DTYPE[spec.dtype]).reshape(tuple(reversed(st.base_ne)))
-    vn = tuple(reversed(st.view_ne))
-    view = grid[: vn[0], : vn[1], : vn[2], : vn[3]]
+    shape = tuple(reversed(st.view_ne))
+    view = grid[: shape[0], : shape[1], : shape[2], : shape[3]]
     return dtypes.from_storage(np.transpose(view, numpy_axes_for_permute(st.perm)).copy(), spec.dtype)
 
 

@@ -164,7 +164,7 @@ def concat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
         ne_b = tuple(draw(st.integers(1, max(1, min(2 * ne_a[d], 64)))) if d == dim else ne_a[d]
                      for d in range(4))  # type: ignore[assignment]
     a = spec(sig.srcs[0], ne_a, draw(_layout("CONCAT")))
-    b = spec(sig.srcs[1], ne_b, draw(_layout("CONCAT")))  # type: ignore[arg-type]
+    b = spec(sig.srcs[1], ne_b, draw(_layout("CONCAT")))
     return finish(draw, OpCase("CONCAT", (a, b), params=(("dim", dim),), out_dtype=sig.dst))
 
 
@@ -220,7 +220,7 @@ def upscale_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 
 
 # ---- GET_ROWS and ACC ----------------------------------------------------------------------------
-TALL_TABLE_ROWS = (1001, 1024, 1025, 2048, 4097, 8191)  # past 1,000 rows: embedding tables are tall
+TALL_TABLE_ROWS: tuple[int, ...] = (1001, 1024, 1025, 2048, 4097, 8191)  # past 1,000 rows: embedding tables are tall
 NIGHTLY_TABLE_ROWS = (32000, 65536, 65537, 70000)  # vocabularies of real models
 
 

@@ -498,7 +498,7 @@ def _cpy_destination(case: OpCase) -> TensorSpec:
     """CPY's destination as the builder makes it (a padded, permuted view when the params say so)."""
     layout = Layout(perm=tuple(case.param("dst_perm", (0, 1, 2, 3))), pad=tuple(case.param("dst_pad", (0, 0, 0, 0))),
                     offset=case.param("dst_offset", 0))
-    return TensorSpec(case.out_dtype, tuple(case.param("dst_ne")), layout)  # type: ignore[arg-type]
+    return TensorSpec(case.out_dtype, tuple(case.param("dst_ne")), layout)
 
 
 def _dequantizing_cpy_into_unaligned_view(case: OpCase) -> bool:

@@ -44,8 +44,8 @@ def _cpy(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     """The destination is made here: plain, or a strided view inside a padded allocation, permuted or not."""
     pad, offset = case.param("dst_pad", (0, 0, 0, 0)), case.param("dst_offset", 0)
     perm = tuple(case.param("dst_perm", (0, 1, 2, 3)))
-    layout = Layout(perm=perm, pad=tuple(pad), offset=offset)  # type: ignore[arg-type]
-    dst_spec = TensorSpec(case.out_dtype, tuple(case.param("dst_ne")), layout)  # type: ignore[arg-type]
+    layout = Layout(perm=perm, pad=tuple(pad), offset=offset)
+    dst_spec = TensorSpec(case.out_dtype, tuple(case.param("dst_ne")), layout)
     if dst_spec.layout.is_contiguous:
         dst = g.new_tensor(case.out_dtype, dst_spec.ne)
     else:
