@@ -17,7 +17,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -89,13 +88,41 @@ def check_case(case_id: str) -> OpCase | SetGetCase:
                   f"(accepted: {' '.join(s.label() for s in accepted)})")
     if case.distribution not in DISTRIBUTIONS:
         raise bad(f"unknown data distribution {case.distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+    if not 0 <= case.data_seed < 2**63:
+        raise bad(f"the data seed must be an integer from 0 to 2**63-1 (got {case.data_seed})")
     try:  # parameters and shapes, before any device work (data-dependent checks come with the data)
-        spec.check_params(case)
+        spec.check_params(case)  # unknown, missing or mistyped params
         if spec.validate is not None:
             spec.validate(case, [])
-    except ValueError as exc:
+    except (ValueError, IndexError, TypeError) as exc:  # a validator's complaint about the case, one line
         raise bad(str(exc)) from None
+    _check_size(case, bad)
     return case
+
+
+# The largest case conform repro builds: its inputs' elements, padding included. Inputs are held as
+# stored, as float64 for the golden, and again in the device process, so this is a few GiB.
+MAX_REPRO_ELEMENTS = 2**27
+
+
+def _check_size(case: OpCase, bad: Any) -> None:
+    """Refuse a case too big to build before anything is allocated (``ne=[100000000000,1,1,1]``)."""
+    from golden.geometry import storage_of
+
+    total = 0
+    for i, t in enumerate(case.inputs):
+        try:
+            base = storage_of(t)
+        except ValueError as exc:
+            raise bad(f"input {i}: {exc}") from None
+        elements = 1
+        for n in base.base_ne:
+            elements *= n
+        total += elements
+    if total > MAX_REPRO_ELEMENTS:
+        gib = total * 8 / 2**30
+        raise bad(f"the inputs hold {total:,} elements (about {gib:,.0f} GiB as float64); conform repro builds "
+                  f"cases of at most {MAX_REPRO_ELEMENTS:,} elements")
 
 
 def _device_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -143,10 +170,15 @@ def cmd_ops(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
     done = sum(r["implemented"] for r in rows)
-    print(f"{done}/{len(rows)} ops of the CANN seed's supports_op have a golden model\n")
+    print(f"{done}/{len(rows)} ops of the CANN seed's supports_op have a golden model; under each op, its "
+          "tolerance rows (destination dtype: bounds, and why)\n")
+    print(f"{'OP':<20} {'FAMILY':<10} {'GOLDEN':<16} SIGNATURES (sources→destination)")
     for r in rows:
         mark = "yes" if r["implemented"] else "NOT IMPLEMENTED"
         print(f"{r['op']:<20} {r['family']:<10} {mark:<16} {' '.join(r['signatures'])}")
+        for dst, row in r["tolerance"].items():
+            bounds = " ".join(f"{k}={v}" for k, v in row.items() if k != "reason")
+            print(f"    {dst:<6} {bounds}  ({row.get('reason', 'no reason given')})")
     return 0
 
 
@@ -282,8 +314,17 @@ def _repro_sequence(args: argparse.Namespace) -> int:
     replay = runner.replay(cases)
     died = replay.died_at
     if died is None:
-        print("no case crashed or timed out: the sequence does not reproduce a crash")
-        return 1 if any(step.outcome.failing for step in replay.steps) else 0
+        failing = [i for i, step in enumerate(replay.steps) if step.outcome.failing]
+        if not failing:
+            print("every case passed: the sequence does not reproduce a crash or a wrong result")
+            return 0
+        first = failing[0]
+        where = ("the sequence reproduces it" if first == len(cases) - 1
+                 else "before the last case of the sequence")
+        print(f"{replay.steps[first].outcome.value.upper()} at case {first + 1}/{len(cases)}: {where}")
+        if args.shrink:
+            print("(--shrink reduces sequences that end in a crash or timeout; this one ends in a wrong result)")
+        return 1
     outcome = replay.steps[died].outcome
     if died < len(cases) - 1:
         print(f"{outcome.value.upper()} at case {died + 1}/{len(cases)}, before the last case of the sequence")
@@ -302,20 +343,45 @@ def _repro_sequence(args: argparse.Namespace) -> int:
           f"{runner.replays} replays")
     for case in shortest:
         print(f"  {case.case_id}")
-    parts = ["conform", "repro", "--device", device.text]
-    if args.ggml_lib:
-        parts += ["--ggml-lib", args.ggml_lib]
-    print("reproduce: " + " ".join(shlex.quote(p) for p in [*parts, "--sequence", *(c.case_id for c in shortest)]))
+    from conformance.harness import sequence_repro_line
+
+    print("reproduce: " + sequence_repro_line([c.case_id for c in shortest], device, _device_options(args)))
     return 1
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    if not args.case_timeout > 0:
-        raise UsageError(f"--case-timeout must be a positive number of seconds (got {args.case_timeout:g})")
-    if args.threads < 1:
-        raise UsageError(f"--threads must be at least 1 (got {args.threads})")
+    from conformance.options import check_case_timeout, check_threads
+
+    try:
+        check_case_timeout(args.case_timeout)
+        check_threads(args.threads)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if getattr(args, "workers", None) is not None and args.workers < 0:
         raise UsageError(f"--workers must be 0 or more (got {args.workers})")
+
+
+def _check_selection(args: argparse.Namespace) -> None:
+    """-k and --op, checked before pytest starts: a bad expression is one line, not pytest's usage error."""
+    from conformance.options import parse_ops
+
+    try:
+        parse_ops(args.op)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.k is None:
+        return
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:  # a pytest without it: pytest itself will say so
+        return
+    try:
+        Expression.compile(args.k)
+    except Exception as exc:  # ParseError in older pytest, SyntaxError in newer ones
+        reason = getattr(exc, "msg", None) or str(exc)
+        column = getattr(exc, "offset", None) or getattr(exc, "column", None)
+        where = f" at column {column}" if column else ""
+        raise UsageError(f"-k {args.k!r} is not a valid selection{where}: {reason}") from None
 
 
 def _open_each(devices: list[DeviceSpec], options: dict[str, Any], timeout: float) -> None:
@@ -349,6 +415,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from device.registry import check_spec, expand_specs
 
     _check_numbers(args)
+    _check_selection(args)
     if args.perf:
         from conformance.perf import SHAPE_SETS
 
@@ -356,6 +423,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"unknown shape set {args.perf_shapes!r} (known: {', '.join(SHAPE_SETS)})")
     try:
         devices = expand_specs(args.device or ["ggml:CPU"], _device_options(args))
+        workers = args.workers if args.workers is not None else (len(devices) if len(devices) > 1 else 0)
+        if 0 < workers < len(devices):
+            raise UsageError(f"{len(devices)} devices need at least {len(devices)} workers (each worker is pinned "
+                             f"to one device); got --workers {workers}")
         for spec in devices:  # every device opens, or one line now rather than a failed session later
             check_spec(spec, _device_options(args))
         _open_each(devices, _device_options(args), args.case_timeout)
@@ -368,14 +439,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"cannot create the output folder {str(out)!r}: {exc.strerror or exc}") from None
     results = out / "results.jsonl"
+    junit = out / "junit.xml"
     if results.exists():
         # one results file per run: an earlier run's file in the same folder is kept under its time
         kept = out / f"results-{dt.datetime.fromtimestamp(results.stat().st_mtime):%Y%m%d-%H%M%S}.jsonl"
         results.rename(kept)
         print(f"conform: kept the previous run's results as {kept}", flush=True)
+    junit.unlink(missing_ok=True)  # a JUnit file in the folder is this run's, or none
     suite = Path(__file__).parent
     cmd = [sys.executable, "-m", "pytest", str(suite), "-p", "no:cacheprovider", "-q", "-rN",
-           "--results", str(results), "--junitxml", str(out / "junit.xml"), "-o", "junit_family=xunit1",
+           "--results", str(results), "--junitxml", str(junit), "-o", "junit_family=xunit1",
            "--conform-profile", args.profile, "--case-timeout", str(args.case_timeout),
            "--threads", str(args.threads), "-o", "console_output_style=count", "--tb=line",
            "-W", "ignore::DeprecationWarning"]
@@ -385,22 +458,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd += ["--ggml-lib", args.ggml_lib]
     if args.k:
         cmd += ["-k", args.k]
+    for op in args.op:
+        cmd += ["--op", op]
     if args.hypothesis_db:
         cmd += ["--hypothesis-db", args.hypothesis_db]
     if args.hypothesis_seed is not None:
         cmd += ["--hypothesis-seed", args.hypothesis_seed]
-    workers = args.workers if args.workers is not None else (len(devices) if len(devices) > 1 else 0)
-    if 0 < workers < len(devices):
-        raise UsageError(f"{len(devices)} devices need at least {len(devices)} workers (each worker is pinned "
-                         f"to one device); got --workers {workers}")
     if workers:
         cmd += ["-n", str(workers)]
     cmd += args.pytest_args
     print(f"conform: running {len(devices)} device(s) {', '.join(d.text for d in devices)} -> {out}", flush=True)
     env = dict(os.environ)
     env.setdefault("CONFORM_RUN_ID", stamp)
-    code = subprocess.call(cmd, env=env)
-    if args.perf and code in (0, 1):
+    code, interrupted = _run_pytest(cmd, env)
+    if not interrupted and code == PYTEST_NO_TESTS:
+        chosen = " ".join(f"{flag} {value!r}" for flag, value in (("-k", args.k), ("--op", ",".join(args.op)))
+                          if value)
+        raise UsageError(f"no test matches the selection{' ' + chosen if chosen else ''} (nothing ran)")
+    if not interrupted and code == PYTEST_USAGE_ERROR:
+        raise UsageError("pytest refused its arguments (its message is above)")
+    if args.perf and not interrupted and code in (0, 1):
         from conformance.perf import perf_main
 
         print("conform: perf cases", flush=True)
@@ -410,11 +487,52 @@ def cmd_run(args: argparse.Namespace) -> int:
         code = max(code, perf_code)
     report_code = 0
     if not args.no_report:
-        report_code = _write_report([str(results)], str(out / "report.html"))
-    print(f"conform: results {results}\nconform: JUnit   {out / 'junit.xml'}")
+        if results.exists():
+            report_code = _write_report([str(results)], str(out / "report.html"))
+        else:
+            print("conform: no case was recorded, so there is no report", file=sys.stderr)
+    if results.exists():
+        print(f"conform: results {results}")
+    if junit.exists():
+        print(f"conform: JUnit   {junit}")
+    if interrupted:
+        print("conform: interrupted: the results, JUnit XML and report hold what was measured so far "
+              "(marked partial)", file=sys.stderr)
+        return 130
     if code in (0, 1):
         return code or report_code
     return code
+
+
+PYTEST_USAGE_ERROR = 4
+PYTEST_NO_TESTS = 5
+# After Ctrl-C: how long pytest may take to write its JUnit XML and close its devices
+INTERRUPT_GRACE_S = 5.0
+INTERRUPT_FINISH_S = 60.0
+
+
+def _run_pytest(cmd: list[str], env: dict[str, str]) -> tuple[int, bool]:
+    """Run pytest; on Ctrl-C let it finish writing (it gets the terminal's SIGINT too; forwarded when
+    only conform got it). Returns pytest's exit code and whether the run was interrupted."""
+    import signal
+
+    child = subprocess.Popen(cmd, env=env)
+    try:
+        return child.wait(), False
+    except KeyboardInterrupt:
+        pass
+    print("\nconform: interrupted; pytest is writing what it measured (Ctrl-C again to stop at once)",
+          file=sys.stderr, flush=True)
+    try:
+        try:
+            code = child.wait(timeout=INTERRUPT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGINT)
+            code = child.wait(timeout=INTERRUPT_FINISH_S)
+    except (KeyboardInterrupt, subprocess.TimeoutExpired):
+        child.kill()
+        code = child.wait()
+    return code, True
 
 
 def cmd_perf(args: argparse.Namespace) -> int:
@@ -474,14 +592,19 @@ def cmd_perf(args: argparse.Namespace) -> int:
 
 
 def _write_report(results: list[str], html: str, baseline: list[str] | None = None) -> int:
+    """The report step of ``conform run``: never a traceback (bad input is the report's one line, exit 2)."""
     try:
-        from reports.html import build_report
+        from reports.cli import report_main
     except ImportError:
         print("conform: report module not available; results kept", file=sys.stderr)
         return 0
-    build_report(results, html, baseline_paths=baseline or None)
-    print(f"conform: report  {html}")
-    return 0
+    try:
+        code = report_main([*results, "-o", html, *(["--baseline", *baseline] if baseline else [])])
+    except SystemExit as exc:  # argparse inside report_main
+        code = exc.code if isinstance(exc.code, int) else 2
+    if code == 0:
+        print(f"conform: report  {html}")
+    return code
 
 
 def cmd_report(argv: list[str]) -> int:
@@ -492,25 +615,57 @@ def cmd_report(argv: list[str]) -> int:
     return report_main(argv)
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that shows each option's default where it has a meaningful one and does not say it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (default in (None, False, [], argparse.SUPPRESS) or "default" in text
+                or action.option_strings == [] and action.nargs in ("?", "*")):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="conform", description="ggml/CANN conformance harness")
+    parser = OneLineParser(prog="conform", description="ggml/CANN conformance harness",
+                           formatter_class=DefaultsFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, formatter_class=DefaultsFormatter, **kwargs)
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--ggml-lib", default=None, metavar="DIR",
-                       help="ggml build directory (default $GGML_LIB_DIR, else the libggml-python wheel)")
+                       help="ggml build directory (default: $GGML_LIB_DIR, else the libggml-python wheel)")
 
-    run = sub.add_parser("run", help="run the conformance suite and write results + report")
+    def limits(p: argparse.ArgumentParser, threads_help: str) -> None:
+        from conformance.options import MAX_CASE_TIMEOUT_S, THREADS_PER_CORE
+
+        p.add_argument("--case-timeout", type=float, default=120.0, metavar="S",
+                       help=f"seconds a device call may take before the case is a TIMEOUT and its worker is "
+                            f"replaced (above 0, at most {MAX_CASE_TIMEOUT_S:g})")
+        p.add_argument("--threads", type=int, default=1, metavar="N",
+                       help=f"{threads_help} (1 to {THREADS_PER_CORE} per CPU core; results do not depend on it)")
+
+    run = add("run", help="run the conformance suite and write results + report",
+              description="Run the conformance suite (pytest) on one or more devices and write results.jsonl, "
+                          "junit.xml and report.html into the output folder. Ctrl-C stops the run and still "
+                          "writes the report and JUnit XML of what was measured, marked partial.")
     common(run)
     run.add_argument("--device", action="append", default=[], metavar="SPEC",
-                     help="golden, ggml:NAME, ggml:PATTERN*, acl:N or module:factory (repeatable; default ggml:CPU)")
-    run.add_argument("--out", default=None, help="output folder (default conform-out/<time>)")
-    run.add_argument("--profile", default="ci", choices=PROFILES, help="hypothesis profile (default ci)")
-    run.add_argument("-k", default=None, metavar="EXPR", help="pytest -k selection, e.g. soft_max")
-    run.add_argument("--workers", "-n", type=int, default=None,
-                     help="pytest-xdist workers (default: one per device when several)")
-    run.add_argument("--case-timeout", type=float, default=120.0, help="seconds per case before TIMEOUT")
-    run.add_argument("--threads", type=int, default=1, help="CPU backend threads per worker")
+                     help="golden, ggml:NAME, ggml:PATTERN*, acl:N or module:factory (repeatable; default: ggml:CPU)")
+    run.add_argument("--out", default=None, metavar="DIR", help="output folder (default: conform-out/<time>)")
+    run.add_argument("--profile", default="ci", choices=PROFILES,
+                     help="hypothesis profile: dev 12 examples per test, ci 30 (derandomized), nightly 400")
+    run.add_argument("-k", default=None, metavar="EXPR",
+                     help='pytest -k selection, e.g. soft_max or "add and f16" (substring: mul also selects mul_mat; '
+                          'use --op for one op)')
+    run.add_argument("--op", action="append", default=[], metavar="OP",
+                     help="only the tests of these ops, exactly (MUL, not MUL_MAT; repeatable or comma-separated)")
+    run.add_argument("--workers", "-n", type=int, default=None, metavar="N",
+                     help="pytest-xdist workers (default: one per device when several, else none)")
+    limits(run, "CPU backend threads per worker")
     run.add_argument("--hypothesis-db", default=None, metavar="DIR",
                      help="keep hypothesis' example database here (failures replay first next time)")
     run.add_argument("--hypothesis-seed", default=None, metavar="SEED",
@@ -521,14 +676,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--perf-shapes", default="llama-7b", help="with --perf: llama-7b (default) or llama-tiny")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
 
-    dev = sub.add_parser("devices", help="list devices")
+    dev = add("devices", help="list devices", description="List ggml devices (and ACL devices where CANN is "
+                                                           "installed) with their free and total memory.")
     common(dev)
-    dev.add_argument("--json", action="store_true")
+    dev.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    ops = sub.add_parser("ops", help="list the op catalogue")
-    ops.add_argument("--json", action="store_true")
+    ops = add("ops", help="list the op catalogue",
+              description="List the op catalogue: family, golden model, dtype signatures and each tolerance row "
+                          "with its error-model reason.")
+    ops.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    rep = sub.add_parser("repro", help="rerun one case by its case id, or replay a sequence of cases")
+    rep = add("repro", help="rerun one case by its case id, or replay a sequence of cases",
+              description="Rerun one case from the case id a failure printed and print its verdict, or replay "
+                          "a sequence of cases in order in one fresh device process (--sequence, --history), "
+                          "optionally shrinking it to the shortest sequence that still crashes (--shrink). "
+                          "Exit status: 0 pass, 1 the case (or sequence) fails, 2 bad input.")
     common(rep)
     rep.add_argument("case_id", nargs="?", default=None,
                      help="the case id a failure printed (with --history: which crash record to replay)")
@@ -536,16 +698,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="device (default: the record's with --history, else ggml:CPU)")
     rep.add_argument("--sequence", nargs="+", default=None, metavar="FILE|ID",
                      help="replay these cases in order in one fresh device process: case ids, or files of one "
-                          "case id per line (a crash that needs the cases before it)")
+                          "case id per line (a crash or a wrong result that needs the cases before it)")
     rep.add_argument("--history", default=None, metavar="RESULTS",
                      help="replay the history a crash or timeout record carries (the one for CASE_ID, or the "
                           "only one in the results file)")
     rep.add_argument("--shrink", action="store_true",
                      help="with --sequence or --history: reduce the sequence to the shortest one whose last "
-                          "case still crashes, and print it")
-    rep.add_argument("--out", default=".", help="where a failing case's .npz goes")
-    rep.add_argument("--case-timeout", type=float, default=120.0)
-    rep.add_argument("--threads", type=int, default=1)
+                          "case still crashes or times out, and print it")
+    rep.add_argument("--out", default=".", metavar="DIR", help="where a failing case's .npz goes (artefacts/)")
+    limits(rep, "CPU backend threads")
 
     perf = sub.add_parser("perf", help="judge and time model-shaped cases on device(s), next to ggml:CPU")
     common(perf)

@@ -5,6 +5,14 @@ uses. ``check(case)`` returns the :class:`~conformance.record.CaseRecord` and ra
 :class:`CaseFailed` (an AssertionError) for fail/crash/timeout/error outcomes, with the one-line
 repro attached. ``check_set_get`` does the same for a set/get round trip
 (:class:`~conformance.set_get.SetGetCase`).
+
+No case goes unrecorded: an exception anywhere on the way (the input maker, the golden, the
+device, the verdict, the record itself) becomes an ERROR record that names the step and the error.
+
+A circuit breaker (:class:`Breaker`) bounds what a crashing or hanging op costs: after the first
+crash or timeout in a Hypothesis test, shrinking may spend a few more device attempts
+(:data:`BREAKER_EXTRA_DEATHS`, :data:`BREAKER_EXTRA_ATTEMPTS`); then the test's later examples are
+skipped without touching the device, and counted (the results footer's ``breakers``).
 """
 
 from __future__ import annotations
@@ -13,7 +21,8 @@ import os
 import shlex
 import zipfile
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -36,15 +45,94 @@ from golden.case import OpCase, TensorSpec
 # RunResult.extra keys that are the verdict's input rather than measurements worth recording
 VERDICT_ONLY_EXTRA = ("input_bytes_intact",)
 
+# Circuit breaker budget, per test and device, after the test's first crash or timeout: how many
+# more of them shrinking may cost (a timeout costs the whole --case-timeout), and how many device
+# attempts in all. Hypothesis tries its simplest example first, so a hang on every input is
+# already at its smallest when it first trips.
+BREAKER_EXTRA_DEATHS = {Outcome.TIMEOUT: 1, Outcome.CRASH: 4}
+BREAKER_EXTRA_ATTEMPTS = 40
+MESSAGE_LIMIT = 500
+
 
 class CaseFailed(AssertionError):
     """A case whose outcome is fail, crash, timeout or error."""
+
+
+@dataclass
+class Breaker:
+    """One test's failures on one device, and its circuit breaker once a case crashed or timed out.
+
+    ``failures`` keeps each failing case's CaseFailed text: when Hypothesis replays an example the
+    breaker no longer runs (its final report of the shrunk example), the known answer is given again.
+    """
+
+    test_id: str
+    failures: dict[str, str] = field(default_factory=dict)
+    tripped_by: str = ""  # the case id of the first crash or timeout
+    outcome: Outcome | None = None
+    deaths: int = 0  # crashes and timeouts, the first included
+    attempts_after: int = 0  # device attempts after the first crash or timeout
+    skipped: int = 0  # examples not run because the breaker was open
+
+    @property
+    def tripped(self) -> bool:
+        return self.outcome is not None
+
+    @property
+    def open(self) -> bool:
+        """No more device attempts for this test: the shrinking budget is spent."""
+        if self.outcome is None:
+            return False
+        return (self.deaths - 1 >= BREAKER_EXTRA_DEATHS.get(self.outcome, 0)
+                or self.attempts_after >= BREAKER_EXTRA_ATTEMPTS)
+
+    def saw(self, record: CaseRecord, failure: str | None) -> None:
+        if self.tripped:
+            self.attempts_after += 1
+        if failure is not None and len(self.failures) < 10_000:
+            self.failures[record.case_id] = failure
+        if record.outcome.process_died:
+            self.deaths += 1
+            if self.outcome is None:
+                self.outcome, self.tripped_by = record.outcome, record.case_id
+
+    def to_json(self, device: str) -> dict[str, Any]:
+        return {"test_id": self.test_id, "device": device, "case_id": self.tripped_by,
+                "outcome": self.outcome.value if self.outcome else None, "deaths": self.deaths,
+                "attempts_after": self.attempts_after, "skipped": self.skipped}
+
+
+def _fail(text: str) -> NoReturn:
+    """Raise CaseFailed. One raise site for every failure: Hypothesis tells failures apart by where
+    they were raised, and a replayed known answer must read as the same failure."""
+    __tracebackhide__ = True
+    raise CaseFailed(text)
+
+
+def _in_hypothesis_test() -> bool:
+    from hypothesis.control import currently_in_test_context
+
+    return bool(currently_in_test_context())
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def repro_line(case_id: str, device: DeviceSpec, options: dict[str, Any]) -> str:
     parts = ["conform", "repro", case_id, "--device", device.text]
     if options.get("ggml_lib"):
         parts += ["--ggml-lib", str(options["ggml_lib"])]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def sequence_repro_line(case_ids: list[str] | tuple[str, ...], device: DeviceSpec, options: dict[str, Any]) -> str:
+    """The line that replays ``case_ids`` in order in one fresh device process."""
+    parts = ["conform", "repro", "--device", device.text]
+    if options.get("ggml_lib"):
+        parts += ["--ggml-lib", str(options["ggml_lib"])]
+    parts += ["--sequence", *case_ids]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -73,6 +161,7 @@ class Harness:
         self.current_test_id = ""
         self.counts: dict[str, int] = {}
         self._artefacts = 0
+        self.breakers: dict[str, Breaker] = {}  # by test id: failures, and the circuit breaker
         self.clock: StageClock | None = None  # a benchmark's stage clock (conformance/stages.py)
         self._bugs = known_bugs.all_known_bugs()  # read once: the lists import modules by name
 
@@ -91,6 +180,17 @@ class Harness:
     def close(self) -> None:
         self.runner.close()
 
+    def sequence_repro(self, case_ids: list[str] | tuple[str, ...]) -> str:
+        return sequence_repro_line(case_ids, self.device_spec, self.options)
+
+    def reopen_device(self) -> None:
+        """Close the device and open it again (its process stays): a fresh device state."""
+        self.runner.reopen()
+
+    def breaker_summary(self) -> list[dict[str, Any]]:
+        """The tests whose breaker tripped: first crash/timeout, what shrinking cost, examples skipped."""
+        return [b.to_json(self.device_spec.text) for b in self.breakers.values() if b.tripped]
+
     def _new_record(self, case_id: str, op: str, description: CaseDescription, distribution: str, data_seed: int,
                     reply: Reply, tolerance: dict[str, Any]) -> CaseRecord:
         """The record's common part; the outcome is the reply's until a verdict replaces it."""
@@ -105,68 +205,118 @@ class Harness:
         )
 
     def _finish(self, record: CaseRecord) -> CaseRecord:
-        """Count a finished record's outcome and append it to the results file (flushed at once)."""
-        self.counts[record.outcome.value] = self.counts.get(record.outcome.value, 0) + 1
+        """Count a finished record's outcome and append it to the results file (flushed at once).
+
+        A record the writer cannot store (a comparator's metric JSON cannot hold) is written as an
+        ERROR record saying why, without its metrics and extra: the case is never lost."""
         if self.writer is not None:
-            self.writer.write(record.to_json())
+            try:
+                self.writer.write(record.to_json())
+            except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+                record.outcome = Outcome.ERROR
+                record.message = f"harness error: the record could not be stored: {_one_line(exc)}"[:MESSAGE_LIMIT]
+                record.metrics, record.extra = None, None
+                self.writer.write(record.to_json())
+        self.counts[record.outcome.value] = self.counts.get(record.outcome.value, 0) + 1
         return record
 
     # ---- one case ------------------------------------------------------------------------------
+    def _error_record(self, case: OpCase, message: str, reply: Reply | None = None) -> CaseRecord:
+        """An ERROR record for a case the harness could not take to a verdict."""
+        try:
+            tolerance = catalogue.tolerance_of(case).describe()
+        except Exception:
+            tolerance = {}
+        got = reply if reply is not None else Reply(Outcome.ERROR)
+        record = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
+                                  case.data_seed, got, tolerance)
+        record.outcome = Outcome.ERROR
+        record.message = message[:MESSAGE_LIMIT]
+        return record
+
     def evaluate(self, case: OpCase,
                  perf: Callable[[OpCase, list[np.ndarray]], dict[str, Any] | None] | None = None) -> CaseRecord:
-        """Run and judge one case and write its record. ``perf`` (perf mode, ``conformance/perf.py``)
-        times the case once the device has answered; what it returns is the record's ``perf`` block."""
+        """Run and judge one case; always returns (and writes) a record, ERROR when a step raised.
+        ``perf`` (perf mode, ``conformance/perf.py``) times the case once the device has answered;
+        what it returns is the record's ``perf`` block."""
         clock = self.clock
         if clock is not None:
             clock.cases += 1
             clock.lap(Stage.GENERATION)
-        spec = catalogue.get(case.op)
-        inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
-        if clock is not None:
-            clock.lap(Stage.INPUTS)
-        exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
-        golden = catalogue.evaluate(case, exact_inputs)
-        if clock is not None:
-            clock.lap(Stage.GOLDEN)
-        bug = self._known_bug(case)
+        step = "looking the op up in the catalogue"
+        try:
+            spec = catalogue.get(case.op)
+            step = "making the inputs"
+            inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
+            if clock is not None:
+                clock.lap(Stage.INPUTS)
+            step = "preparing the golden's inputs"
+            exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
+            step = "computing the golden"
+            golden = catalogue.evaluate(case, exact_inputs)
+            step = "finding the tolerance row"
+            tolerance = catalogue.tolerance_of(case).describe()
+            bug = self._known_bug(case)
+            if clock is not None:
+                clock.lap(Stage.GOLDEN)
+        except Exception as exc:
+            return self._finish(self._error_record(case, f"harness error while {step}: {_one_line(exc)}"))
         timeout = self.timeout
         if bug is not None and bug.corrupts_process:
             timeout = min(timeout, known_bugs.CORRUPTING_CASE_TIMEOUT_S)  # a known heap overrun may hang
-        reply = self.runner.attempt(case, inputs, timeout)
+        try:
+            reply = self.runner.attempt(case, inputs, timeout)
+        except Exception as exc:  # the worker could not be (re)started, or answered nonsense
+            return self._finish(self._error_record(case, f"device error: {_one_line(exc)}"))
         if clock is not None:
             clock.lap(Stage.DEVICE)
         record = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
-                                  case.data_seed, reply, catalogue.tolerance_of(case).describe())
+                                  case.data_seed, reply, tolerance)
         if clock is not None:
             clock.lap(Stage.RECORD)
         if reply.answered:
             result: RunResult = reply.result
-            metrics, extra = self._judge(case, spec, inputs, exact_inputs, golden, result)
-            if not metrics.passed and bug is not None and bug.tolerance is not None:
-                # a documented deviation of this backend: known only while within its own bound
-                deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64), bug.tolerance)
-                extra["known_deviation_error_ratio"] = deviation.error_ratio
-                if not deviation.passed:
-                    bug = None
-            record.metrics = metrics.as_dict()
-            record.outcome = Outcome.PASS if metrics.passed else Outcome.FAIL
-            if not metrics.passed:
-                record.message = metrics.detail
-            record.extra = extra
+            try:
+                metrics, extra = self._judge(case, spec, inputs, exact_inputs, golden, result)
+                if not metrics.passed and bug is not None and bug.tolerance is not None:
+                    # a documented deviation of this backend: known only while within its own bound
+                    deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64),
+                                        bug.tolerance)
+                    extra["known_deviation_error_ratio"] = deviation.error_ratio
+                    if not deviation.passed:
+                        bug = None
+            except Exception as exc:
+                record.outcome = Outcome.ERROR
+                record.message = f"harness error while judging the result: {_one_line(exc)}"[:MESSAGE_LIMIT]
+            else:
+                record.metrics = metrics.as_dict()
+                record.outcome = Outcome.PASS if metrics.passed else Outcome.FAIL
+                if not metrics.passed:
+                    record.message = metrics.detail
+                record.extra = extra
         if bug is not None and (record.outcome.value in bug.outcomes or record.outcome is Outcome.PASS):
             # a failure this device and release are known to give, or a pass where one was expected
             # (the report lists the latter as a stale expectation)
             record.expected = ExpectedFailure.of(bug)
             if bug.corrupts_process and isinstance(self.runner, DeviceWorker):
-                self.runner.start()  # the kernel wrote past a buffer: later cases get a clean process
+                try:
+                    self.runner.start()  # the kernel wrote past a buffer: later cases get a clean process
+                except Exception as exc:  # the next case tries again; this one keeps its record
+                    record.message = f"{record.message} (device restart failed: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
         if perf is not None and reply.answered:
-            record.perf = perf(case, inputs)
+            try:
+                record.perf = perf(case, inputs)
+            except Exception as exc:  # the verdict stands; only the timing is lost
+                record.perf = {"error": f"harness error while timing: {_one_line(exc)}"[:MESSAGE_LIMIT]}
         if clock is not None:
             clock.lap(Stage.VERDICT)
         if record.failing and record.expected is None and self.keep_artefacts:
             # a known bug's failures are described by the bug and reproduced by the case id: an
             # artefact each (most of a crash-heavy run's record time) would add nothing
-            record.artefact = self._save_artefact(case, inputs, golden, reply)
+            try:
+                record.artefact = self._save_artefact(case, inputs, golden, reply)
+            except Exception as exc:  # the record matters more than its artefact
+                record.message = f"{record.message} (artefact not saved: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
         self._finish(record)
         if clock is not None:
             clock.lap(Stage.RECORD)
@@ -250,15 +400,41 @@ class Harness:
 
     def check(self, case: OpCase) -> CaseRecord:
         __tracebackhide__ = True
-        return self._raise_if_failing(self.evaluate(case))
+        return self._checked(case.case_id, lambda: self.evaluate(case))
 
-    def _raise_if_failing(self, record: CaseRecord) -> CaseRecord:
+    def _checked(self, case_id: str, evaluate: Any) -> CaseRecord:
         __tracebackhide__ = True
-        if record.failing and record.expected is None:
-            raise CaseFailed(
-                f"{record.outcome.value.upper()} {record.case_id} on {self.device_spec}: {record.message}\n"
-                f"  reproduce: {record.repro}"
-            )
+        breaker = self._breaker()
+        if breaker is not None and breaker.open:
+            known = breaker.failures.get(case_id)
+            if known is not None:  # hypothesis replays an example whose answer is known: give it again
+                _fail(known)
+            from hypothesis import reject
+
+            breaker.skipped += 1
+            reject()  # the breaker is open: this example does not count, and costs no device time
+        return self._raise_if_failing(evaluate(), breaker)
+
+    def _breaker(self) -> Breaker | None:
+        """The current test's breaker, inside a Hypothesis test that pytest named (else None)."""
+        if not self.current_test_id or not _in_hypothesis_test():
+            return None
+        breaker = self.breakers.get(self.current_test_id)
+        if breaker is None:
+            breaker = self.breakers[self.current_test_id] = Breaker(self.current_test_id)
+        return breaker
+
+    def failure_text(self, record: CaseRecord) -> str:
+        return (f"{record.outcome.value.upper()} {record.case_id} on {self.device_spec}: {record.message}\n"
+                f"  reproduce: {record.repro}")
+
+    def _raise_if_failing(self, record: CaseRecord, breaker: Breaker | None = None) -> CaseRecord:
+        __tracebackhide__ = True
+        failure = self.failure_text(record) if record.failing and record.expected is None else None
+        if breaker is not None:
+            breaker.saw(record, failure)
+        if failure is not None:
+            _fail(failure)
         return record
 
     # ---- set/get round trips through the backend -------------------------------------------------
@@ -267,40 +443,53 @@ class Harness:
         read them back whole and in its ``reads`` chunks: every byte must come back. On CANN the
         quantized layout transform sits on this path (real bugs: chunked uploads B18, offset reads
         L1), and the allocation must be the seed's padded size."""
-        data = np.ascontiguousarray(case.raw_bytes() if raw is None else raw, dtype=np.uint8).reshape(-1)
         spec = case.tensor
-        reply = self.runner.call("transfer", (spec, data, list(case.writes), list(case.reads)), self.timeout,
-                                 label=case.case_id)
         description = CaseDescription(
             dtypes={"src0": spec.dtype, "dst": spec.dtype}, shapes={"src0": list(spec.ne)},
             layout={"src0": "contiguous"},
             params={"writes": [list(w) for w in case.writes], "reads": [list(r) for r in case.reads]},
         )
-        record = self._new_record(case.case_id, case.op, description, "bytes", case.data_seed, reply,
-                                  {"reason": "byte-exact: set_tensor then get_tensor must return every byte"})
+        tolerance = {"reason": "byte-exact: set_tensor then get_tensor must return every byte"}
+        data = np.empty(0, np.uint8)
+        try:
+            data = np.ascontiguousarray(case.raw_bytes() if raw is None else raw, dtype=np.uint8).reshape(-1)
+            reply = self.runner.call("transfer", (spec, data, list(case.writes), list(case.reads)), self.timeout,
+                                     label=case.case_id)
+        except Exception as exc:
+            reply = Reply(Outcome.ERROR, message=f"harness or device error: {_one_line(exc)}"[:MESSAGE_LIMIT])
+        record = self._new_record(case.case_id, case.op, description, "bytes", case.data_seed, reply, tolerance)
         if reply.answered:
-            got = reply.result
-            problems = []
-            if not np.array_equal(got["whole"], data):
-                bad = np.flatnonzero(got["whole"] != data)
-                problems.append(f"whole read differs in {bad.size} bytes, first at {int(bad[0])}")
-            for (offset, size), piece in zip(case.reads, got["pieces"], strict=True):
-                if not np.array_equal(piece, data[offset : offset + size]):
-                    problems.append(f"read of {size} bytes at offset {offset} differs")
-            if Capability.CANN_QUANT_LAYOUT in self.capabilities and dtypes.is_quantized(spec.dtype):
-                expected = quant.cann_alloc_size(spec.dtype, spec.ne)
-                if got["alloc_size"] != expected:
-                    problems.append(f"alloc size {got['alloc_size']} != seed's get_alloc_size {expected}")
-            record.metrics = {"n": int(data.size), "n_bad": len(problems), "error_ratio": float(bool(problems)),
-                              "alloc_size": int(got["alloc_size"]), "nbytes": int(got["nbytes"])}
-            record.outcome = Outcome.FAIL if problems else Outcome.PASS
-            if problems:
-                record.message = "; ".join(problems[:5])
+            try:
+                self._judge_transfer(case, data, reply.result, record)
+            except Exception as exc:  # e.g. transfer() returned something else than its dict
+                record.outcome = Outcome.ERROR
+                record.metrics = None
+                record.message = f"harness error while judging the transfer: {_one_line(exc)}"[:MESSAGE_LIMIT]
         return self._finish(record)
+
+    def _judge_transfer(self, case: SetGetCase, data: np.ndarray, got: Any, record: CaseRecord) -> None:
+        """Every byte must come back, whole and in the case's read chunks (FAIL naming what differs)."""
+        spec = case.tensor
+        problems = []
+        if not np.array_equal(got["whole"], data):
+            bad = np.flatnonzero(got["whole"] != data)
+            problems.append(f"whole read differs in {bad.size} bytes, first at {int(bad[0])}")
+        for (offset, size), piece in zip(case.reads, got["pieces"], strict=True):
+            if not np.array_equal(piece, data[offset : offset + size]):
+                problems.append(f"read of {size} bytes at offset {offset} differs")
+        if Capability.CANN_QUANT_LAYOUT in self.capabilities and dtypes.is_quantized(spec.dtype):
+            expected = quant.cann_alloc_size(spec.dtype, spec.ne)
+            if got["alloc_size"] != expected:
+                problems.append(f"alloc size {got['alloc_size']} != seed's get_alloc_size {expected}")
+        record.metrics = {"n": int(data.size), "n_bad": len(problems), "error_ratio": float(bool(problems)),
+                          "alloc_size": int(got["alloc_size"]), "nbytes": int(got["nbytes"])}
+        record.outcome = Outcome.FAIL if problems else Outcome.PASS
+        if problems:
+            record.message = "; ".join(problems[:5])
 
     def check_set_get(self, case: SetGetCase, raw: np.ndarray | None = None) -> CaseRecord:
         __tracebackhide__ = True
-        return self._raise_if_failing(self.evaluate_set_get(case, raw))
+        return self._checked(case.case_id, lambda: self.evaluate_set_get(case, raw))
 
     def check_transfer(
         self, spec: TensorSpec, raw: np.ndarray, writes: list[tuple[int, int]], reads: list[tuple[int, int]],

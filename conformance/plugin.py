@@ -8,8 +8,14 @@ Options:
   --results PATH        JSON Lines results, one record per case, appended and flushed as measured
   --case-timeout S      seconds before a hung device call becomes a TIMEOUT record (default 120)
   --threads N           CPU backend threads (default 1)
+  --op OP               only the tests of these ops, exactly (MUL, not MUL_MAT; repeatable, or MUL,ADD)
   --conform-profile P   hypothesis profile: dev (fast), ci, nightly (same as --hypothesis-profile)
   --hypothesis-db DIR   where hypothesis keeps failing examples, replayed first next run
+
+The results footer of each process carries pytest's own failure counts (a failed test may leave no
+failing record), the circuit breakers that tripped (see conformance.harness.Breaker) and each
+device's memory growth. An interrupted session writes no footer (its file reads as partial) and
+marks its JUnit XML with the property ``conform_partial``.
 """
 
 from __future__ import annotations
@@ -61,6 +67,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--results", default=None, metavar="PATH", help="JSON Lines results file")
     group.addoption("--case-timeout", type=float, default=120.0, metavar="S", help="per-case timeout")
     group.addoption("--threads", type=int, default=1, help="CPU backend threads")
+    group.addoption("--op", action="append", default=[], metavar="OP",
+                    help="select the tests of these ops exactly (MUL, not MUL_MAT); repeatable or comma-separated")
     group.addoption("--conform-profile", default=None, choices=["dev", "ci", "ci-seeded", "nightly"],
                     help="hypothesis profile")
     group.addoption("--hypothesis-db", default=None, metavar="DIR",
@@ -91,6 +99,10 @@ class ConformSession:
         self.results_path = config.getoption("results")
         self.writer: ResultsWriter | None = None
         self.harnesses: dict[DeviceSpec, Harness] = {}
+        # pytest's own verdicts in this process: a test can fail without a failing case record
+        self.pytest_failed = 0
+        self.pytest_errors = 0
+        self.failed_tests: list[dict[str, str]] = []
 
     def pinned_devices(self) -> list[DeviceSpec]:
         """The devices this process serves: under xdist, worker gwN serves device N mod count."""
@@ -144,6 +156,7 @@ class ConformSession:
 
         if self.writer is None:
             self.writer = ResultsWriter(self.results_path)
+        # the spec each harness opened (never info()'s own), and a plug-in's import_root: see header_inventory
         inventory = [h.inventory for h in self.harnesses.values()]
         self.writer.write({
             "type": "header",
@@ -158,46 +171,88 @@ class ConformSession:
             "hypothesis_seed": _hypothesis_seed(self.config),
             "hypothesis_db": _database_in_use(self.config),
             "devices": inventory,
+            "cwd": os.getcwd(),
             "acl_devices": acl_devices(),
             "env": {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))},
             "argv": sys.argv,
         })
+
+    def note_report(self, report: pytest.TestReport) -> None:
+        """Count pytest's failures (call) and errors (setup, teardown) for the footer."""
+        if not report.failed:
+            return
+        if report.when == "call":
+            self.pytest_failed += 1
+        else:
+            self.pytest_errors += 1
+        if len(self.failed_tests) < FAILED_TESTS_LISTED:
+            self.failed_tests.append({"test_id": report.nodeid, "when": report.when,
+                                      "message": _failure_line(report)})
 
     def finish(self, exitstatus: int = 0) -> None:
         """Close the devices; write the footer only when the session ended normally.
 
         An interrupted session (Ctrl-C, ``pytest.exit``) or an internal error gets no footer, so its
         file reads as partial, as a killed one does; failing tests and ``-x`` are a normal end.
+        Nothing here may raise: a device that misbehaves at the end is a line in the footer.
         """
         counts: dict[str, int] = {}
         memory: list[dict[str, Any]] = []
+        breakers: list[dict[str, Any]] = []
         for h in self.harnesses.values():
             for k, v in h.counts.items():
                 counts[k] = counts.get(k, 0) + v
+            breakers += h.breaker_summary()
             if exitstatus in _NORMAL_END:
                 memory.append(_memory_at_end(h))
-            h.close()
+            try:
+                h.close()
+            except Exception:
+                pass
         if self.writer is not None:
             if exitstatus in _NORMAL_END:
                 self.writer.write({
                     "type": "footer", "run_id": self.run_id, "worker": self.worker,
                     "ended": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "counts": counts,
-                    "exitstatus": int(exitstatus), "devices_end": memory,
+                    "exitstatus": int(exitstatus), "pytest_failed": self.pytest_failed,
+                    "pytest_errors": self.pytest_errors, "pytest_failed_tests": self.failed_tests,
+                    "breakers": breakers, "devices_end": memory,
                 })
             self.writer.close()
 
 
+FAILED_TESTS_LISTED = 200
+
+
+def _failure_line(report: pytest.TestReport) -> str:
+    """The one line that says why a test failed: its exception's message, first line, shortened."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = getattr(crash, "message", None) or report.longreprtext or ""
+    first = next((line.strip() for line in str(text).splitlines() if line.strip()), "")
+    return first[:300]
+
+
 def _memory_at_end(harness: Harness) -> dict[str, Any]:
-    """The device's free memory now, next to what the header recorded at the start."""
-    start = harness.inventory.get("memory_free")
+    """The device's free memory now next to the header's figure, and the device process' RSS growth."""
+    entry: dict[str, Any] = {"spec": harness.device_spec.text}
     try:
+        start = harness.inventory.get("memory_free")
         now = harness.refresh_info()
+        end = now.get("memory_free")
+        grew = start - end if isinstance(start, int) and isinstance(end, int) else None
+        entry |= {"memory_free_start": start, "memory_free_end": end, "memory_used_growth": grew,
+                  "worker_rss_bytes": now.get("worker_rss_bytes")}
     except Exception as exc:  # a device that cannot answer any more: say so, keep the footer
-        return {"spec": harness.device_spec.text, "error": f"{type(exc).__name__}: {exc}"}
-    end = now.get("memory_free")
-    grew = start - end if isinstance(start, int) and isinstance(end, int) else None
-    return {"spec": harness.device_spec.text, "memory_free_start": start, "memory_free_end": end,
-            "memory_used_growth": grew, "worker_rss_bytes": now.get("worker_rss_bytes")}
+        entry["error"] = _one_line(exc)
+    try:
+        entry |= harness.runner.memory.as_dict()
+    except Exception as exc:
+        entry.setdefault("error", _one_line(exc))
+    return entry
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
 _NORMAL_END = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -239,7 +294,22 @@ def _database_in_use(config: pytest.Config) -> str | None:
     return str(path) if path is not None else repr(db)
 
 
+def _check_options(config: pytest.Config) -> None:
+    """The numbers and op names ``conform run`` checks, checked the same way for plain pytest."""
+    from conformance.options import check_case_timeout, check_threads, parse_ops
+
+    try:
+        check_case_timeout(config.getoption("case_timeout"))
+        check_threads(config.getoption("threads"))
+        parse_ops(config.getoption("op"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"conform: {exc}") from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_ReportCounter(config), "conform-report-counter")
+    if not hasattr(config, "workerinput"):
+        _check_options(config)
     profile = config.getoption("conform_profile", None)
     if profile:
         settings.load_profile(profile)
@@ -279,7 +349,10 @@ def _session(config: pytest.Config) -> ConformSession:
     return config.stash[_SESSION_KEY]
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # last, after the tests' own parametrize marks: the device goes at the end of the id
+    # (test_binary[mul-f32_f32-golden]), so -k "[mul-" selects one op with any number of devices
     if "conform" in metafunc.fixturenames:
         devices = _session(metafunc.config).pinned_devices()
         if len(devices) > 1:
@@ -323,7 +396,76 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     yield
 
 
+class _ReportCounter:
+    """pytest_runtest_logreport gets no config: this registered object holds it for the footer's counts."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        state = self.config.stash.get(_SESSION_KEY, None)
+        if state is not None:
+            state.note_report(report)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--op``: keep the tests of exactly these ops (``test_binary[mul-f32]``, not ``[mul_mat-...]``);
+    tests that are not about one op (stateful sequences, transfers) go too."""
+    from conformance.options import parse_ops
+
+    try:
+        wanted = parse_ops(config.getoption("op", None))
+    except ValueError as exc:
+        raise pytest.UsageError(f"conform: {exc}") from None
+    if not wanted:
+        return
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        (keep if _item_op(item) in wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def _item_op(item: pytest.Item) -> str | None:
+    """The catalogue op a test item is about: its ``op`` parameter, or its ``case``'s op."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    op = params.get("op")
+    if isinstance(op, str):
+        return op.upper()
+    case = params.get("case")
+    return getattr(case, "op", None)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        _mark_junit_partial(session.config)
     state = session.config.stash.get(_SESSION_KEY, None)
     if state is not None:
         state.finish(exitstatus)
+
+
+def _mark_junit_partial(config: pytest.Config) -> None:
+    """An interrupted session's JUnit XML says so (written after this hook, by pytest's junitxml)."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # a pytest without it: the report's partial banner still says so
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is not None:
+        xml.add_global_property("conform_partial", "interrupted: the results are partial")
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(_SESSION_KEY, None)
+    if state is None:
+        return
+    tripped = [b for h in state.harnesses.values() for b in h.breaker_summary()]
+    if tripped:
+        skipped = sum(b["skipped"] for b in tripped)
+        terminalreporter.write_line(
+            f"conform: circuit breaker stopped {len(tripped)} test(s) after a crash or timeout "
+            f"({skipped} example(s) skipped): " + ", ".join(f"{b['test_id']} ({b['outcome']})" for b in tripped[:5])
+            + (" ..." if len(tripped) > 5 else ""))

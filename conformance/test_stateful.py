@@ -11,6 +11,13 @@ layouts) and GELU/SILU (dtypes) to it in any order, each checked by ``harness.ch
 same device worker. :func:`same_shape_machine` binds it to a harness (the session's ``conform``
 here; any :class:`~conformance.harness.Harness` in the harness's own tests).
 
+Each sequence starts on a freshly opened device (:meth:`Harness.reopen_device`), so a state bug
+fails the same sequence every time: Hypothesis can shrink it, and its replay is not "flaky". A
+failure is reported as :class:`SequenceFailed`: the failing case first, then the cases of its
+sequence that led to it, and a ``conform repro --sequence`` line that replays them in that order
+on a fresh device process. Hypothesis' ``FlakyFailure`` (a device whose state outlives even a
+reopen) is never the headline: :func:`run_sequences` re-raises the shortest failing sequence seen.
+
 :func:`test_long_sequence_memory` runs a long sequence and reports how the device's free memory
 and the device process' RSS moved (JUnit properties and the test output).
 """
@@ -22,8 +29,10 @@ from typing import Any
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
+from hypothesis.errors import Flaky
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
+from conformance.harness import CaseFailed
 from conformance.strategies import f32, finish, input_layouts, layouts, shapes, spec
 from golden import catalogue
 from golden.case import Ne, OpCase
@@ -68,23 +77,56 @@ def binary_case(draw: Any, op: str, ne: Ne) -> OpCase:
     return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
 
 
+class SequenceFailed(CaseFailed):
+    """A case of a stateful sequence failed; the message names the case, the sequence and its repro."""
+
+    def __init__(self, message: str, cases: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.cases = cases
+
+
+def sequence_message(failure: str, cases: list[str], harness: Any) -> str:
+    """The failing case's own line, then the sequence that led to it and the line that replays it."""
+    first, _, rest = failure.partition("\n")
+    lines = [first]
+    if len(cases) > 1:
+        lines.append(f"  the case ran after {len(cases) - 1} other case(s) of one sequence, in this order, on a "
+                     "freshly opened device:")
+        lines += [f"    {i}. {case_id}" for i, case_id in enumerate(cases[:-1], 1)]
+        lines.append(f"    {len(cases)}. {cases[-1]}   <- {first.split(' ', 1)[0]}")
+    lines.append(f"  reproduce the sequence: {harness.sequence_repro(cases)}")
+    if rest.strip():
+        lines.append(rest.replace("reproduce:", "the case alone:", 1))
+    return "\n".join(lines)
+
+
 class SameShapeSequence(RuleBasedStateMachine):
     """One shape per run; ops applied to it in any order with any params, dtypes and layouts."""
 
     harness: Any = None  # bound by same_shape_machine()
+    fresh_device = True  # reopen the device before each sequence (see the module docstring)
+    failures: list[SequenceFailed]  # every failing sequence seen, for run_sequences
 
     def __init__(self) -> None:
         super().__init__()
         self.ne: Ne = (1, 1, 1, 1)
         self.cases: list[str] = []
+        if self.fresh_device:
+            self.harness.reopen_device()
 
     @initialize(ne=sequence_shapes)
     def choose_shape(self, ne: Ne) -> None:
         self.ne = ne
 
     def _check(self, case: OpCase) -> None:
+        __tracebackhide__ = True
         self.cases.append(case.case_id)
-        self.harness.check(case)  # raises CaseFailed (with the repro line) on fail/crash/timeout/error
+        try:
+            self.harness.check(case)  # raises CaseFailed (with the repro line) on fail/crash/timeout/error
+        except CaseFailed as exc:
+            failure = SequenceFailed(sequence_message(str(exc), self.cases, self.harness), tuple(self.cases))
+            type(self).failures.append(failure)
+            raise failure from None
 
     @rule(op=st.sampled_from(PARAMETRIC), data=st.data())
     def parametric(self, op: str, data: st.DataObject) -> None:
@@ -100,21 +142,35 @@ class SameShapeSequence(RuleBasedStateMachine):
         self._check(unary_case(data.draw, op, self.ne))
 
 
-def same_shape_machine(harness: Any) -> type[SameShapeSequence]:
+def same_shape_machine(harness: Any, fresh_device: bool = True) -> type[SameShapeSequence]:
     """The state machine bound to ``harness`` (a subclass, so machines for two harnesses can coexist)."""
-    return type("SameShapeSequence", (SameShapeSequence,), {"harness": harness})
+    return type("SameShapeSequence", (SameShapeSequence,),
+                {"harness": harness, "fresh_device": fresh_device, "failures": []})
+
+
+def run_sequences(machine: type[SameShapeSequence], settings: settings) -> None:
+    """Run the state machine; a Hypothesis flakiness error is replaced by the shortest failing
+    sequence it saw (chained, so Hypothesis' own report stays below it)."""
+    __tracebackhide__ = True
+    try:
+        run_state_machine_as_test(machine, settings=settings)
+    except (Flaky, BaseExceptionGroup) as exc:
+        if not machine.failures:
+            raise
+        shortest = min(machine.failures, key=lambda failure: len(failure.cases))
+        raise shortest from exc
 
 
 def sequence_settings(base: settings | None = None) -> settings:
     """The loaded profile's examples, with short sequences for dev/ci and long ones for nightly."""
-    base = base or settings.default
+    base = base or settings()
     steps = 12 if base.max_examples <= 30 else 50
     return settings(base, stateful_step_count=steps)
 
 
 def test_same_shape_sequence(conform: Any) -> None:
     """Repeating one shape with other params/dtypes/layouts must not replay a stale cached graph."""
-    run_state_machine_as_test(same_shape_machine(conform), settings=sequence_settings())
+    run_sequences(same_shape_machine(conform), sequence_settings())
 
 
 def _memory(info: dict[str, Any]) -> tuple[int | None, int | None]:
@@ -123,12 +179,12 @@ def _memory(info: dict[str, Any]) -> tuple[int | None, int | None]:
 
 def test_long_sequence_memory(conform: Any, record_property: Any) -> None:
     """A long same-shape sequence must not eat device memory (nor grow the device process)."""
-    machine = same_shape_machine(conform)
+    machine = same_shape_machine(conform, fresh_device=False)  # one device state throughout: its memory
     # warm up (imports, allocator pools, first graphs), then measure around a long sequence
     run_state_machine_as_test(machine, settings=settings(sequence_settings(), max_examples=2, database=None))
     free_before, rss_before = _memory(conform.refresh_info())
     run_state_machine_as_test(machine, settings=settings(
-        sequence_settings(), max_examples=max(10, settings.default.max_examples), stateful_step_count=25,
+        sequence_settings(), max_examples=max(10, settings().max_examples), stateful_step_count=25,
         database=None))
     free_after, rss_after = _memory(conform.refresh_info())
     report = {

@@ -12,7 +12,13 @@ vendor can plug in a device without editing this repository (``--device my.modul
 * ``run(case, inputs)``: computes the case. ``inputs`` holds one array per ``case.inputs`` entry in
   numpy order (reversed ne): float32/float16/int32 values for plain dtypes (BF16 values as float32
   already rounded to BF16), raw ``uint8`` ggml blocks for quantized dtypes. Returns a
-  :class:`RunResult`.
+  :class:`RunResult` whose ``output`` follows the same convention for the destination dtype
+  (:func:`output_dtype`; :func:`as_output` converts exact values).
+
+The worker calls ``supports(case)`` and then, unless it returned False, ``run(case, inputs)``:
+nothing else runs a case, so an override of ``run`` is always what runs. It checks what ``run``
+returned (:func:`result_problem`) and makes ``extra`` and ``info()`` JSON-safe (:func:`json_safe`);
+a result that breaks the contract is an ERROR record saying how.
 
 Devices may raise :class:`Unsupported` to decline a case at run time.
 
@@ -29,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from golden import dtypes
 from golden.case import OpCase
 
 
@@ -116,3 +123,93 @@ class Device(Protocol):
     def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult: ...
 
     def close(self) -> None: ...
+
+
+# ---- the output convention, checked ---------------------------------------------------------------
+
+def output_dtype(dst: str) -> np.dtype[Any]:
+    """The numpy dtype ``RunResult.output`` has for destination dtype ``dst``: the inputs' convention
+    (f32 and bf16 as float32, bf16 holding BF16 values; f16 as float16; i32 as int32; quantized as
+    raw uint8 blocks)."""
+    if dtypes.is_quantized(dst):
+        return np.dtype(np.uint8)
+    if dst in dtypes.INDEX_TYPES:  # integer results in their own width (COUNT_EQUAL's i64, I8/I16 copies)
+        return dtypes.STORAGE_DTYPE[dst]
+    return _PLAIN_OUTPUT[dst]
+
+
+_PLAIN_OUTPUT: dict[str, np.dtype[Any]] = {
+    "f32": np.dtype(np.float32), "bf16": np.dtype(np.float32), "f16": np.dtype(np.float16), "i32": np.dtype(np.int32),
+}
+
+
+def as_output(values: np.ndarray, dst: str) -> np.ndarray:
+    """Exact (float64) values rounded once to plain dtype ``dst``, as the array ``run`` returns."""
+    return dtypes.round_to(values, dst).astype(output_dtype(dst))
+
+
+def result_problem(case: OpCase, result: Any) -> str | None:
+    """How what ``run`` returned breaks the contract (one line), or None when it keeps it."""
+    if not isinstance(result, RunResult):
+        return f"run() returned {type(result).__name__}, not a RunResult"
+    out = result.output
+    if not isinstance(out, np.ndarray):
+        return f"RunResult.output is {type(out).__name__}, not a numpy array"
+    want = output_dtype(case.out_dtype)
+    if out.dtype != want:
+        return f"RunResult.output has dtype {out.dtype}, but a {case.out_dtype} destination is returned as {want}"
+    if result.inputs_after is not None and (
+        not isinstance(result.inputs_after, (list, tuple))
+        or not all(isinstance(x, np.ndarray) for x in result.inputs_after)
+    ):
+        return "RunResult.inputs_after is neither None nor a list of numpy arrays"
+    if not isinstance(result.extra, dict):
+        return f"RunResult.extra is {type(result.extra).__name__}, not a dict"
+    return None
+
+
+class UnstorableValue(ValueError):
+    """A value a results file cannot hold (``info()`` or ``RunResult.extra``); the message names it."""
+
+
+MAX_STORED_ELEMENTS = 1024  # a small array in extra/info() is stored as a list; a big one is refused
+_MAX_DEPTH = 32
+
+
+def json_safe(value: Any, where: str, depth: int = 0) -> Any:
+    """``value`` as plain JSON data: numpy scalars and small arrays, tuples, sets (sorted) and bytes
+    (hex) are converted; anything else JSON cannot hold raises :class:`UnstorableValue` naming
+    ``where`` (e.g. ``extra['timings']``). NaN and infinities stay floats (the writer spells them)."""
+    if depth > _MAX_DEPTH:
+        raise UnstorableValue(f"{where} is nested more than {_MAX_DEPTH} deep (or refers to itself)")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.generic):
+        return json_safe(value.item(), where, depth + 1)
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, np.generic):
+                key = key.item()
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise UnstorableValue(f"{where} has a key of type {type(key).__name__}, which JSON cannot hold")
+            out[str(key)] = json_safe(item, f"{where}[{key!r}]", depth + 1)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
+    if isinstance(value, (set, frozenset)):
+        items = [json_safe(item, f"{where} item", depth + 1) for item in value]
+        return sorted(items, key=repr)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        if len(raw) > MAX_STORED_ELEMENTS:
+            raise UnstorableValue(f"{where} holds {len(raw)} bytes; record a summary instead")
+        return raw.hex()
+    if isinstance(value, np.ndarray):
+        if value.size > MAX_STORED_ELEMENTS or value.dtype.kind not in "biufc":
+            raise UnstorableValue(f"{where} is an ndarray of {value.size} {value.dtype} elements; "
+                                  f"record a summary (at most {MAX_STORED_ELEMENTS} numbers are stored)")
+        if value.dtype.kind == "c":
+            raise UnstorableValue(f"{where} holds complex numbers, which JSON cannot hold")
+        return json_safe(value.tolist(), where, depth + 1)
+    raise UnstorableValue(f"{where} holds a {type(value).__name__}, which a results file cannot store")

@@ -1,6 +1,7 @@
 """``--device golden``: the oracle itself behind the Device contract, for self-checks.
 
-It returns the exact golden value rounded once to the destination dtype, so the suite's verdict
+It returns the exact golden value rounded once to the destination dtype (in the contract's output
+array type, :func:`device.base.output_dtype`), so the suite's verdict
 against it checks the golden model, the verdict and the tolerance rows for consistency.
 """
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from device.base import Capability, RunResult, Unsupported
+from device.base import Capability, RunResult, Unsupported, as_output
 from golden import catalogue, dtypes
 from golden.case import OpCase
 
@@ -40,9 +41,10 @@ class GoldenDevice:
             else:  # ggml's reference quantizer on the exact values, one block of 32 at a time
                 blocks = quant.quantize(np.asarray(exact, dtype=np.float32).reshape(-1, 32), case.out_dtype)
             return RunResult(blocks.reshape(-1), [np.array(x) for x in inputs])
-        if case.out_dtype == "i32":
-            return RunResult(np.asarray(exact).astype(np.int32), [np.array(x) for x in inputs])
-        return RunResult(dtypes.round_to(exact, case.out_dtype), [np.array(x) for x in inputs])
+        if case.out_dtype in dtypes.INDEX_TYPES:
+            return RunResult(np.asarray(exact).astype(dtypes.STORAGE_DTYPE[case.out_dtype]),
+                             [np.array(x) for x in inputs])
+        return RunResult(as_output(exact, case.out_dtype), [np.array(x) for x in inputs])
 
     def close(self) -> None:
         pass

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import importlib.util
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -82,11 +84,35 @@ def open_device(spec: DeviceSpec | str, options: dict[str, Any] | None = None) -
         from device.acl.device import open_acl_device
 
         return open_acl_device(spec.acl_index)
-    device = _plugin_factory(spec)(options)
+    try:
+        device = _plugin_factory(spec)(options)
+    except DeviceError as exc:
+        message = str(exc)
+        raise DeviceError(message if spec.text in message else f"device plug-in {spec.text!r}: {message}") from None
+    except Exception as exc:  # the factory's own failure, named with the device it was opening
+        raise DeviceError(f"device plug-in {spec.text!r} failed to open: {type(exc).__name__}: {exc}") from None
     missing = [m for m in CONTRACT_MEMBERS if not hasattr(device, m)]
     if missing:
         raise DeviceError(f"device plug-in {spec.text!r} lacks {', '.join(missing)} (see the Device contract)")
     return device
+
+
+def import_root(spec: DeviceSpec) -> str | None:
+    """The absolute directory a plug-in's module imports from (the ``sys.path`` entry holding its
+    top-level package), or None when that cannot be told (a module not found, a zip import)."""
+    if spec.kind is not DeviceKind.PLUGIN:
+        return None
+    try:
+        found = importlib.util.find_spec(spec.module)
+    except (ImportError, ValueError):
+        return None
+    if found is None or not found.origin or not os.path.isfile(found.origin):
+        return None
+    path = os.path.dirname(os.path.abspath(found.origin))  # the folder of module.py or of pkg/__init__.py
+    levels = spec.module.count(".") + (1 if found.submodule_search_locations is not None else 0)
+    for _ in range(levels):
+        path = os.path.dirname(path)
+    return path
 
 
 def _device_index(ggml_name: str) -> int:

@@ -11,14 +11,20 @@ crash that needs earlier cases is replayed from it), and the next attempt starts
 oracle) with the same interface, without a child.
 
 Messages are dataclasses, pickled over a socket pair: requests :class:`RunRequest`,
-:class:`CallRequest`, :class:`InfoRequest`, :class:`Stop`; answers :class:`Opened`/:class:`OpenFailed`
-(once, after :class:`OpenRequest`), :class:`Reply` and :class:`InfoReply`.
+:class:`CallRequest`, :class:`InfoRequest`, :class:`ReopenRequest`, :class:`Stop`; answers
+:class:`Opened`/:class:`OpenFailed` (after :class:`OpenRequest` and :class:`ReopenRequest`),
+:class:`Reply` and :class:`InfoReply`.
+
+A case runs through :func:`serve_run` only: ``supports`` then ``run`` (the documented contract), with
+what ``run`` returned checked before it leaves the device's process. Each reply carries the device
+process' RSS, which :class:`MemoryTrack` follows (the results footer's memory growth).
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import pickle
 import signal
 import socket
 import subprocess
@@ -26,16 +32,25 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 import numpy as np
 
-from device.base import Capability, Device, DeviceError, Unsupported, capabilities_of
+from device.base import (
+    Capability,
+    Device,
+    DeviceError,
+    UnstorableValue,
+    Unsupported,
+    capabilities_of,
+    json_safe,
+    result_problem,
+)
 from device.channel import Arena, Channel, unlink_quietly
 from device.outcome import Outcome
-from device.spec import DeviceSpec
+from device.spec import DeviceKind, DeviceSpec
 from device.zygote import ForkedWorker, ForkServer, ForkServerError
 from golden.case import OpCase
 
@@ -76,13 +91,20 @@ class Stop:
     """Close the device and exit."""
 
 
-Request = RunRequest | CallRequest | InfoRequest | Stop
+@dataclass(frozen=True)
+class ReopenRequest:
+    """Close the device and open it again in the same process (answered by Opened or OpenFailed):
+    a fresh device state for a sequence, without the cost of a new process."""
+
+
+Request = RunRequest | CallRequest | InfoRequest | ReopenRequest | Stop
 
 
 @dataclass(frozen=True)
 class Opened:
-    info: dict[str, Any]
+    info: dict[str, Any]  # JSON-safe (checked_info)
     capabilities: frozenset[Capability]
+    rss_bytes: int | None = None  # the device process' RSS once the device is open
 
 
 @dataclass(frozen=True)
@@ -127,6 +149,7 @@ class Reply:
     crash: CrashInfo | None = None
     history: tuple[str, ...] = ()
     history_dropped: int = 0
+    rss_bytes: int | None = None  # the device process' RSS after the request (None: not measured)
 
     @property
     def answered(self) -> bool:
@@ -135,34 +158,54 @@ class Reply:
 
 # ---- serving one device (in the child, or in process) ---------------------------------------------
 
+_STATM: dict[str, int] = {}  # this process' open /proc/self/statm: {"pid", "fd"} (read per case, so kept open)
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
 def process_rss() -> int | None:
     """This process' resident memory in bytes (Linux /proc), or None where it cannot be read."""
     try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        if _STATM.get("pid") != os.getpid():  # first call, or a forked child: /proc/self was the parent's
+            _STATM["fd"] = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+            _STATM["pid"] = os.getpid()
+        return int(os.pread(_STATM["fd"], 128, 0).split()[1]) * _PAGE_SIZE
     except (OSError, ValueError, IndexError):
         return None
 
 
 def serve_run(device: Device, case: OpCase, inputs: list[np.ndarray]) -> Reply:
+    """Run one case the way the contract says: ``supports(case)``, then ``run(case, inputs)`` unless it
+    said False. What ``run`` returned is checked here, next to the device: a result that breaks the
+    contract (no RunResult, an output of the wrong type, an ``extra`` JSON cannot hold) is an ERROR
+    reply naming the problem, never a lost record."""
     start = time.perf_counter()
+
+    def reply(outcome: Outcome | None, supported: bool | None, result: Any = None, message: str = "") -> Reply:
+        return Reply(outcome, supported, result, message=message, duration_s=time.perf_counter() - start,
+                     rss_bytes=process_rss())
+
+    supported: bool | None = None
     try:
-        run_checked = getattr(device, "run_checked", None)
-        if run_checked is not None:
-            supported, result = run_checked(case, inputs)
-        else:
-            supported = device.supports(case)
-            result = device.run(case, inputs) if supported is not False else None
+        answer = device.supports(case)
+        supported = None if answer is None else bool(answer)
         if supported is False:
-            return Reply(Outcome.UNSUPPORTED, False, message="the device's supports_op rejects this case",
-                         duration_s=time.perf_counter() - start)
-        return Reply(None, supported, result, duration_s=time.perf_counter() - start)
+            return reply(Outcome.UNSUPPORTED, False, message="the device's supports_op rejects this case")
+        result = device.run(case, inputs)
     except Unsupported as exc:
-        return Reply(Outcome.UNSUPPORTED, None, message=str(exc), duration_s=time.perf_counter() - start)
+        return reply(Outcome.UNSUPPORTED, None, message=str(exc))
     except Exception as exc:  # a Python-level failure of the device: an ERROR record
         tb = traceback.format_exc(limit=3)
-        return Reply(Outcome.ERROR, None, message=f"{type(exc).__name__}: {exc} | {tb.strip().splitlines()[-2:]}",
-                     duration_s=time.perf_counter() - start)
+        return reply(Outcome.ERROR, supported,
+                     message=f"{type(exc).__name__}: {exc} | {tb.strip().splitlines()[-2:]}")
+    problem = result_problem(case, result)
+    if problem is None:
+        try:
+            result = replace(result, extra=json_safe(result.extra, "RunResult.extra"))
+        except UnstorableValue as exc:
+            problem = str(exc)
+    if problem is not None:
+        return reply(Outcome.ERROR, supported, message=f"device contract broken: {problem}")
+    return reply(None, supported, result)
 
 
 def serve_call(device: Device, method: str, args: tuple[Any, ...]) -> Reply:
@@ -172,7 +215,7 @@ def serve_call(device: Device, method: str, args: tuple[Any, ...]) -> Reply:
     start = time.perf_counter()
     try:
         result = getattr(device, method)(*args)
-        return Reply(None, True, result, duration_s=time.perf_counter() - start)
+        return Reply(None, True, result, duration_s=time.perf_counter() - start, rss_bytes=process_rss())
     except Unsupported as exc:
         return Reply(Outcome.UNSUPPORTED, None, message=str(exc), duration_s=time.perf_counter() - start)
     except Exception as exc:
@@ -180,22 +223,71 @@ def serve_call(device: Device, method: str, args: tuple[Any, ...]) -> Reply:
                      duration_s=time.perf_counter() - start)
 
 
+def checked_info(device: Device) -> dict[str, Any]:
+    """``device.info()`` as JSON data; :class:`DeviceError` when it is not a dict or holds what a
+    results header cannot store."""
+    info = device.info()
+    if not isinstance(info, dict):
+        raise DeviceError(f"info() returned {type(info).__name__}, not a dict")
+    try:
+        return dict(json_safe(info, "info()"))
+    except UnstorableValue as exc:
+        raise DeviceError(str(exc)) from None
+
+
 def serve_info(device: Device) -> dict[str, Any]:
     try:
-        info = dict(device.info())
+        info = checked_info(device)
     except Exception as exc:
         info = {"error": f"{type(exc).__name__}: {exc}"}
     return info | {"worker_rss_bytes": process_rss()}
 
 
-def _child_main(conn: Connection | Channel, request: OpenRequest) -> None:
+def open_checked(spec: DeviceSpec, options: dict[str, Any]) -> tuple[Device, dict[str, Any]]:
+    """Open the device and read its inventory; any failure is a DeviceError that names the device."""
     from device.registry import open_device
 
     try:
-        device = open_device(request.spec, request.options)
-        conn.send(Opened(device.info(), capabilities_of(device)))
-    except BaseException as exc:  # report any failure to open as one line
-        conn.send(OpenFailed(str(exc) if isinstance(exc, DeviceError) else f"{type(exc).__name__}: {exc}"))
+        device = open_device(spec, options)
+    except DeviceError:
+        raise
+    except Exception as exc:
+        raise DeviceError(f"device {spec.text!r} failed to open: {type(exc).__name__}: {exc}") from None
+    try:
+        info = checked_info(device)
+    except Exception as exc:
+        reason = str(exc) if isinstance(exc, DeviceError) else f"info() raised {type(exc).__name__}: {exc}"
+        try:
+            device.close()
+        except Exception:
+            pass
+        raise DeviceError(f"device {spec.text!r} breaks the device contract: {reason}") from None
+    return device, info
+
+
+def _send(conn: Connection | Channel, reply: Reply) -> None:
+    """Send a reply; one that cannot be pickled (an odd object in the result) becomes an ERROR reply."""
+    try:
+        conn.send(reply)
+    except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
+        conn.send(Reply(Outcome.ERROR, reply.supported, duration_s=reply.duration_s, rss_bytes=reply.rss_bytes,
+                        message=f"device contract broken: the result cannot be sent to the harness "
+                                f"({type(exc).__name__}: {exc})"[:500]))
+
+
+def _child_main(conn: Connection | Channel, request: OpenRequest) -> None:
+    def opened() -> Device | None:
+        try:
+            device, info = open_checked(request.spec, request.options)
+        except BaseException as exc:  # report any failure to open as one line
+            message = str(exc) if isinstance(exc, DeviceError) else f"{type(exc).__name__}: {exc}"
+            conn.send(OpenFailed(message))
+            return None
+        conn.send(Opened(info, capabilities_of(device), process_rss()))
+        return device
+
+    device = opened()
+    if device is None:
         return
     while True:
         try:
@@ -203,13 +295,22 @@ def _child_main(conn: Connection | Channel, request: OpenRequest) -> None:
         except EOFError:
             break
         if isinstance(message, RunRequest):
-            conn.send(serve_run(device, message.case, message.inputs))
+            _send(conn, serve_run(device, message.case, message.inputs))
         elif isinstance(message, CallRequest):
-            conn.send(serve_call(device, message.method, message.args))
+            _send(conn, serve_call(device, message.method, message.args))
         elif isinstance(message, InfoRequest):
             conn.send(InfoReply(serve_info(device)))
+        elif isinstance(message, ReopenRequest):
+            _close_quietly(device)
+            device = opened()
+            if device is None:
+                return
         else:  # Stop, or anything this worker does not know
             break
+    _close_quietly(device)
+
+
+def _close_quietly(device: Device) -> None:
     try:
         device.close()
     except Exception:
@@ -218,12 +319,56 @@ def _child_main(conn: Connection | Channel, request: OpenRequest) -> None:
 
 # ---- the parent's side ----------------------------------------------------------------------------
 
+def header_inventory(spec: DeviceSpec, info: dict[str, Any]) -> dict[str, Any]:
+    """What the results header records for a device: its ``info()``, with ``spec`` set to the spec
+    the harness opened (a plug-in may report another device's; that one is kept as ``info_spec``)
+    and, for a plug-in, ``import_root``: the directory its module imports from (repro lines need it)."""
+    inventory = dict(info)
+    if "spec" in inventory and inventory["spec"] != spec.text:
+        inventory["info_spec"] = inventory["spec"]
+    inventory["spec"] = spec.text
+    if spec.kind is DeviceKind.PLUGIN:
+        from device.registry import import_root
+
+        inventory["import_root"] = import_root(spec)
+    return inventory
+
+
+@dataclass
+class MemoryTrack:
+    """The device process' RSS: when the device opened, latest, and the largest growth seen in any
+    one process (a worker replaced after a crash starts a new baseline)."""
+
+    start: int | None = None  # RSS of the current process once its device opened
+    latest: int | None = None
+    growth_max: int | None = None
+    processes: int = 0
+
+    def opened(self, rss: int | None) -> None:
+        self.start, self.latest = rss, rss
+        self.processes += 1
+
+    def seen(self, rss: int | None) -> None:
+        if rss is None:
+            return
+        self.latest = rss
+        if self.start is not None:
+            growth = rss - self.start
+            self.growth_max = growth if self.growth_max is None else max(self.growth_max, growth)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"worker_rss_start": self.start, "worker_rss_end": self.latest,
+                "worker_rss_growth": None if self.start is None or self.latest is None else self.latest - self.start,
+                "worker_rss_growth_max": self.growth_max, "worker_processes": self.processes}
+
+
 class Runner(Protocol):
     """What the harness drives: a device behind a process boundary, or in process."""
 
     spec: DeviceSpec
     inventory: dict[str, Any]
     capabilities: frozenset[Capability]
+    memory: MemoryTrack
 
     def attempt(self, case: OpCase, inputs: list[np.ndarray], timeout: float | None = None) -> Reply: ...
 
@@ -231,26 +376,40 @@ class Runner(Protocol):
 
     def refresh_info(self) -> dict[str, Any]: ...
 
+    def reopen(self) -> None: ...
+
     def close(self) -> None: ...
 
 
 class InProcessRunner:
     """Runs an in-process device (the golden oracle) with the worker's interface."""
 
-    def __init__(self, spec: DeviceSpec, device: Device) -> None:
+    def __init__(self, spec: DeviceSpec, options: dict[str, Any] | None = None) -> None:
         self.spec = spec
-        self.device = device
-        self.inventory = device.info()
-        self.capabilities = capabilities_of(device)
+        self.options = dict(options or {})
+        self.memory = MemoryTrack()
+        self.device, info = open_checked(spec, self.options)
+        self.inventory = header_inventory(spec, info)
+        self.capabilities = capabilities_of(self.device)
+        self.memory.opened(process_rss())
 
     def attempt(self, case: OpCase, inputs: list[np.ndarray], timeout: float | None = None) -> Reply:
-        return serve_run(self.device, case, inputs)
+        reply = serve_run(self.device, case, inputs)
+        self.memory.seen(reply.rss_bytes)
+        return reply
 
     def call(self, method: str, args: tuple[Any, ...], timeout: float | None = None, label: str = "") -> Reply:
         return serve_call(self.device, method, args)
 
     def refresh_info(self) -> dict[str, Any]:
-        return serve_info(self.device)
+        info = serve_info(self.device)
+        self.memory.seen(info.get("worker_rss_bytes"))
+        return info
+
+    def reopen(self) -> None:
+        """A fresh device object (its state gone), as :meth:`DeviceWorker.reopen`."""
+        _close_quietly(self.device)
+        self.device, _ = open_checked(self.spec, self.options)
 
     def close(self) -> None:
         self.device.close()
@@ -276,6 +435,7 @@ class DeviceWorker:
         self._starts = 0
         self.history: list[str] = []  # case ids the current child ran, in order (the latest HISTORY_LIMIT)
         self.history_dropped = 0
+        self.memory = MemoryTrack()
 
     def start(self) -> dict[str, Any]:
         """Start the child and open the device there; raises DeviceError with its one-line reason."""
@@ -303,8 +463,9 @@ class DeviceWorker:
             self._stop()
             reason = answer.message if isinstance(answer, OpenFailed) else f"{self.spec}: answered {answer!r}"
             raise DeviceError(reason)
-        self.inventory = answer.info
+        self.inventory = header_inventory(self.spec, answer.info)
         self.capabilities = answer.capabilities
+        self.memory.opened(answer.rss_bytes)
         return answer.info
 
     def _spawn(self) -> _Child:
@@ -344,6 +505,29 @@ class DeviceWorker:
             child_sock.close()
         return _Child(proc, Channel(Connection(parent_sock.detach()), arena), fd)
 
+    def reopen(self) -> None:
+        """Close the device and open it again in its process (a fresh process if none is running):
+        the device's own state (cached graphs, pools) is gone, cheaper than :meth:`start`.
+        Raises DeviceError when it does not open again."""
+        if self._proc is None or self._proc.poll() is not None or self._conn is None:
+            self.start()
+            return
+        conn = self._conn
+        try:
+            conn.send(ReopenRequest())
+            if conn.poll(max(self.timeout, 60.0)):
+                answer = conn.recv()
+                if isinstance(answer, Opened):
+                    self.capabilities = answer.capabilities
+                    return
+                self._kill()
+                raise DeviceError(answer.message if isinstance(answer, OpenFailed)
+                                  else f"{self.spec}: answered {type(answer).__name__} to a reopen")
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            pass
+        self._kill()
+        raise DeviceError(f"{self.spec}: the device worker did not reopen the device")
+
     def call(self, method: str, args: tuple[Any, ...], timeout: float | None = None, label: str = "") -> Reply:
         """Call an optional device method (see CALLABLE_METHODS) with crash and timeout handling;
         ``label`` (a case id) goes into the history."""
@@ -377,6 +561,7 @@ class DeviceWorker:
                 reply = conn.recv()
                 if not isinstance(reply, Reply):
                     raise DeviceError(f"{self.spec}: the device worker answered {type(reply).__name__}")
+                self.memory.seen(reply.rss_bytes)
                 return reply
         except (EOFError, BrokenPipeError, ConnectionResetError):
             return self._crashed(time.perf_counter() - start)
@@ -405,6 +590,7 @@ class DeviceWorker:
             if conn.poll(self.timeout):
                 answer = conn.recv()
                 if isinstance(answer, InfoReply):
+                    self.memory.seen(answer.info.get("worker_rss_bytes"))
                     return answer.info
         except (EOFError, BrokenPipeError, ConnectionResetError):
             pass
@@ -514,11 +700,11 @@ def _tail(fd: int) -> str:
 
 def open_runner(spec: DeviceSpec | str, options: dict[str, Any], timeout: float) -> InProcessRunner | DeviceWorker:
     """The device behind the runner it declares: in process (golden), else a started worker."""
-    from device.registry import open_device, runs_in_process
+    from device.registry import runs_in_process
 
     spec = DeviceSpec.of(spec)
     if runs_in_process(spec):
-        return InProcessRunner(spec, open_device(spec, options))
+        return InProcessRunner(spec, options)
     worker = DeviceWorker(spec, options, timeout=timeout)
     worker.start()
     return worker

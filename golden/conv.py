@@ -91,13 +91,16 @@ def _im2col(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="IM2COL", family="conv", golden=_im2col,
-    signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f16"), sig("f16", "f16")),
-    tolerance={"*": Tolerance("values are copied; an F32 value going to an F16 destination is rounded once",
-                              ulp=0.5)},
+    signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f16"), sig("f16", "f16"), sig("f16", "f32", dst="f32")),
+    tolerance={"*": Tolerance("bit-exact: values are copied (or are padding zeros) into a destination of the data's "
+                              "type; ggml CPU ci: exact"),
+               "f16_f32": Tolerance("values are copied; an F32 value going to an F16 destination is rounded once "
+                                    "(0.5 ulp); ggml CPU ci: correctly rounded", ulp=0.5)},
     params={"s0": P("stride", int), "s1": P("stride (2-D)", int), "p0": P("zero padding", int),
             "p1": P("zero padding (2-D)", int), "d0": P("dilation", int), "d1": P("dilation (2-D)", int),
             "is_2d": P("2-D (else 1-D, s1 = p1 = d1 = 0)", bool)},
-    notes="src0 is the kernel (only its shape matters); src1 is the data, in any layout"))
+    notes="src0 is the kernel (only its shape matters; an F16 kernel with F32 data may go to an F16 or an F32 "
+          "destination, ggml_im2col's dst_type); src1 is the data, in any layout"))
 
 
 def pool_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
@@ -123,9 +126,11 @@ def _pool_2d(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="POOL_2D", family="conv", golden=_pool_2d, signatures=(sig("f32"), sig("f16", dst="f32")),
-    tolerance={"f32": Tolerance("MAX selects (exact, −FLT_MAX included); AVG is a f32 sum of k0·k1 taps, one "
-                                "division and one rounding; ggml CPU nightly: ≤ 2.7e3 ulp at cancelling sums, "
-                                "≤ 0.43 of the allowance", model=pool_model)},
+    tolerance={"f32": Tolerance("MAX selects (exact, −FLT_MAX included); AVG adds the k0·k1 taps in f32 in any "
+                                "order (γ_{k0k1−1}·Σ|x|), then divides by k0·k1 or multiplies by its rounded "
+                                "reciprocal (2u): (k0·k1 + 1)·u·avg|x| (+2^-150 per subnormal rounding) and the "
+                                "final rounding; ggml CPU nightly: ≤ 2.7e3 ulp at cancelling sums, ≤ 0.43 of the "
+                                "allowance", model=pool_model)},
     params={"op": P("0 MAX, 1 AVG", int), "k0": P("kernel", int), "k1": P("kernel", int),
             "s0": P("stride", int), "s1": P("stride", int),
             "p0": P("padding (float: the size uses it, the taps use int(p))"), "p1": P("padding (float)")},

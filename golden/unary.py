@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from golden import dtypes
 from golden.case import OpCase
 from golden.spec import ELEMENTWISE_TOL, SAME_FLOAT, SAME_FLOAT_BF16, InputLayouts, OpList, OpSpec, P, libm, one, sig
 from golden.tolerance import EXACT, F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs, rounded_via_f32
@@ -124,9 +125,10 @@ def silu(x: np.ndarray) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="SILU", family="unary", golden=one(silu), signatures=SAME_FLOAT,
-    tolerance={"f32": Tolerance("SIMD exp (≤1.95 ulp) then 1+e and x/(1+e) roundings; exp(−x) overflows f32 "
-                                "for x < −88.7 giving −0 where the exact value is below 4e-37",
-                                ulp=4.0, atol=4e-37),
+    tolerance={"f32": Tolerance("expf(−x) within 2.5 ulp (5u relative, scaled by e/(1+e) ≤ 1), then 1+e and "
+                                "x/(1+e) (or x·(1/(1+e))) roundings: 7u ≤ 8u relative; exp(−x) overflows f32 for "
+                                "x < −88.7 giving −0 where the exact value is below 4e-37; ggml CPU ci: ≤ 0.65 of it",
+                                rtol=8 * 2.0**-24, atol=4e-37),
                "f16": Tolerance("f32 evaluation (≤4 ulp_f32), then F16", ulp=0.5, rtol=8 * 2.0**-24,
                                 atol=2.0**-25)},
     input_layouts=InputLayouts.ROWS, specials=(np.nan, np.inf, 0.0, -0.0),
@@ -197,10 +199,21 @@ def scale(x: np.ndarray, s: float, b: float = 0.0) -> np.ndarray:
         return _f64(x) * float(np.float32(s)) + float(np.float32(b))
 
 
+def scale_unfused_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """With a bias, an implementation without FMA rounds x·s before adding b: ½ulp_f32(x·s) more."""
+    if float(np.float32(case.param("bias", 0.0))) == 0.0:
+        return np.zeros_like(golden)
+    with np.errstate(over="ignore", invalid="ignore"):
+        xs = _f64(inputs[0]) * float(np.float32(case.param("s")))
+    return 0.5 * dtypes.ulp(xs, "f32")
+
+
 SPECS.add(OpSpec(
     name="SCALE", family="unary", golden=lambda xs, c: scale(xs[0], c.param("s"), c.param("bias", 0.0)),
     signatures=(sig("f32"),),
-    tolerance={"f32": Tolerance("x·s is one f32 rounding; x·s+b is one fused multiply-add rounding", ulp=0.5)},
+    tolerance={"f32": Tolerance("x·s is one f32 rounding; x·s+b one rounding if fused, or two (x·s rounded "
+                                "first: + ½ulp(x·s)) if not; ggml CPU ci: ≤ 0.998 (at rounding ties)", ulp=0.5,
+                                model=scale_unfused_model, model_name="half_ulp_of_x_times_s_when_biased")},
     params={"s": P("scale factor (f32)"), "bias": P("added after scaling (ggml_scale_bias), 0 = plain", optional=True)},
     input_layouts=InputLayouts.PADDED_ROWS,
     notes="ggml_scale asserts ggml_is_padded_1d(a): rows may be padded, planes packed, no permute"))

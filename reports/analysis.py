@@ -71,6 +71,8 @@ class DeviceColumn:
 
     @property
     def name(self) -> str:
+        if "info_spec" in self.inventory:  # info() names another device (an inherited info()): the spec decides
+            return device_name(self.spec)
         name = self.inventory.get("name")
         return name if isinstance(name, str) and name else device_name(self.spec)
 

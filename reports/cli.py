@@ -62,7 +62,7 @@ def report_main(argv: list[str] | None = None) -> int:
         for run in data.runs:
             for reason in run.results.partial_reasons():
                 print(f"{PROG}: warning: {run.path}: partial run: {reason}", file=sys.stderr)
-            for problem in run.status.problems():
+            for problem in [*run.status.problems(), *run.status.memory_warnings]:
                 print(f"{PROG}: warning: {run.path}: {problem}", file=sys.stderr)
         csv_rows = write_support_csv(data.files, args.csv) if args.csv else None
     except ReportInputError as exc:

@@ -9,6 +9,11 @@ and, from the plug-in, its failure counts:
 * ``pytest_failed``, ``pytest_errors``: failed tests, and errors in setup or teardown;
 * ``pytest_failed_tests``: optional, ``[{"test_id", "when", "message"}]``, which ones.
 
+The footer's ``devices_end`` says how much each device process grew during the run
+(``worker_rss_growth_max``) and how much device memory was not given back (``memory_used_growth``);
+growth beyond :data:`MEMORY_GROWTH_FLAG` is flagged (``memory_warnings``): a leak passes every case
+until the device runs out.
+
 A failing test with no failing record of its own is an *unrecorded failure*: the report counts it
 and lists it. Failures of a known bug the harness matched (``expected`` on the record) do not fail
 their test, so they do not account for one either.
@@ -24,6 +29,9 @@ from reports.load import ResultsFile
 EXIT_OK = 0
 EXIT_TESTS_FAILED = 1
 EXIT_NO_TESTS = 5
+# Growth of a device process' RSS, or of device memory in use, over a run that is worth a look: far
+# above allocator pools and caches warming up, far below a leak of one buffer per case.
+MEMORY_GROWTH_FLAG = 256 * 2**20
 EXIT_MEANINGS = {0: "all tests passed", 1: "some tests failed", 2: "interrupted", 3: "internal error",
                  4: "usage error", 5: "no tests collected"}
 
@@ -35,6 +43,7 @@ class RunStatus:
     pytest_errors: int | None = None
     unrecorded: int = 0  # pytest failures that no failing case record accounts for (at least)
     unrecorded_tests: list[dict[str, str]] = field(default_factory=list)  # the ones the footer names
+    memory_warnings: list[str] = field(default_factory=list)  # devices whose memory grew past the flag
 
     @property
     def exit_known(self) -> bool:
@@ -83,6 +92,30 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _mib(value: int) -> str:
+    return f"{value / 2**20:,.0f} MiB"
+
+
+def memory_warnings(footer: dict[str, Any]) -> list[str]:
+    """One sentence per device of a footer whose process or device memory grew past the flag."""
+    out: list[str] = []
+    for entry in footer.get("devices_end") or []:
+        if not isinstance(entry, dict):
+            continue
+        spec, worker = entry.get("spec", "?"), footer.get("worker", "?")
+        rss = _int(entry.get("worker_rss_growth_max"))
+        if rss is not None and rss > MEMORY_GROWTH_FLAG:
+            start = _int(entry.get("worker_rss_start"))
+            since = f" from {_mib(start)} once the device opened" if start is not None else ""
+            out.append(f"{spec} (worker {worker}): the device process grew by {_mib(rss)}{since}; "
+                       "a leak in the device or its plug-in?")
+        used = _int(entry.get("memory_used_growth"))
+        if used is not None and used > MEMORY_GROWTH_FLAG:
+            out.append(f"{spec} (worker {worker}): {_mib(used)} of device memory in use at the end that was "
+                       "free at the start; a leak?")
+    return out
+
+
 def run_status(results: ResultsFile, failing_tests: set[str]) -> RunStatus:
     """Read the footers of one results file; ``failing_tests`` are the test ids with a failing case
     record that should have failed their test (not a harness-matched known bug)."""
@@ -90,6 +123,7 @@ def run_status(results: ResultsFile, failing_tests: set[str]) -> RunStatus:
     listed: list[dict[str, str]] = []
     for footer in results.footers:
         status.exitstatuses.append(_int(footer.get("exitstatus")))
+        status.memory_warnings += memory_warnings(footer)
         for name in ("pytest_failed", "pytest_errors"):
             count = _int(footer.get(name))
             if count is not None:

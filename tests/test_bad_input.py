@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from device.ggml.lib import BASE_SYMBOLS, PINNED_GGML_VERSION, REGISTRY_SYMBOLS
+from device.ggml.lib import DEFAULT_GGML_VERSION, prototypes
 
 ROOT = Path(__file__).parent.parent
 GOOD_CASE = "RELU(type=f32,ne=[4,1,1,1],dst=f32,data=uniform:1)"
@@ -19,7 +19,6 @@ GOOD_CASE = "RELU(type=f32,ne=[4,1,1,1],dst=f32,data=uniform:1)"
 def conform(*args: str, cwd: Path | None = None, path: tuple[str, ...] = ()) -> tuple[int, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *path, env.get("PYTHONPATH", "")])
-    env.pop("GGML_CONFORM_ALLOW_VERSION", None)
     proc = subprocess.run([sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, env=env, timeout=120)
     return proc.returncode, proc.stderr
@@ -58,8 +57,8 @@ def old_ggml(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def thin_ggml(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The pinned version string, but none of the other bound symbols (a stripped or foreign build)."""
-    return _build_stub(tmp_path_factory.mktemp("ggml-thin"), PINNED_GGML_VERSION, [])
+    """The default release's version string, but none of the other bound symbols (a stripped or foreign build)."""
+    return _build_stub(tmp_path_factory.mktemp("ggml-thin"), DEFAULT_GGML_VERSION, [])
 
 
 # ---- the cases ----------------------------------------------------------------------------------
@@ -88,12 +87,36 @@ def thin_ggml(tmp_path_factory: pytest.TempPathFactory) -> Path:
                      id="repro-unknown-device"),
         pytest.param(["repro", GOOD_CASE, "--device", "ggml:CPU7"], ["CPU7"], id="repro-index-out-of-range"),
         pytest.param(["frobnicate"], ["invalid choice", "frobnicate"], id="unknown-command"),
+        pytest.param(["repro", "RELU(type=f32,ne=[100000000000,1,1,1],dst=f32,data=uniform:1)"],
+                     ["100,000,000,000 elements", "at most"], id="repro-too-big-to-allocate"),
+        pytest.param(["repro", "RELU(type=f32,ne=[4,1,1,1],dst=f32,data=dense:-1)"], ["data seed", "-1"],
+                     id="repro-negative-seed"),
+        pytest.param(["repro", "SCALE(type=f32,ne=[4,1,1,1],dst=f32,s=abc,bias=0.0,data=dense:1)"],
+                     ["parameter s='abc' should be float"], id="repro-bad-param-value"),
+        pytest.param(["repro", "RELU(type=f32,ne=[4,1,1,1],dst=f32,foo=1,data=dense:1)"],
+                     ["unknown parameter(s) foo"], id="repro-unknown-param"),
+        pytest.param(["repro", "SCALE(type=f32,ne=[4,1,1,1],dst=f32,data=dense:1)"], ["missing parameter(s) s"],
+                     id="repro-missing-param"),
+        pytest.param(["repro", "RELU(type=f32,ne=[4,1,1,1],lay=perm[0,0,1,2],dst=f32,data=dense:1)"],
+                     ["not a permutation"], id="repro-bad-layout"),
+        pytest.param(["repro", GOOD_CASE, "--case-timeout", "inf"], ["--case-timeout", "inf"], id="repro-inf-timeout"),
+        pytest.param(["run", "--case-timeout", "inf"], ["--case-timeout", "inf"], id="run-inf-timeout"),
+        pytest.param(["run", "--case-timeout", "nan"], ["--case-timeout", "nan"], id="run-nan-timeout"),
+        pytest.param(["run", "--threads", "0"], ["--threads must be between 1 and"], id="run-zero-threads"),
+        pytest.param(["run", "--threads", "100000"], ["--threads must be between 1 and", "100000"],
+                     id="run-too-many-threads"),
+        pytest.param(["run", "-k", "((("], ["-k '(((' is not a valid selection"], id="run-bad-k"),
+        pytest.param(["run", "-k", "no_such_op_anywhere"], ["no test matches the selection", "no_such_op_anywhere"],
+                     id="run-k-matches-nothing"),
+        pytest.param(["run", "--op", "MUL,FOO"], ["unknown op(s) FOO"], id="run-unknown-op"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path: Path, args: list[str], expect: list[str]) -> None:
     if args[0] == "run":
-        args = [*args, "--no-report", "--out", str(tmp_path / "out")]
-    line = one_line(*conform(*args))
+        args = [*args, "--out", str(tmp_path / "out")]  # the report step must not raise either
+    code, stderr = conform(*args)
+    assert code == 2, stderr
+    line = one_line(code, stderr)
     for word in expect:
         assert word in line, line
     if args[0] == "run":
@@ -101,12 +124,15 @@ def test_bad_input_is_one_line(tmp_path: Path, args: list[str], expect: list[str
 
 
 def test_plugin_factory_that_raises(tmp_path: Path) -> None:
-    """A device that cannot be opened (here: a factory that raises) is one line before pytest starts."""
+    """A device that cannot be opened (here: a factory that raises) is one line before pytest starts,
+    naming the device."""
     (tmp_path / "broken_plugin.py").write_text("def factory(options):\n    raise RuntimeError('no such board')\n")
     out = str(tmp_path / "o")
-    line = one_line(*conform("run", "--device", "broken_plugin:factory", "--no-report", "--out", out,
-                             path=(str(tmp_path),)))
-    assert "RuntimeError: no such board" in line
+    code, stderr = conform("run", "--device", "broken_plugin:factory", "--no-report", "--out", out,
+                           path=(str(tmp_path),))
+    line = one_line(code, stderr)
+    assert code == 2
+    assert "'broken_plugin:factory' failed to open: RuntimeError: no such board" in line
 
 
 def test_acl_device_without_a_cann_runtime(tmp_path: Path) -> None:
@@ -129,15 +155,15 @@ def test_library_path_without_ggml(tmp_path: Path, command: str) -> None:
 def test_ggml_of_another_version(old_ggml: Path, tmp_path: Path, command: str) -> None:
     extra = ["--no-report", "--out", str(tmp_path / "out")] if command == "run" else []
     line = one_line(*conform(command, "--ggml-lib", str(old_ggml), *extra))
-    assert "version 0.0.1" in line and PINNED_GGML_VERSION in line
-    n = len(BASE_SYMBOLS) + len(REGISTRY_SYMBOLS) - 1
-    assert f"lacks {n} symbol(s)" in line
+    assert "ggml 0.0.1" in line
+    n = sum(p.core for p in prototypes().values()) - 1  # all core symbols but ggml_version
+    assert f"lacks {n} core symbol(s)" in line
 
 
 def test_ggml_missing_symbols(thin_ggml: Path) -> None:
     line = one_line(*conform("devices", "--ggml-lib", str(thin_ggml)))
     assert "lacks" in line and "symbol(s) this harness binds: ggml_commit" in line
-    assert "does not match" not in line  # the version is the pinned one; the symbols are what is wrong
+    assert f"ggml {DEFAULT_GGML_VERSION}" in line  # the version is known; the symbols are what is wrong
 
 
 def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
@@ -149,11 +175,19 @@ def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize(("device", "expect"), [("nope:x", "unknown device 'nope:x'"),
-                                                ("ggml:ZZ*", "no ggml device matches 'ZZ*'")])
-def test_pytest_itself_reports_a_bad_device_as_a_usage_error(tmp_path: Path, device: str, expect: str) -> None:
-    """Through pytest directly: one ``ERROR:`` line (pytest's own usage error), not a collection error."""
-    proc = _pytest(tmp_path, "--device", device)
+@pytest.mark.parametrize(("args", "expect"), [
+    (["--device", "nope:x"], "unknown device 'nope:x'"),
+    (["--device", "ggml:ZZ*"], "no ggml device matches 'ZZ*'"),
+    (["--case-timeout", "-1"], "--case-timeout must be a number of seconds above 0"),
+    (["--case-timeout", "inf"], "--case-timeout must be a number of seconds above 0"),
+    (["--threads", "0"], "--threads must be between 1 and"),
+    (["--threads", "100000"], "--threads must be between 1 and"),
+    (["--op", "NOPE"], "--op: unknown op(s) NOPE"),
+])
+def test_pytest_itself_reports_bad_options_as_a_usage_error(tmp_path: Path, args: list[str], expect: str) -> None:
+    """Through pytest directly: one ``ERROR:`` line (pytest's own usage error), not a collection error;
+    the same checks as conform run."""
+    proc = _pytest(tmp_path, *args)
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR
     assert "Traceback" not in proc.stdout + proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
@@ -167,3 +201,18 @@ def test_pytest_itself_stops_when_a_device_does_not_open(tmp_path: Path) -> None
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "conform: unknown ggml device 'CPU7'" in proc.stdout
     assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize(("factory", "expect"), [("info_list", "info() returned list, not a dict"),
+                                                 ("info_object", "info()['handle'] holds a object")])
+def test_a_device_whose_info_breaks_the_contract(tmp_path: Path, factory: str, expect: str) -> None:
+    """conform run: one line naming the device, before pytest starts; pytest itself: the session ends
+    with that line (no internal error)."""
+    spec = f"tests.plugins.contract_breakers:{factory}"
+    code, stderr = conform("run", "--device", spec, "--no-report", "--out", str(tmp_path / "o"))
+    line = one_line(code, stderr)
+    assert code == 2 and spec in line and expect in line
+    proc = _pytest(tmp_path, "--device", spec)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr and "Traceback" not in proc.stdout + proc.stderr
+    assert expect in proc.stdout

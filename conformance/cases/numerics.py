@@ -15,7 +15,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from conformance.cases import register
-from conformance.data import floats
+from conformance.data import floats, plain_input
 from conformance.strategies import (
     ROW_KEEPING_PERMS,
     divisor_of,
@@ -23,17 +23,21 @@ from conformance.strategies import (
     finish,
     input_layouts,
     layouts,
+    nightly_sizes,
+    one_in,
     row_size,
     shapes,
     spec,
     weight_names,
 )
-from golden import catalogue, dtypes, rope
-from golden.case import OpCase
+from golden import catalogue, dtypes, quant, rope
+from golden.case import Layout, OpCase
 from golden.conv import conv_output_size, pool_output_size
 from golden.spec import Signature
 
 MAX_ELEMENTS = 1 << 15
+# the in-place constructor (ggml_*_inplace) on a copy of the input, a quarter of the time
+INPLACE_FORM = st.sampled_from(["", "", "", "inplace"])
 EPS = st.sampled_from([1e-5, 1e-6, 1e-12, 1e-3, 0.5])
 
 
@@ -52,21 +56,29 @@ def norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     else:
         ne = draw(shapes())
         params = (("eps", f32(draw(EPS))),)
-    lay = draw(input_layouts(catalogue.get(op).input_layouts))
-    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst))
+    variant = draw(INPLACE_FORM) if op == "RMS_NORM" else ""
+    # in place, the kernel sees the ggml_dup's contiguous copy: the input's layout would test only the dup
+    lay = Layout() if variant else draw(input_layouts(catalogue.get(op).input_layouts))
+    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst, variant=variant))
 
 
 # ---- SOFT_MAX, DIAG_MASK_INF -----------------------------------------------------------------------
+VOCAB_ROWS = (4096, 8192, 32000, 32768)  # long softmax rows the ci profile keeps
+NIGHTLY_VOCAB_ROWS = (151936, 200000, 202048, 262144)  # vocabulary-wide rows (Qwen, Llama-4, Gemma)
 MASK_EXTRA_ROWS = st.sampled_from([0, 0, 1, 3])
-MAX_BIASES = st.sampled_from([0.0, 0.0, 8.0, 0.5, 2.0])
+MAX_BIASES = st.sampled_from([0.0, 0.0, 8.0, 0.5, 2.0, 1.0, 3.0])
 SOFT_MAX_SCALES = st.one_of(st.sampled_from([1.0, 0.125, 0.08838835, 2.0]), st.floats(0.015625, 4.0, width=32))
 
 
 @st.composite
 def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne0 = draw(row_size(max_ne0=1024))
-    heads = draw(st.integers(1, 12))  # 3, 5, 6, 7, 12... reach ALiBi's second slope segment
-    ne1 = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (ne0 * heads * 2)))))
+    if one_in(draw, 6):  # a vocabulary-wide row: one or two heads of one or two rows
+        ne0 = draw(st.sampled_from(VOCAB_ROWS + (NIGHTLY_VOCAB_ROWS if nightly_sizes() else ())))
+        heads, ne1 = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    else:
+        ne0 = draw(row_size(max_ne0=1024))
+        heads = draw(st.integers(1, 12))  # 3, 5, 6, 7, 12... reach ALiBi's second slope segment
+        ne1 = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (ne0 * heads * 2)))))
     ne3 = draw(st.integers(1, 2))
     ne = (ne0, ne1, heads, ne3)
     inputs = [spec("f32", ne)]
@@ -80,7 +92,8 @@ def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     max_bias = draw(MAX_BIASES) if has_mask else 0.0
     scale = draw(SOFT_MAX_SCALES)
     params = (("scale", f32(scale)), ("max_bias", f32(max_bias)), ("mask", has_mask), ("sinks", has_sinks))
-    return finish(draw, OpCase("SOFT_MAX", tuple(inputs), params=params, out_dtype=sig.dst))
+    variant = draw(INPLACE_FORM)
+    return finish(draw, OpCase("SOFT_MAX", tuple(inputs), params=params, out_dtype=sig.dst, variant=variant))
 
 
 @st.composite
@@ -99,7 +112,7 @@ ROPE_MODES = (rope.NORMAL, rope.NEOX, rope.MROPE, rope.VISION, rope.IMROPE)
 
 def _nightly() -> bool:
     """Long profiles (nightly) reach model-sized tensors; ci and dev keep the float64 golden cheap."""
-    return settings.default.max_examples > 100
+    return settings().max_examples > 100
 
 
 @st.composite
@@ -162,8 +175,29 @@ def rope_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 
 
 # ---- MUL_MAT ----------------------------------------------------------------------------------------
+DEEP_K = (4097, 6144, 8192)
+
+
+@st.composite
+def big_mul_mat_case(draw: st.DrawFn, sig: Signature) -> OpCase:
+    """Deep dot products: K to 8192 with a row or two in ci; in nightly weights of up to 4096 rows and
+    src1 of up to 512 (ggml's m, n, k to 4096, 512, 8192), at most 16M weight elements."""
+    if nightly_sizes():
+        k = draw(st.one_of(st.sampled_from((4096, 5120, 8192)), st.integers(1024, 8192)))
+        n = draw(st.one_of(st.sampled_from((1024, 2048, 4096)), st.integers(1, 4096)))
+        n = max(1, min(n, (1 << 24) // k))
+        m = draw(st.one_of(st.sampled_from((1, 7, 32, 512)), st.integers(1, 512)))
+    else:
+        k, n, m = draw(st.sampled_from(DEEP_K)), draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    a = spec(sig.srcs[0], (k, n, 1, 1), name=draw(weight_names))
+    b = spec(sig.srcs[1], (k, m, 1, 1))
+    return finish(draw, OpCase("MUL_MAT", (a, b), out_dtype=sig.dst))
+
+
 @st.composite
 def mul_mat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    if one_in(draw, 32 if nightly_sizes() else 8):  # nightly's take seconds each: a dozen per test
+        return draw(big_mul_mat_case(sig))
     k = draw(row_size(max_ne0=4096))
     a2, a3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
     r2, r3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
@@ -173,6 +207,27 @@ def mul_mat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     a = spec(sig.srcs[0], (k, n, a2, a3), lay, draw(weight_names))
     b = spec(sig.srcs[1], (k, m, a2 * r2, a3 * r3), draw(layouts(perms=ROW_KEEPING_PERMS)))
     return finish(draw, OpCase("MUL_MAT", (a, b), out_dtype=sig.dst))
+
+
+def same_sign_operands(case: OpCase) -> bool:
+    """A quarter of the data seeds give MUL_MAT operands of one sign (|a| and |b|): every product is
+    positive, |Σab| = Σ|a||b|, so the γ_K bound is tight, and an F16 accumulator (rounding to 2^-11 of
+    a partial sum that only grows) errs by ~2^-12·√K·Σ|a||b|, far past it."""
+    return case.data_seed % 4 == 0
+
+
+def mul_mat_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    out = [plain_input(rng, t, case) for t in case.inputs]
+    if not same_sign_operands(case):
+        return out
+    for i, t in enumerate(case.inputs):
+        if dtypes.is_quantized(t.dtype):  # Q weights: quantize |values| again, block by block
+            values = quant.dequantize(np.asarray(out[i], np.uint8).ravel(), t.dtype, t.nelements)
+            raw = quant.quantize(np.abs(values).astype(np.float32).reshape(-1, t.ne[0]), t.dtype)
+            out[i] = raw.reshape(np.shape(out[i]))
+        else:
+            out[i] = np.abs(out[i])
+    return out
 
 
 # ---- IM2COL, POOL_2D --------------------------------------------------------------------------------
@@ -318,7 +373,7 @@ register("NORM", "RMS_NORM", "GROUP_NORM", group="norm", draw=norm_case)
 register("SOFT_MAX", group="soft_max", draw=soft_max_case, make_inputs=soft_max_inputs)
 register("DIAG_MASK_INF", group="diag_mask_inf", draw=diag_mask_case)
 register("ROPE", group="rope", draw=rope_case, make_inputs=rope_inputs)
-register("MUL_MAT", group="mul_mat", draw=mul_mat_case)
+register("MUL_MAT", group="mul_mat", draw=mul_mat_case, make_inputs=mul_mat_inputs)
 register("IM2COL", group="im2col", draw=im2col_case)
 register("POOL_2D", group="pool_2d", draw=pool_case)
 register("TIMESTEP_EMBEDDING", group="timestep_embedding", draw=timestep_case, make_inputs=timestep_inputs)

@@ -25,7 +25,7 @@ from device.acl.loader import STANDARD_INSTALL_ROOTS
 from device.acl.opapi import ACL_FLOAT, AclOpApi
 from device.acl.runtime import HBM_MEM, MEMCPY_DEVICE_TO_HOST, MEMCPY_HOST_TO_DEVICE, AclRuntime
 from device.acl.staging import StagedTensor, acl_view, contiguous, device_dtype, stage
-from device.base import DeviceError, RunResult, Unsupported
+from device.base import DeviceError, RunResult, Unsupported, output_dtype
 from golden import dtypes
 from golden.case import OpCase, TensorSpec
 
@@ -116,8 +116,8 @@ class AclDevice:
                     buffers.staged[: len(inputs)], buffers.addresses[: len(inputs)], strict=True
                 )
             ]
-        return RunResult(
-            output=result.reshape(tuple(reversed(output[0].ne))),
+        return RunResult(  # in the contract's array type for the destination (from_storage gives float64)
+            output=result.reshape(tuple(reversed(output[0].ne))).astype(output_dtype(output[0].dtype), copy=False),
             inputs_after=inputs_after,
             extra={"acl_seconds": elapsed, "workspace_bytes": workspace},
         )

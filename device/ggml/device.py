@@ -9,16 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from device.base import Capability, DeviceBytes, DeviceError, RawMemoryReader, RunResult
+from device.base import Capability, DeviceBytes, DeviceError, RawMemoryReader, RunResult, output_dtype
 from device.ggml import lib as ggml_lib
-from device.ggml.graph import GraphBuilder, GraphBuildError, InputTensor, builders, read_tensor
+from device.ggml.graph import GraphBuilder, GraphBuildError, InputTensor, builders, read_tensor, tensor_dtype
 from device.ggml.perf import PerfSettings, time_case
 from golden import dtypes
 from golden.case import OpCase, TensorSpec
 from golden.geometry import pack, unpack
 
 GGML_STATUS_SUCCESS = 0
-DEV_TYPE_NAMES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel", 4: "meta"}
 
 
 class GgmlDevice:
@@ -44,6 +43,7 @@ class GgmlDevice:
         self.backend_name = self.lib.ggml_backend_reg_name(reg).decode() if reg else ""
         # set by the opener where the backend's memory can be read as stored (ggml:CANN*: through ACL)
         self.raw_reader: RawMemoryReader | None = None
+        self._pending: tuple[OpCase, GraphBuilder, list[InputTensor], Any] | None = None  # see supports()
         self._set_threads(threads)
 
     @property
@@ -94,26 +94,37 @@ class GgmlDevice:
         return g, inputs, out
 
     def supports(self, case: OpCase) -> bool | None:
-        g, _, out = self._graph(case)
+        """The backend's ``supports_op`` on the case's graph. The graph is kept for a ``run`` of the same
+        case right after (the worker's supports-then-run), so a case is built once."""
+        self._drop_pending()
+        g, tensors, out = self._graph(case)
         try:
-            return bool(self.lib.ggml_backend_supports_op(self.backend, out))
-        finally:
+            supported = bool(self.lib.ggml_backend_supports_op(self.backend, out))
+        except BaseException:
             g.free()
+            raise
+        if supported:
+            self._pending = (case, g, tensors, out)
+        else:
+            g.free()
+        return supported
+
+    def _drop_pending(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending[1].free()
 
     def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
-        return self._run(case, inputs, check_support=False)[1]  # type: ignore[return-value]
-
-    def run_checked(self, case: OpCase, inputs: list[np.ndarray]) -> tuple[bool, RunResult | None]:
-        """supports() and run() on one graph build: the per-case fast path the worker uses."""
-        return self._run(case, inputs, check_support=True)
-
-    def _run(self, case: OpCase, inputs: list[np.ndarray], check_support: bool) -> tuple[bool, RunResult | None]:
         lib = self.lib
-        g, tensors, out = self._graph(case)
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[0] is case:
+            g, tensors, out = pending[1], pending[2], pending[3]
+        else:
+            if pending is not None:
+                pending[1].free()
+            g, tensors, out = self._graph(case)
         buffer = None
         try:
-            if check_support and not lib.ggml_backend_supports_op(self.backend, out):
-                return False, None
             graph = lib.ggml_new_graph_custom(g.ctx, 64, False)
             lib.ggml_build_forward_expand(graph, out)
             buffer = lib.ggml_backend_alloc_ctx_tensors(g.ctx, self.backend)
@@ -130,7 +141,8 @@ class GgmlDevice:
             elapsed = time.perf_counter() - start
             if status != GGML_STATUS_SUCCESS:
                 raise DeviceError(f"{self.name}: graph compute returned status {status}")
-            output = read_tensor(lib, out)
+            # the contract's array type for the tensor's dtype (read_tensor gives float64 values)
+            output = read_tensor(lib, out).astype(output_dtype(tensor_dtype(out)), copy=False)
             backs, intact = [], []
             for t, raw in zip(tensors, sent, strict=True):
                 back = np.empty(raw.nbytes, dtype=np.uint8)
@@ -141,7 +153,7 @@ class GgmlDevice:
             # travel back only when some input changed, for the record's detail
             after = None if all(intact) else [unpack(b, t.spec) for b, t in zip(backs, tensors, strict=True)]
             extra = {"compute_s": elapsed, "input_bytes_intact": intact}
-            return True, RunResult(output, after, extra, raw_inputs)
+            return RunResult(output, after, extra, raw_inputs)
         finally:
             if buffer:
                 lib.ggml_backend_buffer_free(buffer)
@@ -191,26 +203,25 @@ class GgmlDevice:
         return time_case(self, case, inputs, settings)
 
     def close(self) -> None:
+        self._drop_pending()
         if self.backend:
             self.lib.ggml_backend_free(self.backend)
             self.backend = None
 
 
-def device_inventory(lib: ggml_lib.GgmlLib, dev: int) -> dict[str, Any]:
+def device_inventory(lib: ggml_lib.GgmlLib, dev: int | None) -> dict[str, Any]:
     free, total = C.c_size_t(0), C.c_size_t(0)
     lib.ggml_backend_dev_memory(dev, C.byref(free), C.byref(total))
     reg = lib.ggml_backend_dev_backend_reg(dev)
     return {
         "name": lib.ggml_backend_dev_name(dev).decode(),
-        "description": lib.ggml_backend_dev_description(dev).decode(errors="replace"),
+        "description": (lib.ggml_backend_dev_description(dev) or b"").decode(errors="replace"),
         "backend": lib.ggml_backend_reg_name(reg).decode() if reg else "",
-        "type": DEV_TYPE_NAMES.get(lib.ggml_backend_dev_type(dev), "?"),
+        "type": lib.dev_type_names.get(lib.ggml_backend_dev_type(dev), "?"),  # the enum differs by release
         "memory_free": free.value,
         "memory_total": total.value,
-        "ggml_version": lib.version,
-        "ggml_commit": lib.commit,
         "library_path": str(lib.lib_dir),
-    }
+    } | lib.release_info()
 
 
 def list_ggml_devices(lib_dir: str | None = None) -> list[dict[str, Any]]:

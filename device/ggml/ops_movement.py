@@ -31,7 +31,7 @@ def _then_cont(view: Callable[[GraphBuilder, TensorP, OpCase], TensorP]) -> Buil
 
 def _view(g: GraphBuilder, a: TensorP, case: OpCase) -> TensorP:
     ne, nb = case.param("ne"), case.param("nb")
-    return g.lib.ggml_view_4d(g.ctx, a, *ne, nb[1], nb[2], nb[3], case.param("offset"))
+    return g.lib.ggml_view_4d(g.ctx, a, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], case.param("offset"))
 
 
 def _cont(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
@@ -41,9 +41,11 @@ def _cont(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 
 
 def _cpy(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-    """The destination is made here: plain, or a strided view inside a padded allocation."""
+    """The destination is made here: plain, or a strided view inside a padded allocation, permuted or not."""
     pad, offset = case.param("dst_pad", (0, 0, 0, 0)), case.param("dst_offset", 0)
-    dst_spec = TensorSpec(case.out_dtype, tuple(case.param("dst_ne")), Layout(pad=tuple(pad), offset=offset))
+    perm = tuple(case.param("dst_perm", (0, 1, 2, 3)))
+    layout = Layout(perm=perm, pad=tuple(pad), offset=offset)
+    dst_spec = TensorSpec(case.out_dtype, tuple(case.param("dst_ne")), layout)
     if dst_spec.layout.is_contiguous:
         dst = g.new_tensor(case.out_dtype, dst_spec.ne)
     else:
@@ -51,6 +53,8 @@ def _cpy(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
         n_elems = st.base_nbytes // dtypes.type_size(case.out_dtype) * dtypes.block_size(case.out_dtype)
         base = g.new_tensor(case.out_dtype, (n_elems,))
         dst = g.lib.ggml_view_4d(g.ctx, base, *st.view_ne, *st.view_nb[1:], st.offset_bytes)
+        if st.perm != (0, 1, 2, 3):
+            dst = g.lib.ggml_permute(g.ctx, dst, *st.perm)
     return g.lib.ggml_cpy(g.ctx, srcs[0], dst)
 
 
@@ -83,7 +87,8 @@ def _pad(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 def _upscale(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     mode = ScaleMode.of(case).word  # ggml_scale_mode | ggml_scale_flag bits
     if case.variant == "interpolate":
-        return g.lib.ggml_interpolate(g.ctx, srcs[0], *case.param("ne"), mode)
+        ne = case.param("ne")
+        return g.lib.ggml_interpolate(g.ctx, srcs[0], ne[0], ne[1], ne[2], ne[3], mode)
     return g.lib.ggml_upscale(g.ctx, srcs[0], case.param("sf"), mode)
 
 

@@ -15,12 +15,23 @@ from device.ggml.lib import TensorP
 from golden import dtypes
 from golden.case import OpCase
 
+prototype("ggml_soft_max_ext_inplace", P_TENSOR, P_CTX, P_TENSOR, P_TENSOR, C.c_float, C.c_float)
+prototype("ggml_rms_norm_inplace", P_TENSOR, P_CTX, P_TENSOR, C.c_float)
+
+
+def _inplace_copy(g: GraphBuilder, a: TensorP) -> TensorP:
+    """form=inplace: the in-place constructor runs on a ggml_dup of the input, so the in-place kernel
+    (output aliasing its input) is what is checked and the input itself stays readable."""
+    return g.lib.ggml_dup(g.ctx, a)
+
 
 def _norm(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     return g.lib.ggml_norm(g.ctx, srcs[0], case.param("eps"))
 
 
 def _rms_norm(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    if case.variant == "inplace":
+        return g.call("ggml_rms_norm_inplace", g.ctx, _inplace_copy(g, srcs[0]), case.param("eps"))
     return g.lib.ggml_rms_norm(g.ctx, srcs[0], case.param("eps"))
 
 
@@ -30,7 +41,11 @@ def _group_norm(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 
 def _soft_max(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     mask = srcs[1] if case.param("mask") else None
-    out = g.lib.ggml_soft_max_ext(g.ctx, srcs[0], mask, case.param("scale", 1.0), case.param("max_bias", 0.0))
+    args = (mask, case.param("scale", 1.0), case.param("max_bias", 0.0))
+    if case.variant == "inplace":
+        out = g.call("ggml_soft_max_ext_inplace", g.ctx, _inplace_copy(g, srcs[0]), *args)
+    else:
+        out = g.lib.ggml_soft_max_ext(g.ctx, srcs[0], *args)
     if case.param("sinks"):
         g.lib.ggml_soft_max_add_sinks(out, srcs[-1])
     return out

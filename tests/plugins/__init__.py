@@ -9,13 +9,14 @@ one op computed wrongly.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from device.base import RunResult
+from device.base import RunResult, as_output
 from device.golden_device import GoldenDevice
+from golden import dtypes
 from golden.case import OpCase
 
 Distortion = Callable[[GoldenDevice, OpCase, list[np.ndarray]], RunResult]
@@ -58,9 +59,13 @@ class FaultyDevice:
         return self._golden.supports(case)
 
     def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
-        if case.op == self.op:
-            return self._distortion(self._golden, case, inputs)
-        return self._golden.run(case, inputs)
+        if case.op != self.op:
+            return self._golden.run(case, inputs)
+        result = self._distortion(self._golden, case, inputs)
+        if not dtypes.is_quantized(case.out_dtype) and result.output.dtype == np.float64:
+            # a distortion may compute in float64: round it to the destination as a device would
+            result = replace(result, output=as_output(result.output, case.out_dtype))
+        return result
 
     def close(self) -> None:
         self._golden.close()

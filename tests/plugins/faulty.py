@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from device.base import Capability, DeviceBytes, RunResult
+from device.base import Capability, DeviceBytes, RunResult, as_output
 from device.golden_device import GoldenDevice
 from golden import dtypes
 from golden.case import OpCase
@@ -32,7 +32,7 @@ class ErfGeluQuick(GoldenDevice):
             return super().run(case, inputs)
         x = np.asarray(inputs[0], dtype=np.float64)
         y = 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
-        return RunResult(dtypes.round_to(y, case.out_dtype), [np.array(v) for v in inputs])
+        return RunResult(as_output(y, case.out_dtype), [np.array(v) for v in inputs])
 
 
 class AbortsOnOddRows(GoldenDevice):

@@ -1,0 +1,82 @@
+"""The circuit breaker: a hanging or crashing op costs a bounded number of timeouts or crashes per
+op × signature, not one per example Hypothesis draws and shrinks; the skipped examples are counted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from conformance.harness import BREAKER_EXTRA_ATTEMPTS, BREAKER_EXTRA_DEATHS, Breaker
+from conformance.record import CaseDescription, CaseRecord
+from device.outcome import Outcome
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _record(case_id: str, outcome: Outcome) -> CaseRecord:
+    return CaseRecord(case_id=case_id, device="d", op="SILU", outcome=outcome,
+                      description=CaseDescription({}, {}, {}, {}), distribution="dense", data_seed=0,
+                      supported=True, duration_s=0.0, repro="", tolerance={})
+
+
+def test_the_breaker_opens_after_its_budget() -> None:
+    breaker = Breaker("t")
+    breaker.saw(_record("A", Outcome.PASS), None)
+    assert not breaker.tripped and not breaker.open
+    breaker.saw(_record("B", Outcome.TIMEOUT), "TIMEOUT B")
+    assert breaker.tripped and breaker.tripped_by == "B"
+    for i in range(BREAKER_EXTRA_DEATHS[Outcome.TIMEOUT] - 1):
+        breaker.saw(_record(f"C{i}", Outcome.TIMEOUT), "TIMEOUT")
+        assert not breaker.open
+    breaker.saw(_record("D", Outcome.PASS), None)
+    assert not breaker.open  # passing shrink attempts are cheap: only the attempt budget counts them
+    breaker.saw(_record("E", Outcome.TIMEOUT), "TIMEOUT E")
+    assert breaker.open and breaker.failures["B"] == "TIMEOUT B"
+
+
+def test_many_cheap_attempts_also_open_it() -> None:
+    breaker = Breaker("t")
+    breaker.saw(_record("B", Outcome.CRASH), "CRASH B")
+    for i in range(BREAKER_EXTRA_ATTEMPTS):
+        assert not breaker.open
+        breaker.saw(_record(f"P{i}", Outcome.PASS), None)
+    assert breaker.open
+
+
+def _suite(tmp_path: Path, device: str, op: str, *extra: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    results = tmp_path / "r.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "--op", op,
+         "--device", device, "--results", str(results), "--conform-profile", "dev",
+         "--hypothesis-db", str(tmp_path / "db"), *extra],  # a fresh example database: nothing replayed
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )
+    return proc, [json.loads(line) for line in results.read_text().splitlines()]
+
+
+def test_a_hanging_op_costs_about_one_timeout_per_signature(tmp_path: Path) -> None:
+    proc, lines = _suite(tmp_path, "tests.plugins.faulty:hangs_on_silu", "SILU", "--case-timeout", "2")
+    assert proc.returncode == 1
+    timeouts = Counter(r["test_id"] for r in lines if r["type"] == "case" and r["outcome"] == "timeout")
+    assert timeouts and all(n <= 1 + BREAKER_EXTRA_DEATHS[Outcome.TIMEOUT] for n in timeouts.values()), timeouts
+    footer = lines[-1]
+    breakers = {b["test_id"]: b for b in footer["breakers"]}
+    assert set(breakers) == set(timeouts)
+    assert all(b["outcome"] == "timeout" and b["case_id"].startswith("SILU(") for b in breakers.values())
+    assert sum(b["skipped"] for b in breakers.values()) > 0  # Hypothesis drew more; they cost nothing
+    # the headline is the timeout itself, not Hypothesis' flakiness report
+    assert "FlakyFailure" not in proc.stdout and "TIMEOUT SILU(" in proc.stdout
+    assert "circuit breaker stopped" in proc.stdout
+    print(f"{sum(timeouts.values())} timeouts over {len(timeouts)} tests; "
+          f"{sum(b['skipped'] for b in breakers.values())} examples skipped")
+
+
+def test_a_crashing_op_costs_a_bounded_number_of_crashes(tmp_path: Path) -> None:
+    proc, lines = _suite(tmp_path, "tests.plugins.faulty:aborts_on_odd_rows", "RELU")
+    assert proc.returncode == 1
+    crashes = Counter(r["test_id"] for r in lines if r["type"] == "case" and r["outcome"] == "crash")
+    assert crashes and all(n <= 1 + BREAKER_EXTRA_DEATHS[Outcome.CRASH] for n in crashes.values()), crashes
+    assert "FlakyFailure" not in proc.stdout and "CRASH RELU(" in proc.stdout
