@@ -97,7 +97,8 @@ def main() -> int:
         for k, v in h.counts.items():
             counts[k] = counts.get(k, 0) + v
 
-    cases = clock.cases
+    with open(results) as fh:  # counted from the results: also right for a tree whose harness has no clock
+        cases = sum('"type":"case"' in line for line in fh)
     print()
     print(f"selection -k {select!r} on {args.device}: {args.examples} examples per test, seed {args.seed}")
     print(f"{cases} cases in {wall:.2f} s wall: {cases / wall:.1f} cases/s "
@@ -105,6 +106,9 @@ def main() -> int:
     print(f"outcomes {dict(sorted(counts.items()))}; worker restarts {restarts}; pytest exit code {exit_code}")
     print(f"CPU: this process {usage_self.ru_utime + usage_self.ru_stime:.2f} s, "
           f"device workers {usage_children.ru_utime + usage_children.ru_stime:.2f} s")
+    if not clock.cases:
+        print("(this tree's harness has no stage clock: no split by stage)")
+        return 0 if exit_code in (0, 1) else int(exit_code)
     print(f"{'stage':<12}{'seconds':>9}{'share':>8}{'ms/case':>9}{'p50 ms':>9}{'p99 ms':>9}{'top 1% s':>10}")
     for stage in Stage:
         seconds = clock.seconds[stage]

@@ -45,7 +45,8 @@ class ForkServer:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "device.zygote", str(child.fileno())],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(child.fileno(),), env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                pass_fds=(child.fileno(),), env=env,
             )
         except BaseException:
             parent.close()
@@ -196,6 +197,9 @@ def serve(control_fd: int) -> None:
     import device.worker
 
     sock = socket.socket(fileno=control_fd)
+    # Ctrl-C reaches the whole process group: the harness decides what stops; this process ends when
+    # the harness closes its socket
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -275,6 +279,7 @@ def _become_worker(worker: Any, control: socket.socket, wake: tuple[int, int], f
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a worker stops on Ctrl-C, as before
         control.close()
         for fd in wake:
             os.close(fd)
