@@ -2,8 +2,9 @@
 
 Prints, for a 16-element F32 GELU_QUICK case and a 2 × 16k-element F32 ADD case:
   raw ctypes floor   ggml_backend_graph_compute on a graph built once (nothing per case but compute)
-  device.run         GgmlDevice.run_checked in this process: build context + graph, supports_op,
-                     allocate, upload, compute, read back (what the worker does per case)
+  in process         the worker's per-case work without the process boundary (device.worker.serve_run:
+                     supports_op, then run: context + graph, allocate, upload, compute, read back,
+                     the result checked against the device contract)
   worker round trip  the same through the device worker process, as the suite runs it
 and the worker's ratio to in-process. The paths are timed in alternating rounds, so a machine
 shared with other work slows each of them alike; medians over the rounds are printed (and the best
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from device.ggml.device import GgmlDevice  # noqa: E402
 from device.ggml.graph import GraphBuilder, InputTensor, builders  # noqa: E402
-from device.worker import DeviceWorker  # noqa: E402
+from device.worker import DeviceWorker, serve_run  # noqa: E402
 from golden.case import OpCase, TensorSpec  # noqa: E402
 
 
@@ -55,7 +56,7 @@ def measure(name: str, case: OpCase, inputs: list[np.ndarray], device: GgmlDevic
             rounds: int, n: int) -> None:
     timers = {
         "raw ctypes compute floor": floor_us(device, case, inputs, n),
-        "GgmlDevice.run (in process)": lambda: per_call_us(lambda: device.run_checked(case, inputs), n),
+        "in process (serve_run)": lambda: per_call_us(lambda: serve_run(device, case, inputs), n),
         "worker round trip": lambda: per_call_us(lambda: worker.attempt(case, inputs), n),
     }
     reply = worker.attempt(case, inputs)
@@ -68,7 +69,7 @@ def measure(name: str, case: OpCase, inputs: list[np.ndarray], device: GgmlDevic
     print(f"{'path':<30}{'median µs':>11}{'best µs':>9}")
     for key, values in seen.items():
         print(f"{key:<30}{statistics.median(values):>11.1f}{min(values):>9.1f}")
-    ratio = [w / d for w, d in zip(seen["worker round trip"], seen["GgmlDevice.run (in process)"], strict=True)]
+    ratio = [w / d for w, d in zip(seen["worker round trip"], seen["in process (serve_run)"], strict=True)]
     print(f"worker / in process: {statistics.median(ratio):.2f}× (median of the rounds' ratios)")
 
 

@@ -91,7 +91,9 @@ class Breaker:
             self.attempts_after += 1
         if failure is not None and len(self.failures) < 10_000:
             self.failures[record.case_id] = failure
-        if record.outcome.process_died:
+        # a known bug's crash fails no test (nothing to shrink) and costs one quick restart: only
+        # unexpected deaths, and every timeout (each costs its timeout), count toward the budget
+        if record.outcome.process_died and (failure is not None or record.outcome is Outcome.TIMEOUT):
             self.deaths += 1
             if self.outcome is None:
                 self.outcome, self.tripped_by = record.outcome, record.case_id
