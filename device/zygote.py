@@ -201,6 +201,13 @@ def serve(control_fd: int) -> None:
     import device.registry  # noqa: F401  (what a worker imports first: ready before the fork)
     import device.worker
 
+    try:  # the ggml device's Python side (its op builders: tens of ms); no library is loaded here
+        from device.ggml.graph import builders
+
+        builders()
+    except Exception:
+        pass  # the worker imports it itself, as without a fork server
+
     sock = socket.socket(fileno=control_fd)
     # Ctrl-C reaches the whole process group: the harness decides what stops; this process ends when
     # the harness closes its socket

@@ -124,8 +124,14 @@ def strided_view_case(draw: st.DrawFn, dtype: str) -> OpCase:
 
 
 # ---- CPY: conversions, reshaping and strided destinations ----------------------------------------
+@functools.lru_cache(maxsize=4096)
+def cpy_destination(ne: Ne) -> st.SearchStrategy[tuple]:
+    """CPY's destination params for a source of shape ``ne`` (one strategy object per shape)."""
+    return _cpy_destination(ne)
+
+
 @st.composite
-def cpy_destination(draw: st.DrawFn, ne: Ne) -> tuple:
+def _cpy_destination(draw: st.DrawFn, ne: Ne) -> tuple:
     """CPY's destination params for a source of shape ``ne``: the same shape or another of as many
     elements; contiguous, a padded view at an offset, or a permuted view (ggml_cpy takes any)."""
     dst_ne = draw(factorisation(_count(ne))) if draw(st.booleans()) else ne
@@ -257,6 +263,11 @@ TALL_TABLE_ROWS: tuple[int, ...] = (1001, 1024, 1025, 2048, 4097, 8191)  # past 
 NIGHTLY_TABLE_ROWS = (32000, 65536, 65537, 70000)  # vocabularies of real models
 
 
+@functools.cache
+def _table_rows(edges: tuple[int, ...]) -> st.SearchStrategy[int]:
+    return st.one_of(st.sampled_from(edges), st.integers(1001, max(edges)))
+
+
 @st.composite
 def tall_table(draw: st.DrawFn) -> Ne:
     """A tall, narrow table within the element budget: over a thousand rows of a few elements (tens of
@@ -264,16 +275,18 @@ def tall_table(draw: st.DrawFn) -> Ne:
     budget, edges = MAX_ELEMENTS // 2, TALL_TABLE_ROWS
     if nightly_sizes():
         budget, edges = 1 << 21, TALL_TABLE_ROWS + NIGHTLY_TABLE_ROWS
-    top = max(edges)
-    ne1 = draw(st.one_of(st.sampled_from(edges), st.integers(1001, top)))
+    ne1 = draw(_table_rows(edges))
     ne0 = draw(st.integers(1, max(1, min(16, budget // ne1))))
     return (ne0, ne1, 1, 1)
+
+
+TALL_TABLE = tall_table()
 
 
 @st.composite
 def get_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     if one_in(draw, 3):
-        ne = draw(tall_table())
+        ne = draw(TALL_TABLE)
         n_rows = draw(st.integers(1, 64))
     else:
         ne = draw(shapes(max_elements=MAX_ELEMENTS // 2, max_outer=6))
