@@ -198,23 +198,30 @@ def pad_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     return finish(draw, OpCase("PAD", (src,), params=(("lp", lp), ("rp", rp)), variant=form))
 
 
+# antialias twice: its filter shows only when shrinking, which it gets about half the time
+UPSCALE_KINDS = st.sampled_from(["bilinear", "bicubic", "antialias", "nearest", "antialias"])
+
+
 @st.composite
 def upscale_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_ne0=512, max_elements=MAX_ELEMENTS // 8, max_outer=5))
     src = spec("f32", ne, draw(_layout("UPSCALE")))
-    kind = draw(st.sampled_from(["bilinear", "bicubic", "antialias", "nearest"]))  # antialias: bilinear only
+    kind = draw(UPSCALE_KINDS)  # antialias: bilinear only
     mode = (("mode", "bilinear" if kind == "antialias" else kind), ("align_corners", draw(st.booleans())),
             ("antialias", kind == "antialias"))
     # interpolating modes are drawn without NaN/inf (see the UPSCALE notes)
     values = NO_NAN_INF if kind != "nearest" else None
     most_sf = min(4, int((MAX_ELEMENTS / _count(ne)) ** 0.5))
-    if most_sf >= 2 and draw(st.booleans()):
+    # antialias mostly shrinks (below), where its filter acts; now and then it enlarges
+    if most_sf >= 2 and draw(st.booleans()) and (kind != "antialias" or draw(st.booleans())):
         sf = draw(st.integers(2, most_sf))  # ggml_upscale asserts a factor > 1
         return finish(draw, OpCase("UPSCALE", (src,), params=(("sf", sf), *mode)), distribution=values)
     out: list[int] = []
     for n in ne:  # up to about twice each size, or down to 1, within the element budget
         room = MAX_ELEMENTS // max(1, _count((*out, 1, 1, 1, 1)[:4]))  # type: ignore[arg-type]
-        out.append(draw(st.integers(1, max(1, min(2 * n + 3, room)))))
+        # the antialias filter acts only when shrinking: its sizes shrink here (sf above enlarges)
+        top = n if kind == "antialias" else 2 * n + 3
+        out.append(draw(st.integers(1, max(1, min(top, room)))))
     case = OpCase("UPSCALE", (src,), params=(("ne", tuple(out)), *mode), variant="interpolate")
     return finish(draw, case, distribution=values)
 
