@@ -1,14 +1,26 @@
-"""Throughput of golden.quant next to a memory copy, a plain C loop and ggml's own quantizers.
+"""golden.quant's speed next to what it must keep up with, from one run.
 
 Run from the repository root::
 
-    python benchmarks/bench_quant.py [--elements 33554432] [--repeat 5] [--no-c]
+    python benchmarks/bench_quant.py [--elements 4194304 33554432] [--repeat 7] [--clock cpu|wall] [--no-c]
 
-Each figure is the best of ``--repeat`` wall-clock runs of one call on the whole tensor (fresh output
-each call, as the seed's ``malloc`` per ``set_tensor`` does). GB/s counts bytes read plus bytes
-written; Melem/s counts tensor elements. The C loops are compiled here with ``gcc -O2`` (skipped
-with ``--no-c`` or without gcc): one straightforward loop over blocks per transform, written from
-the layout description, the speed a hand-written host transform would have.
+For each tensor size (floats in rows of 1024, default 4096x1024 and 32 Mi) and each of Q4_0 and Q8_0
+it prints every golden operation's time and its speed ratio against
+
+* the bar it must reach: for ``to_cann``/``from_cann`` a plain C loop over blocks (compiled here
+  with ``gcc -O2``: one loop per transform, the seed's per-block logic with its XOR pass fused in,
+  so at least as fast as the seed's own code); for ``quantize``/``dequantize`` gguf-py's numpy
+  quantizer (``gguf.quants``, ``pip install -e '.[bench]'``);
+* a numpy copy of the same bytes (the blocks for the transforms, the float32 values for the
+  quantizers), the memory floor.
+
+A ratio is the other side's time divided by golden's: 1.00x or more means golden is at least as
+fast. ggml's own C quantizers (through ``device.ggml.quant``) are printed for context. Each figure
+is the best of ``--repeat`` rounds; the calls of one row take turns, so the sides of a ratio see the
+same machine load. ``--clock cpu`` (the default) counts the calling thread's CPU time, page faults
+of fresh outputs included, and ignores time spent waiting for a core on a shared machine; ``wall``
+counts elapsed time. Every call makes a fresh output, as the seed's ``malloc`` per ``set_tensor``
+does. Before timing, each bar's output is checked to equal golden's, or the ratio would mean nothing.
 """
 
 from __future__ import annotations
@@ -21,14 +33,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, not installed
 
-from device.ggml.quant import ggml_dequantize, ggml_quantize  # noqa: E402
-from golden.quant import BLOCK_BYTES, QK, dequantize, from_cann, quantize, to_cann  # noqa: E402
+from device.base import DeviceError  # noqa: E402
+from golden.quant import BLOCK_BYTES, QTYPES, dequantize, from_cann, quantize, to_cann  # noqa: E402
+
+ROW = 1024  # floats per row: weight-like 2-D tensors, which is also how gguf-py groups its work
 
 C_LOOPS = r"""
 #include <stdint.h>
@@ -74,6 +90,29 @@ void q8_0_from_cann(const uint8_t *src, uint8_t *dst, int64_t nblocks) {
 }
 """
 
+Call = Callable[[], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    call: Call
+
+
+@dataclass(frozen=True)
+class Case:
+    qtype: str
+    operation: str
+    golden: Call
+    bar: Bar | None
+    copy: Call  # numpy copy of the same bytes
+
+
+@dataclass(frozen=True)
+class Context:
+    label: str
+    call: Call
+
 
 def compile_c_loops(workdir: Path) -> ctypes.CDLL | None:
     gcc = shutil.which("gcc")
@@ -85,11 +124,11 @@ def compile_c_loops(workdir: Path) -> ctypes.CDLL | None:
     return ctypes.CDLL(str(library))
 
 
-def c_transform(lib: ctypes.CDLL, name: str, qtype: str) -> Callable[[np.ndarray], np.ndarray]:
+def c_transform(lib: ctypes.CDLL, name: str, qtype: str, data: np.ndarray) -> Call:
     function = getattr(lib, name)
     function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
 
-    def run(data: np.ndarray) -> np.ndarray:
+    def run() -> np.ndarray:
         out = np.empty_like(data)
         function(data.ctypes.data, out.ctypes.data, data.size // BLOCK_BYTES[qtype])
         return out
@@ -97,68 +136,153 @@ def c_transform(lib: ctypes.CDLL, name: str, qtype: str) -> Callable[[np.ndarray
     return run
 
 
-def best_seconds(call: Callable[[], object], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
+def load_gguf() -> ModuleType | None:
+    try:
+        import gguf  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    return gguf
+
+
+def load_ggml() -> ModuleType | None:
+    try:
+        from device.ggml import quant as ggml_quant
+
+        ggml_quant.functions()
+    except (ImportError, OSError, DeviceError):
+        return None
+    return ggml_quant
+
+
+def must_equal(golden: np.ndarray, other: np.ndarray, what: str) -> None:
+    if not np.array_equal(golden.reshape(-1), other.reshape(-1)):
+        raise SystemExit(f"bench_quant: {what} differs from golden, so its timing would mean nothing")
+
+
+def cases_for(
+    qtype: str, x: np.ndarray, lib: ctypes.CDLL | None, gguf: ModuleType | None, ggml: ModuleType | None
+) -> tuple[list[Case], list[Context]]:
+    raw = quantize(x, qtype)
+    dev = to_cann(raw, qtype)
+    n = x.size
+    copy_blocks, copy_floats = raw.copy, x.copy
+    to_bar = from_bar = None
+    if lib is not None:
+        to_c = c_transform(lib, f"{qtype}_to_cann", qtype, raw)
+        from_c = c_transform(lib, f"{qtype}_from_cann", qtype, dev)
+        must_equal(dev, to_c(), "the C to_cann loop")
+        must_equal(raw, from_c(), "the C from_cann loop")
+        to_bar, from_bar = Bar("C loop (gcc -O2)", to_c), Bar("C loop (gcc -O2)", from_c)
+    quant_bar = dequant_bar = None
+    if gguf is not None:
+        gtype = getattr(gguf.GGMLQuantizationType, qtype.upper())
+        graw = gguf.quants.quantize(x, gtype)
+        must_equal(raw, graw, "gguf-py's quantize")
+        must_equal(dequantize(raw, qtype, n), gguf.quants.dequantize(graw, gtype), "gguf-py's dequantize")
+        quant_bar = Bar("gguf-py", lambda: gguf.quants.quantize(x, gtype))
+        dequant_bar = Bar("gguf-py", lambda: gguf.quants.dequantize(graw, gtype))
+    cases = [
+        Case(qtype, "to_cann", lambda: to_cann(raw, qtype), to_bar, copy_blocks),
+        Case(qtype, "from_cann", lambda: from_cann(dev, qtype), from_bar, copy_blocks),
+        Case(qtype, "quantize (reference)", lambda: quantize(x, qtype), quant_bar, copy_floats),
+        Case(qtype, "quantize (x86)", lambda: quantize(x, qtype, "x86"), quant_bar, copy_floats),
+        Case(qtype, "dequantize", lambda: dequantize(raw, qtype, n), dequant_bar, copy_floats),
+    ]
+    context = []
+    if ggml is not None:
+        context = [
+            Context("ggml_quantize_chunk", lambda: ggml.ggml_quantize(x, qtype, "chunk")),
+            Context("ggml CPU from_float", lambda: ggml.ggml_quantize(x, qtype, "cpu")),
+            Context("ggml to_float", lambda: ggml.ggml_dequantize(raw, qtype, n)),
+        ]
+    return cases, context
+
+
+def best_of_rounds(calls: list[Call], rounds: int, clock: Callable[[], float]) -> list[float]:
+    """Seconds per call, the best of ``rounds`` rounds that each run every call once."""
+    best = [float("inf")] * len(calls)
+    for _ in range(rounds):
+        for index, call in enumerate(calls):
+            start = clock()
+            call()
+            best[index] = min(best[index], clock() - start)
     return best
 
 
-def bench_type(
-    qtype: str, x: np.ndarray, lib: ctypes.CDLL | None, repeat: int
-) -> list[tuple[str, float, int]]:
-    """(what, best seconds, bytes moved) for every measured call on one quantized type."""
-    n = x.size
-    raw = ggml_quantize(x, qtype)
-    dev = to_cann(raw, qtype)
-    moved = 2 * raw.size  # read the blocks once, write them once
-    cases: list[tuple[str, Callable[[], object], int]] = [
-        ("numpy copy of the blocks (floor)", raw.copy, moved),
-        ("golden to_cann", lambda: to_cann(raw, qtype), moved),
-        ("golden from_cann", lambda: from_cann(dev, qtype), moved),
-    ]
-    if lib is not None:
-        to_c = c_transform(lib, f"{qtype}_to_cann", qtype)
-        from_c = c_transform(lib, f"{qtype}_from_cann", qtype)
-        # The C loops must agree with golden, or their timing means nothing.
-        assert np.array_equal(to_c(raw), dev) and np.array_equal(from_c(dev), raw)
-        cases += [
-            ("C loop to_cann (gcc -O2)", lambda: to_c(raw), moved),
-            ("C loop from_cann (gcc -O2)", lambda: from_c(dev), moved),
-        ]
-    convert = 4 * n + raw.size  # f32 values on one side, blocks on the other
-    cases += [
-        ("golden quantize (reference)", lambda: quantize(x, qtype), convert),
-        ("golden quantize (x86)", lambda: quantize(x, qtype, "x86"), convert),
-        ("ggml_quantize_chunk", lambda: ggml_quantize(x, qtype, "chunk"), convert),
-        ("ggml CPU from_float (AVX2)", lambda: ggml_quantize(x, qtype, "cpu"), convert),
-        ("golden dequantize", lambda: dequantize(raw, qtype, n), convert),
-        ("ggml to_float", lambda: ggml_dequantize(raw, qtype, n), convert),
-    ]
-    return [(what, best_seconds(call, repeat), nbytes) for what, call, nbytes in cases]
+def time_cases(
+    per_type: dict[str, tuple[list[Case], list[Context]]], rounds: int, clock: Callable[[], float]
+) -> dict[int, float]:
+    """Best seconds of every call, by identity. The calls of one row (golden, its bar, the copy)
+    take turns, so both sides of a ratio see the same load, each call with caches as warm as its
+    neighbours leave them; then the next row. A call shared by two rows is timed once."""
+    seconds: dict[int, float] = {}
+    for cases, context in per_type.values():
+        groups = [[case.golden, case.copy] + ([case.bar.call] if case.bar else []) for case in cases]
+        groups += [[c.call] for c in context]
+        for group in groups:
+            todo = [call for call in group if id(call) not in seconds]
+            seconds.update(zip(map(id, todo), best_of_rounds(todo, rounds, clock), strict=True))
+    return seconds
+
+
+def speed(other: float, golden: float) -> str:
+    return f"{other / golden:6.2f}x"
+
+
+def run_size(
+    n: int, rounds: int, clock: Callable[[], float], lib: ctypes.CDLL | None, gguf: ModuleType | None,
+    ggml: ModuleType | None,
+) -> None:
+    x = np.random.default_rng(0).standard_normal((n // ROW, ROW)).astype(np.float32)
+    per_type = {qtype: cases_for(qtype, x, lib, gguf, ggml) for qtype in QTYPES}
+    seconds = time_cases(per_type, rounds, clock)
+
+    def ms(call: Call) -> float:
+        return seconds[id(call)] * 1e3
+
+    sizes = ", ".join(f"{q} blocks {n // 32 * BLOCK_BYTES[q] / 2**20:.1f} MiB" for q in QTYPES)
+    print(f"\n{x.shape[0]}x{ROW} floats ({n / 2**20:g} Mi elements; {sizes})")
+    print(f"{'type':5} {'operation':21} {'golden ms':>9}  {'against':17} {'ms':>8} {'speed':>7}"
+          f"  {'copy ms':>7} {'speed':>7}")
+    for qtype, (cases, context) in per_type.items():
+        for case in cases:
+            golden = ms(case.golden)
+            if case.bar is None:
+                against = f"{'(not available)':17} {'':>8} {'':>7}"
+            else:
+                against = f"{case.bar.label:17} {ms(case.bar.call):8.2f} {speed(ms(case.bar.call), golden)}"
+            copy = ms(case.copy)
+            print(f"{qtype:5} {case.operation:21} {golden:9.2f}  {against}  {copy:7.2f} {speed(copy, golden)}")
+        if context:
+            print(f"{'':5} ggml's own C: " + ", ".join(f"{c.label} {ms(c.call):.2f} ms" for c in context))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--elements", type=int, default=32 * 1024 * 1024, help="tensor size (multiple of 32)")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--elements", type=int, nargs="+", default=[4096 * 1024, 32 * 2**20],
+                        help=f"tensor sizes in floats, each a positive multiple of {ROW}")
+    parser.add_argument("--repeat", type=int, default=7, help="rounds; each figure is the best one")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     parser.add_argument("--no-c", action="store_true", help="skip the compiled C loops")
     args = parser.parse_args()
-    n = args.elements - args.elements % QK
-    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    if any(n <= 0 or n % ROW for n in args.elements):
+        parser.error(f"--elements must be positive multiples of {ROW}, got {args.elements}")
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
 
+    gguf, ggml = load_gguf(), load_ggml()
+    if gguf is None:
+        print("gguf-py not installed (pip install -e '.[bench]'): no bar for quantize/dequantize")
+    if ggml is None:
+        print("ggml's CPU libraries not loadable: no ggml context line")
     with tempfile.TemporaryDirectory() as workdir:
         lib = None if args.no_c else compile_c_loops(Path(workdir))
-        results = {qtype: bench_type(qtype, x, lib, args.repeat) for qtype in BLOCK_BYTES}
-
-    print(f"{n} elements ({n / 2**20:.0f} Mi), best of {args.repeat}")
-    print(f"{'type':5} {'what':34} {'ms':>9} {'GB/s':>7} {'Melem/s':>9}")
-    for qtype, rows in results.items():
-        for what, seconds, nbytes in rows:
-            rate, elements = nbytes / seconds / 1e9, n / seconds / 1e6
-            print(f"{qtype:5} {what:34} {seconds * 1e3:9.2f} {rate:7.2f} {elements:9.0f}")
+        if lib is None and not args.no_c:
+            print("gcc not found: no C loop bar for the transforms")
+        print(f"best of {args.repeat} rounds, {args.clock} clock; speed = other's time / golden's time")
+        for n in args.elements:
+            run_size(n, args.repeat, clock, lib, gguf, ggml)
 
 
 if __name__ == "__main__":

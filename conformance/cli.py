@@ -80,16 +80,20 @@ def check_case(case_id: str) -> OpCase | SetGetCase:
     if case.out_dtype not in dtypes.ALL_TYPES:
         raise bad(f"unknown destination dtype {case.out_dtype!r}")
     srcs = tuple(t.dtype for t in case.inputs)
-    if spec.signatures and not any(s.srcs == srcs and s.dst == case.out_dtype for s in spec.signatures):
+    # a signature names the leading inputs; optional ones (sinks) may follow, the validator counts them
+    accepted = spec.all_signatures
+    if accepted and not any(srcs[: len(s.srcs)] == s.srcs and s.dst == case.out_dtype for s in accepted):
         raise bad(f"{case.op} does not take {','.join(srcs)} -> {case.out_dtype} "
-                  f"(accepted: {' '.join(s.label() for s in spec.signatures)})")
+                  f"(accepted: {' '.join(s.label() for s in accepted)})")
     if case.distribution not in DISTRIBUTIONS:
         raise bad(f"unknown data distribution {case.distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
     if not 0 <= case.data_seed < 2**63:
         raise bad(f"the data seed must be an integer from 0 to 2**63-1 (got {case.data_seed})")
-    try:
+    try:  # parameters and shapes, before any device work (data-dependent checks come with the data)
         spec.check_params(case)  # unknown, missing or mistyped params
-    except ValueError as exc:
+        if spec.validate is not None:
+            spec.validate(case, [])
+    except (ValueError, IndexError, TypeError) as exc:  # a validator's complaint about the case, one line
         raise bad(str(exc)) from None
     _check_size(case, bad)
     return case

@@ -258,6 +258,13 @@ class Harness:
             result: RunResult = reply.result
             try:
                 metrics, extra = self._judge(case, spec, inputs, exact_inputs, golden, result)
+                if not metrics.passed and bug is not None and bug.tolerance is not None:
+                    # a documented deviation of this backend: known only while within its own bound
+                    deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64),
+                                        bug.tolerance)
+                    extra["known_deviation_error_ratio"] = deviation.error_ratio
+                    if not deviation.passed:
+                        bug = None
             except Exception as exc:
                 record.outcome = Outcome.ERROR
                 record.message = f"harness error while judging the result: {_one_line(exc)}"[:MESSAGE_LIMIT]
@@ -297,15 +304,15 @@ class Harness:
     ) -> tuple[Metrics, dict[str, Any]]:
         """The verdict on an answered case, and the measurements to record with it."""
         special = cases.lookup(case.op).judge
-        if dtypes.is_quantized(case.out_dtype):
-            from conformance.verdict_quant import judge_quantized
-
-            metrics = judge_quantized(case, inputs, golden, result.output)
-        elif special is not None:
+        if special is not None:  # an op's own comparator, quantized destinations included (SET_ROWS)
             judged = special(case, exact_inputs, golden, result.output)
             if not isinstance(judged, Metrics):  # a harness error: the comparator broke its contract
                 raise TypeError(f"the {case.op} comparator returned {type(judged).__name__}, not Metrics")
             metrics = judged
+        elif dtypes.is_quantized(case.out_dtype):
+            from conformance.verdict_quant import judge_quantized
+
+            metrics = judge_quantized(case, inputs, golden, result.output)
         else:
             out = result.output
             if case.out_dtype != "i32":

@@ -7,6 +7,7 @@ bounds. Shapes lean towards the sizes where kernels break (1, odd, around 32, 51
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from conformance.data import DISTRIBUTIONS
@@ -19,6 +20,22 @@ IDENTITY: Ne = (0, 1, 2, 3)
 # permutations that keep dim 0 innermost (ops whose rows must stay contiguous accept these)
 ROW_KEEPING_PERMS: tuple[Ne, ...] = ((0, 2, 1, 3), (0, 1, 3, 2), (0, 3, 2, 1), (0, 2, 3, 1), (0, 3, 1, 2))
 ALL_PERMS: tuple[Ne, ...] = ROW_KEEPING_PERMS + ((1, 0, 2, 3), (2, 0, 1, 3), (1, 2, 0, 3), (3, 1, 2, 0))
+
+
+NIGHTLY_MIN_EXAMPLES = 400  # the nightly profile's max_examples
+
+
+def nightly_sizes() -> bool:
+    """Whether the running test has the nightly profile's size (its settings are the loaded profile's in
+    the suite): strategies then draw their big regimes at full size (70k-row tables, 200k-wide softmax
+    rows, 16M-element tensors, 4096×8192 weights); dev and ci draw small instances of the same regimes."""
+    return settings().max_examples >= NIGHTLY_MIN_EXAMPLES
+
+
+def one_in(draw: st.DrawFn, n: int) -> bool:
+    """True in about one draw of ``n``; False is what Hypothesis shrinks to (a failure found in a rare
+    regime shrinks within it, while the common branch stays the minimal example)."""
+    return draw(st.integers(1, n)) == n
 
 
 def f32(value: float) -> float:

@@ -44,7 +44,12 @@ ANCHORS = [  # id (op first, so -k selects it), case; see shared/reference test-
     ("rope-B7-partial_rotary", OpCase("ROPE", (spec("f32", (96, 2, 6, 1)), _TOKENS), _rope_params(32, 2))),
     ("soft_max-B10-alibi_f32_mask", _soft_max(8, "f32", 8.0)),
     ("soft_max-B11-alibi_6_heads_f16_mask", _soft_max(6, "f16", 8.0)),
-    ("soft_max-alibi_48_heads_sinks", _soft_max(48, "f16", 8.0, sinks=True)),
+    ("soft_max-alibi_48_heads_sinks", _soft_max(48, "f16", 8.0, sinks=True)),  # m0 = 2^-1/4
+    # slopes that are not powers of two (an F16 slope is off by up to 2^-12 relative): 5 heads m0 = 2^-1/4,
+    # 12 heads m1 = 2^-1/2 for heads 8..11, 6 heads m0 = 2^-3/4
+    ("soft_max-alibi_5_heads_non_dyadic", _soft_max(5, "f32", 1.0)),
+    ("soft_max-alibi_12_heads_second_segment_f16_mask", _soft_max(12, "f16", 8.0)),
+    ("soft_max-alibi_6_heads_non_dyadic", _soft_max(6, "f32", 3.0)),
     ("pool_2d-B5-avg_pad_over_half_kernel", _pool(1, 3, 2, 2.0)),
     ("pool_2d-max_padding_only_windows", _pool(0, 1, 1, 1.0)),
     ("im2col-B9-1d", OpCase("IM2COL", (spec("f16", (3, 4, 2, 1)), spec("f32", (50, 4, 2, 1))),
@@ -53,6 +58,10 @@ ANCHORS = [  # id (op first, so -k selects it), case; see shared/reference test-
     ("rms_norm-B12-llama_row", OpCase("RMS_NORM", (spec("f32", (4096, 2, 1, 1)),), (("eps", f32(1e-6)),))),
     ("mul_mat-B4-permuted_f16_gqa", OpCase("MUL_MAT", (spec("f16", (128, 5, 2, 1), Layout(perm=(0, 2, 1, 3))),
                                                        spec("f32", (128, 3, 8, 1), Layout(perm=(0, 2, 1, 3)))))),
+    # F16 weights, K = 4096, operands of one sign (data seed 0: see same_sign_operands), the regime where an
+    # F16 accumulator errs by ~2^-12·√K·Σ|a||b|, far past the row's src1-rounding term 2^-11·Σ|a||b|
+    ("mul_mat-f16_weights_deep_same_sign",
+     OpCase("MUL_MAT", (spec("f16", (4096, 6, 1, 1)), spec("f32", (4096, 3, 1, 1))), data_seed=0)),
 ]
 
 

@@ -77,7 +77,7 @@ def compare(
     m.n_bad = int((ratio > 1.0).sum())
     flat_worst = int(np.argmax(ratio))
     worst = np.unravel_index(flat_worst, g.shape)
-    m.worst_index = _ggml_index(worst)
+    m.worst_index = _ggml_index(tuple(int(i) for i in worst))
     m.error_ratio = float(ratio[worst])
     m.worst_device, m.worst_golden = float(d[worst]), float(g[worst])
     m.max_abs = float(err.max())

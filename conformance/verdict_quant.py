@@ -31,6 +31,16 @@ QUANT_SLACK = 2.0**-12
 F16_ULP_AT_ONE = 2.0**-10
 
 
+def quant_step(exact: np.ndarray, qtype: str) -> np.ndarray:
+    """One quant step per element: the spacing of the block's quantization grid (plus the F16 scale's
+    rounding). A looser check than the exact-block verdict above; SET_ROWS into a quantized cache uses
+    it where duplicate indices leave several admissible rows."""
+    blocks = np.asarray(exact, dtype=np.float64).reshape(-1, BLOCK)
+    amax = np.abs(blocks).max(axis=1, keepdims=True)
+    step = amax / 127.0 if qtype == "q8_0" else amax / 8.0
+    return np.broadcast_to(step + amax * 2.0**-11, blocks.shape).reshape(-1)
+
+
 def _quant_values(raw: np.ndarray, qtype: str, n: int) -> np.ndarray:
     """The integer quants of raw blocks (scales dropped), for counting differences."""
     size = 34 if qtype == "q8_0" else 18
@@ -98,10 +108,12 @@ def _check_blocks(exact: np.ndarray, dev_raw: np.ndarray, qtype: str) -> tuple[n
     blocks = exact.reshape(-1, BLOCK)
     amax = np.abs(blocks).max(axis=1)
     d_dev = _scales(dev_raw, qtype)
+    wanted: list[np.ndarray]
     if qtype == "q8_0":
-        wanted = [np.float16(amax / 127.0).astype(np.float64)]
+        wanted = [np.asarray(amax / 127.0, np.float16).astype(np.float64)]
     else:  # the signed element of largest magnitude, divided by −8; either sign where both occur
-        wanted = [np.float16(-amax / 8.0).astype(np.float64), np.float16(amax / 8.0).astype(np.float64)]
+        wanted = [np.asarray(-amax / 8.0, np.float16).astype(np.float64),
+                  np.asarray(amax / 8.0, np.float16).astype(np.float64)]
         has_pos = (blocks == amax[:, None]).any(axis=1)
         has_neg = (blocks == -amax[:, None]).any(axis=1)
         wanted = [np.where(has_pos, wanted[0], np.nan), np.where(has_neg, wanted[1], np.nan)]

@@ -131,6 +131,8 @@ def output_dtype(dst: str) -> np.dtype[Any]:
     raw uint8 blocks)."""
     if dtypes.is_quantized(dst):
         return np.dtype(np.uint8)
+    if dst in dtypes.INDEX_TYPES:  # integer results in their own width (COUNT_EQUAL's i64, I8/I16 copies)
+        return dtypes.STORAGE_DTYPE[dst]
     return _PLAIN_OUTPUT[dst]
 
 

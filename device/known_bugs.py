@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from golden.case import OpCase
+from golden.tolerance import Tolerance
 
 CORRUPTING_CASE_TIMEOUT_S = 10.0
 
@@ -38,6 +39,10 @@ class KnownBug:
     # hang) and the worker is restarted after it
     corrupts_process: bool = False
     tags: tuple[str, ...] = field(default=())
+    # a documented deviation rather than a wrong answer (ggml's CPU evaluates GELU of F32 through an
+    # F16 table): the case is judged against this row instead, so the backend stays checked against its
+    # own documented shortcut while the catalogue's row stays what any correct implementation meets
+    tolerance: Tolerance | None = None
 
     def matches(self, case: OpCase, device_name: str, release: str) -> bool:
         if case.op != self.op or not fnmatch.fnmatchcase(device_name, self.devices):

@@ -1,4 +1,4 @@
-"""ADD, MUL, DIV: elementwise with ggml's cyclic-tiling broadcast of src1 over src0.
+"""ADD, MUL, DIV, SUB (and ADD1, a scalar b): elementwise with ggml's cyclic-tiling broadcast of src1 over src0.
 
 ``dst[i] = a[i] OP b[i mod b.shape]`` in every dim (``np.tile`` semantics, dim 0 included).
 Computed exactly in float64 on the values as stored; the caller rounds once to dst's dtype.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from golden.geometry import tile_to
-from golden.spec import ELEMENTWISE_TOL, OpList, OpSpec, sig, two
+from golden.spec import ELEMENTWISE_TOL, InputLayouts, OpList, OpSpec, sig, two
 
 SPECS = OpList()
 BINARY_SIGS = (
@@ -53,3 +53,24 @@ def div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 _binary_spec("DIV", div)
+
+
+def sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _binary(a, b, np.subtract)
+
+
+_binary_spec("SUB", sub)
+
+
+def add1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a + b`` where b holds one element (ggml_add1: b is a scalar tensor added to every element)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.asarray(a, np.float64) + float(np.asarray(b, np.float64).reshape(-1)[0])
+
+
+SPECS.add(OpSpec(
+    name="ADD1", family="binary", golden=two(add1), signatures=BINARY_SIGS, tolerance=ELEMENTWISE_TOL,
+    input_layouts=InputLayouts.PADDED_ROWS,
+    notes="b is one element (ggml_add1 asserts ggml_is_scalar(b)) and a is padded 1-d (ggml_is_padded_1d: "
+          "rows at a uniform stride, planes packed). ggml's CPU reads b as f32 unless a and b are both "
+          "F16/BF16, so f32 a with an F16 b is no signature"))

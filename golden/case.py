@@ -188,14 +188,16 @@ def parse_case_id(case_id: str) -> OpCase:
     tensors: dict[str, dict[str, Any]] = {}
     params: list[tuple[str, Any]] = []
     out_dtype, variant, distribution, seed = "f32", "", "uniform", 0
+    seen_dst = False  # tensor fields come before dst=, params after it (a param may be called "ne")
     for key, value in fields:
         for prefix in ("type", "ne", "lay", "name"):
             idx = key[len(prefix):]
-            if key.startswith(prefix) and (idx == "" or idx.isdigit()):
+            if not seen_dst and key.startswith(prefix) and (idx == "" or idx.isdigit()):
                 tensors.setdefault(idx or "0", {})[prefix] = value
                 break
         else:
             if key == "dst":
+                seen_dst = True
                 out_dtype = value
             elif key == "form":
                 variant = value

@@ -1,22 +1,38 @@
 """The op catalogue: the list of family modules, and lookups over the ops they define.
 
 Each family module (``golden/<family>.py``) holds its ops' golden functions with their
-:class:`golden.spec.OpSpec` beside them in ``SPECS``. This module only lists the families, so
-adding an op to a family needs no edit here. ``conform ops`` prints the catalogue, and
-tests/test_catalogue_consistency.py checks that every op has its golden, ggml builder, strategy,
-input maker and comparator where it needs them.
+:class:`golden.spec.OpSpec` beside them in ``SPECS``. This module finds the families (every module
+of the package with a ``SPECS`` list), so adding an op or a family needs no edit here.
+``conform ops`` prints the catalogue, and tests/test_catalogue_consistency.py checks that every op
+has its golden, ggml builder, strategy, input maker and comparator where it needs them.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from types import ModuleType
+
 import numpy as np
 
-from golden import binary, conv, embedding, matmul, movement, norm, resample, rope, sequence, softmax, unary
 from golden.case import OpCase
-from golden.spec import InputLayouts, OpSpec, Signature
+from golden.spec import InputLayouts, OpList, OpSpec, Signature
 from golden.tolerance import Tolerance
 
-FAMILIES = (unary, binary, norm, softmax, rope, matmul, conv, embedding, movement, resample, sequence)
+
+def _family_modules() -> tuple[ModuleType, ...]:
+    """Every module of this package that defines ops (a ``SPECS`` list), in name order."""
+    import golden
+
+    found = []
+    for info in sorted(pkgutil.iter_modules(golden.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"golden.{info.name}")
+        if isinstance(getattr(module, "SPECS", None), OpList):
+            found.append(module)
+    return tuple(found)
+
+
+FAMILIES = _family_modules()
 
 OPS: dict[str, OpSpec] = {}
 for _family in FAMILIES:
@@ -58,7 +74,7 @@ def golden_inputs(case: OpCase, inputs: list[np.ndarray]) -> list[np.ndarray]:
             from golden import quant
 
             x = quant.dequantize(np.asarray(x, np.uint8).ravel(), spec.dtype, spec.nelements).reshape(spec.np_shape)
-        out.append(np.asarray(x, dtype=np.float64) if spec.dtype != "i32" else np.asarray(x))
+        out.append(np.asarray(x) if spec.dtype in dtypes.INDEX_TYPES else np.asarray(x, dtype=np.float64))
     return out
 
 

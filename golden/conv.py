@@ -11,7 +11,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.spec import OpList, OpSpec, P, sig
-from golden.tolerance import F32_EPS, Tolerance, finite_abs
+from golden.tolerance import F16_EPS, F32_EPS, Tolerance, finite_abs
 
 SPECS = OpList()
 
@@ -91,13 +91,16 @@ def _im2col(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="IM2COL", family="conv", golden=_im2col,
-    signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f16"), sig("f16", "f16")),
-    tolerance={"*": Tolerance("values are copied; an F32 value going to an F16 destination is rounded once",
-                              ulp=0.5)},
+    signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f16"), sig("f16", "f16"), sig("f16", "f32", dst="f32")),
+    tolerance={"*": Tolerance("bit-exact: values are copied (or are padding zeros) into a destination of the data's "
+                              "type; ggml CPU ci: exact"),
+               "f16_f32": Tolerance("values are copied; an F32 value going to an F16 destination is rounded once "
+                                    "(0.5 ulp); ggml CPU ci: correctly rounded", ulp=0.5)},
     params={"s0": P("stride", int), "s1": P("stride (2-D)", int), "p0": P("zero padding", int),
             "p1": P("zero padding (2-D)", int), "d0": P("dilation", int), "d1": P("dilation (2-D)", int),
             "is_2d": P("2-D (else 1-D, s1 = p1 = d1 = 0)", bool)},
-    notes="src0 is the kernel (only its shape matters); src1 is the data, in any layout"))
+    notes="src0 is the kernel (only its shape matters; an F16 kernel with F32 data may go to an F16 or an F32 "
+          "destination, ggml_im2col's dst_type); src1 is the data, in any layout"))
 
 
 def pool_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
@@ -123,12 +126,98 @@ def _pool_2d(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="POOL_2D", family="conv", golden=_pool_2d, signatures=(sig("f32"), sig("f16", dst="f32")),
-    tolerance={"f32": Tolerance("MAX selects (exact, −FLT_MAX included); AVG is a f32 sum of k0·k1 taps, one "
-                                "division and one rounding; ggml CPU nightly: ≤ 2.7e3 ulp at cancelling sums, "
-                                "≤ 0.43 of the allowance", model=pool_model)},
+    tolerance={"f32": Tolerance("MAX selects (exact, −FLT_MAX included); AVG adds the k0·k1 taps in f32 in any "
+                                "order (γ_{k0k1−1}·Σ|x|), then divides by k0·k1 or multiplies by its rounded "
+                                "reciprocal (2u): (k0·k1 + 1)·u·avg|x| (+2^-150 per subnormal rounding) and the "
+                                "final rounding; ggml CPU nightly: ≤ 2.7e3 ulp at cancelling sums, ≤ 0.43 of the "
+                                "allowance", model=pool_model)},
     params={"op": P("0 MAX, 1 AVG", int), "k0": P("kernel", int), "k1": P("kernel", int),
             "s0": P("stride", int), "s1": P("stride", int),
             "p0": P("padding (float: the size uses it, the taps use int(p))"), "p1": P("padding (float)")},
     specials=(np.inf, -np.inf, 0.0, -0.0),
     notes="AVG divides by k0·k1 always (padding counts as zeros); a MAX window entirely in padding is "
           "−FLT_MAX. NaN is not drawn (C's MAX keeps or drops it by order)"))
+
+
+# ---- CONV_TRANSPOSE_1D ------------------------------------------------------------------------------
+# kernel a: ggml [K, C_out, C_in, 1] (numpy (1, C_in, C_out, K)); data b: ggml [L, C_in, 1, 1]
+# (numpy (1, 1, C_in, L)); dst: ggml [(L − 1)·s0 + K, C_out, 1, 1]. ggml 0.20.2 asserts p0 = 0 and d0 = 1.
+
+
+def conv_transpose_output_size(n_in: int, k: int, s: int) -> int:
+    """``ggml_calc_conv_transpose_1d_output_size`` with p = 0, d = 1: (L − 1)·s + K."""
+    return (n_in - 1) * s + k
+
+
+def _scatter(values: np.ndarray, n_in: int, k: int, s: int) -> np.ndarray:
+    """Sum (..., K, L) contributions into (..., (L − 1)·s + K) output positions ``l·s + k``. Within one
+    tap the positions are distinct (s ≥ 1), so each tap is one fancy-indexed add."""
+    out = np.zeros(values.shape[:-2] + (conv_transpose_output_size(n_in, k, s),))
+    for tap in range(k):
+        out[..., np.arange(n_in) * s + tap] += values[..., tap, :]
+    return out
+
+
+def conv_transpose_1d(a: np.ndarray, b: np.ndarray, s0: int) -> np.ndarray:
+    """``dst[co, l·s0 + k] += Σ_ci a[ci, co, k]·b[ci, l]`` over every (l, k): each input position
+    scatters its channel mix through the K taps; positions reached by no tap stay 0 (s0 > K).
+
+    Only the real products are formed (a padded matrix product would turn an inf into NaN where it
+    meets a structural zero, which ggml never computes)."""
+    kernel = np.asarray(a, np.float64)[0]  # (C_in, C_out, K)
+    data = np.asarray(b, np.float64)[0, 0]  # (C_in, L)
+    c_out, k = kernel.shape[1], kernel.shape[2]
+    n_in = data.shape[1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = _scatter(np.einsum("ick,il->ckl", kernel, data), n_in, k, s0)  # products (C_out, K, L)
+    return out.reshape(1, 1, c_out, -1)
+
+
+def conv_transpose_taps(n_in: int, k: int, s0: int) -> np.ndarray:
+    """How many (l, k) pairs reach each output position (1 to ⌈K/s0⌉; 0 in the gaps when s0 > K)."""
+    return _scatter(np.ones((k, n_in)), n_in, k, s0)
+
+
+def conv_transpose_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """Each output is a sum of N = C_in·taps(p) products (taps(p) ≤ ⌈K/s0⌉), accumulated in f32 in any
+    order: ``N·u·Σ|a||b|`` (γ_N) plus 2^-150 per rounding (gradual underflow). With F16 weights the
+    device may round the data to F16 first, as ggml's CPU does (its wdata is F16): ``2^-11·Σ|a||b|``,
+    and ``2^-25·Σ|a|`` where data is below F16's normal range."""
+    a, b = inputs[0], inputs[1]
+    s0 = case.param("s0")
+    abs_a, abs_b = finite_abs(a), finite_abs(b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scale = conv_transpose_1d(abs_a, abs_b, s0)
+        n_terms = a.shape[1] * conv_transpose_taps(b.shape[-1], a.shape[-1], s0)
+        allowed = n_terms * F32_EPS * scale + (n_terms + 1) * 2.0**-150
+        if case.inputs[0].dtype == "f16":
+            allowed = allowed + F16_EPS * scale + 2.0**-25 * conv_transpose_1d(abs_a, np.ones_like(abs_b), s0)
+    return allowed
+
+
+def _validate_conv_transpose(case: OpCase, inputs: list[np.ndarray]) -> None:
+    a, b = case.inputs[0].ne, case.inputs[1].ne
+    if a[3] != 1 or b[2] != 1 or b[3] != 1:
+        raise ValueError(f"CONV_TRANSPOSE_1D: the kernel is 3-d ([K, C_out, C_in]) and the data a matrix "
+                         f"([L, C_in]); got {list(a)} and {list(b)}")
+    if a[2] != b[1]:
+        raise ValueError(f"CONV_TRANSPOSE_1D: kernel C_in = ne2 = {a[2]} must equal the data's ne1 = {b[1]}")
+    if case.param("s0") < 1:
+        raise ValueError(f"CONV_TRANSPOSE_1D: stride s0 = {case.param('s0')} must be at least 1")
+
+
+SPECS.add(OpSpec(
+    name="CONV_TRANSPOSE_1D", family="conv",
+    golden=lambda xs, c: conv_transpose_1d(xs[0], xs[1], c.param("s0")),
+    signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32")),
+    tolerance={"f32": Tolerance(
+        "each output sums C_in·taps products (taps ≤ ⌈K/s0⌉) in f32 in any order: γ_N·Σ|a||b|; F16 weights: the "
+        "data may be rounded to F16 first (ggml CPU does), + 2^-11·Σ|a||b|; ggml CPU nightly: F32 ≤ 0.59 of the "
+        "allowance, F16 weights ≤ 0.99 (the data's F16 rounding dominates at one or two terms; ≤ 0.88 beyond 8)",
+        ulp=0.5, model=conv_transpose_model, model_name="conv_transpose(N·2^-24 [+2^-11 F16 weights])·Σ|a||b|")},
+    params={"s0": P("stride (output positions between consecutive inputs); ggml asserts p0 = 0, d0 = 1", int)},
+    validate=_validate_conv_transpose, specials=(np.nan, 0.0, -0.0),
+    notes="src0 is the kernel [K, C_out, C_in] (any layout), src1 the data [L, C_in] (a matrix, any layout); dst "
+          "[(L − 1)·s0 + K, C_out] in F32. ggml 0.20.2 takes p0 and d0 but asserts p0 = 0 and d0 = 1. ±inf is not "
+          "drawn: with F16 weights the data may be rounded to F16, and inf times an F32 subnormal that became 0 "
+          "is NaN"))

@@ -32,7 +32,10 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
     DType("f32", 0, 4, 1, "float", np.dtype("<f4")),
     DType("f16", 1, 2, 1, "float", np.dtype("<f2")),
     DType("bf16", 30, 2, 1, "float", np.dtype("<u2")),
+    DType("i8", 24, 1, 1, "int", np.dtype("<i1")),
+    DType("i16", 25, 2, 1, "int", np.dtype("<i2")),
     DType("i32", 26, 4, 1, "int", np.dtype("<i4")),
+    DType("i64", 27, 8, 1, "int", np.dtype("<i8")),
     DType("q4_0", 2, 2 + 16, 32, "quant", None),  # f16 scale + 32 4-bit quants
     DType("q8_0", 8, 2 + 32, 32, "quant", None),  # f16 scale + 32 int8 quants
 )}
@@ -40,6 +43,7 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
 ALL_TYPES: tuple[str, ...] = tuple(DTYPES)
 FLOAT_TYPES: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d.kind == "float")
 QUANT_TYPES: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d.kind == "quant")
+INDEX_TYPES: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d.kind == "int")  # stay integers end to end
 GGML_TYPE_ID: dict[str, int] = {n: d.ggml_type for n, d in DTYPES.items()}
 STORAGE_DTYPE: dict[str, np.dtype[Any]] = {n: d.storage for n, d in DTYPES.items() if d.storage is not None}
 
@@ -96,9 +100,9 @@ def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bf16":
         with np.errstate(over="ignore"):
             return bf16_to_f32(bf16_bits(x.astype(np.float32))).astype(np.float64)
-    if dtype == "i32":
+    if dtype in INDEX_TYPES:  # truncation toward zero, as CPY converts to I32
         with np.errstate(invalid="ignore"):
-            return np.trunc(x).astype(np.int32).astype(np.float64)
+            return np.trunc(x).astype(STORAGE_DTYPE[dtype]).astype(np.float64)
     raise ValueError(f"round_to: {dtype} is not a plain element type")
 
 
@@ -106,17 +110,15 @@ def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
     """Logical values (already representable) to the numpy array of stored elements."""
     if dtype == "bf16":
         return bf16_bits(np.asarray(values, dtype=np.float32))
-    if dtype == "i32":
-        return np.asarray(values).astype(np.int32)
     return np.asarray(values).astype(STORAGE_DTYPE[dtype])
 
 
 def from_storage(stored: np.ndarray, dtype: str) -> np.ndarray:
-    """Stored elements back to float64 logical values (int32 stays int32)."""
+    """Stored elements back to float64 logical values (integer indices stay integers)."""
     if dtype == "bf16":
         return bf16_to_f32(stored).astype(np.float64)
-    if dtype == "i32":
-        return np.asarray(stored, dtype=np.int32)
+    if dtype in INDEX_TYPES:
+        return np.asarray(stored, dtype=STORAGE_DTYPE[dtype])
     return np.asarray(stored).astype(np.float64)
 
 
@@ -139,6 +141,6 @@ def ulp(values: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bf16":
         exp = np.floor(np.log2(np.maximum(a, 2.0**-126)))
         return 2.0 ** (exp - 7)
-    if dtype == "i32":
+    if dtype in INDEX_TYPES:
         return np.ones_like(a)
     raise ValueError(f"ulp: {dtype} is not a plain element type")

@@ -77,8 +77,9 @@ def storage_of(spec: TensorSpec) -> Storage:
     s_ne = stored_ne(spec)
     base_ne = tuple(s + p for s, p in zip(s_ne, lay.pad, strict=True))
     if dtypes.is_quantized(spec.dtype):
-        if lay.perm != (0, 1, 2, 3) or lay.pad[0] % 32 or lay.offset % 32:
-            raise ValueError("quantized layouts keep whole blocks: no permute, row padding and offset in blocks")
+        if lay.perm[0] != 0 or lay.pad[0] % 32 or lay.offset % 32:
+            raise ValueError("quantized layouts keep whole blocks: dim 0 stays innermost, row padding and offset "
+                             "in blocks")
     esize = dtypes.type_size(spec.dtype)
     offset_bytes = lay.offset * esize // dtypes.block_size(spec.dtype)
     nb = contiguous_nb(spec.dtype, base_ne)  # type: ignore[arg-type]
@@ -104,7 +105,10 @@ def pack(values: np.ndarray, spec: TensorSpec) -> np.ndarray:
         row_bytes = dtypes.row_size(spec.dtype, st.base_ne[0])
         grid = region.reshape(st.base_ne[3], st.base_ne[2], st.base_ne[1], row_bytes)
         data = np.asarray(values, dtype=np.uint8).reshape(tuple(reversed(spec.ne[1:])) + (-1,))
-        grid[: spec.ne[3], : spec.ne[2], : spec.ne[1], : data.shape[-1]] = data
+        # logical rows -> stored order (a permute keeps dim 0, so whole rows of blocks move)
+        data = np.transpose(data, np.argsort(numpy_axes_for_permute(st.perm)))
+        vn = st.view_ne
+        grid[: vn[3], : vn[2], : vn[1], : data.shape[-1]] = data
         return base
     stored = dtypes.to_storage(np.asarray(values).reshape(spec.np_shape), spec.dtype)
     # logical -> pre-permute order: invert the permute's numpy axes
@@ -112,8 +116,8 @@ def pack(values: np.ndarray, spec: TensorSpec) -> np.ndarray:
     inverse = np.argsort(axes)
     stored = np.transpose(stored, inverse)
     grid = region.view(dtypes.STORAGE_DTYPE[spec.dtype]).reshape(tuple(reversed(st.base_ne)))
-    vn = tuple(reversed(st.view_ne))
-    grid[: vn[0], : vn[1], : vn[2], : vn[3]] = stored
+    shape = tuple(reversed(st.view_ne))
+    grid[: shape[0], : shape[1], : shape[2], : shape[3]] = stored
     return base
 
 
@@ -125,10 +129,12 @@ def unpack(base: np.ndarray, spec: TensorSpec) -> np.ndarray:
         row_bytes = dtypes.row_size(spec.dtype, st.base_ne[0])
         grid = region.reshape(st.base_ne[3], st.base_ne[2], st.base_ne[1], row_bytes)
         used = dtypes.row_size(spec.dtype, spec.ne[0])
-        return grid[: spec.ne[3], : spec.ne[2], : spec.ne[1], :used].copy()
+        vn = st.view_ne
+        rows = grid[: vn[3], : vn[2], : vn[1], :used]
+        return np.transpose(rows, numpy_axes_for_permute(st.perm)).copy()
     grid = region.view(dtypes.STORAGE_DTYPE[spec.dtype]).reshape(tuple(reversed(st.base_ne)))
-    vn = tuple(reversed(st.view_ne))
-    view = grid[: vn[0], : vn[1], : vn[2], : vn[3]]
+    shape = tuple(reversed(st.view_ne))
+    view = grid[: shape[0], : shape[1], : shape[2], : shape[3]]
     return dtypes.from_storage(np.transpose(view, numpy_axes_for_permute(st.perm)).copy(), spec.dtype)
 
 
@@ -197,4 +203,18 @@ def ggml_contiguous(spec: TensorSpec) -> bool:
             if nb[d] != expect:
                 return False
             expect *= ne[d]
+    return True
+
+
+def strictly_packed(spec: TensorSpec) -> bool:
+    """Every stride, size-1 dims included, is the packed one (kernels that step by nb2 whatever ne2 is)."""
+    nb, ne = logical_nb(spec), spec.ne
+    expect = dtypes.type_size(spec.dtype)
+    if nb[0] != expect:
+        return False
+    expect = expect * ne[0] // dtypes.block_size(spec.dtype)
+    for d in (1, 2, 3):
+        if nb[d] != expect:
+            return False
+        expect *= ne[d]
     return True

@@ -26,8 +26,8 @@ def broadcast_weights(a: np.ndarray, b_shape: tuple[int, ...]) -> np.ndarray:
 
 def mul_mat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a = broadcast_weights(np.asarray(a, np.float64), np.shape(b))
-    with np.errstate(invalid="ignore", over="ignore"):
-        return np.einsum("xynk,xymk->xymn", a, np.asarray(b, np.float64))
+    with np.errstate(invalid="ignore", over="ignore"):  # float64 GEMM: K·2^-53 relative in any order
+        return np.matmul(np.asarray(b, np.float64), np.swapaxes(a, -1, -2))
 
 
 def abs_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -55,6 +55,28 @@ def dot_product_model(c: float = 1.0) -> ErrorModel:
 
     model.__name__ = f"dot_product({c}·K·2^-24 [+2^-11 for F16 weights with F32 src1])·Σ|a||b|"
     return model
+
+
+def bf16_dot_product_model() -> ErrorModel:
+    """MUL_MAT with BF16 weights: the f32 accumulation bound ``K·2^-24·Σ|a||b|``, and with F32 src1 the
+    device may round src1 to BF16 first (ggml's CPU does: BF16's vec_dot_type is BF16), adding
+    ``2^-8·Σ|a||b|`` (BF16 keeps 8 significant bits) and, below BF16's normal range, half its smallest
+    subnormal step ``2^-134·Σ|a|``. Gradual underflow adds 2^-150 per rounding."""
+    base = dot_product_model(1.0)
+
+    def model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+        allowed = base(case, inputs, golden)
+        if case.inputs[1].dtype == "f32":
+            a, b = (finite_abs(v) for v in inputs[:2])
+            with np.errstate(invalid="ignore", over="ignore"):
+                allowed = allowed + BF16_EPS * abs_dot(a, b) + 2.0**-134 * abs_dot(a, np.ones_like(b))
+        return allowed
+
+    model.__name__ = "dot_product(K·2^-24 [+2^-8 for BF16 weights with F32 src1])·Σ|a||b|"
+    return model
+
+
+BF16_EPS = 2.0**-8  # unit roundoff of BF16 (8 significant bits)
 
 
 def quant_matmul_model() -> ErrorModel:
@@ -85,19 +107,177 @@ def quant_matmul_model() -> ErrorModel:
 _QUANT_MATMUL = Tolerance(
     "exact on the dequantized weights; the device may round src1 first — ggml's CPU quantizes it to Q8_0 "
     "(≤ ½ step + F16 scale rounding per block), CANN casts it to F16 — then accumulates in f32 "
-    "(K·2^-24·Σ|a||b|)", ulp=0.5, model=quant_matmul_model(), model_name="quant_matmul")
+    "(K·2^-24·Σ|a||b|); ggml CPU ci: ≤ 0.26 of the allowance", ulp=0.5, model=quant_matmul_model(),
+    model_name="quant_matmul")
+_GAMMA_K = "γ_K dot-product bound: K products and sums in f32 in any order, FMA or not (K·2^-24·Σ|a||b|)"
 SPECS.add(OpSpec(
     name="MUL_MAT", family="matmul", golden=lambda xs, c: mul_mat(xs[0], xs[1]),
-    signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32"), sig("f16", "f16", dst="f32")),
-    quantized_signatures=(sig("q4_0", "f32", dst="f32"), sig("q8_0", "f32", dst="f32")),
-    tolerance={"f32": Tolerance("γ_K dot-product bound; ggml CPU: F32 ≤ 0.84·K·u·Σ|a||b| at K = 1, 4e-5 of the "
-                                "bound at K = 4096; F16 weights with F32 src1 up to 0.66·2^-11·Σ|a||b| (src1 "
-                                "rounded to F16; 0.91 of the allowance nightly), F16·F16 ≤ 0.06", ulp=0.5,
-                                model=dot_product_model(1.0)),
-               "q4_0_f32_to_f32": _QUANT_MATMUL, "q8_0_f32_to_f32": _QUANT_MATMUL},
+    signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32"), sig("f16", "f16", dst="f32"),
+                sig("bf16", "f32", dst="f32"), sig("bf16", "bf16", dst="f32"), sig("f32", "f16", dst="f32")),
+    quantized_signatures=(sig("q4_0", "f32", dst="f32"), sig("q8_0", "f32", dst="f32"),
+                          sig("q4_0", "f16", dst="f32"), sig("q8_0", "f16", dst="f32")),
+    tolerance={"f32": Tolerance(_GAMMA_K + "; ggml CPU: ≤ 0.84 of it at K = 1, 4e-5 at K = 4096",
+                                ulp=0.5, model=dot_product_model(1.0)),
+               "f16_f32_to_f32": Tolerance(
+                   _GAMMA_K + ", plus 2^-11·Σ|a||b| (+2^-25·Σ|a| below F16's range) because a device may round "
+                   "src1 to F16 first — ggml's CPU and CANN do (F16's vec_dot_type is F16). Accumulating in F16 "
+                   "is not allowed: it errs by ~2^-12·√K·Σ|a||b| where the products share a sign; ggml CPU: "
+                   "≤ 0.66·2^-11·Σ|a||b| (0.91 of the allowance nightly)", ulp=0.5, model=dot_product_model(1.0)),
+               "f16_f16_to_f32": Tolerance(
+                   _GAMMA_K + "; F16·F16 products are exact in f32 (11 + 11 significant bits); ggml CPU: ≤ 0.06",
+                   ulp=0.5, model=dot_product_model(1.0)),
+               "f32_f16_to_f32": Tolerance(
+                   _GAMMA_K + "; F16 src1 widens to f32 exactly (ggml's CPU declines this signature: F32's "
+                   "vec_dot_type is F32)", ulp=0.5, model=dot_product_model(1.0)),
+               "bf16_f32_to_f32": Tolerance(
+                   "γ_K dot-product bound K·2^-24·Σ|a||b|, plus 2^-8·Σ|a||b| (+2^-134·Σ|a| below BF16's normal "
+                   "range) because a device may round src1 to BF16 first — ggml's CPU does (BF16's vec_dot_type "
+                   "is BF16); ggml CPU: ≤ 0.74 of the allowance ci, 0.97 nightly (at K = 1 the src1 rounding is all of "
+                   "it: the bound is tight)", ulp=0.5, model=bf16_dot_product_model()),
+               "bf16_bf16_to_f32": Tolerance(
+                   "γ_K dot-product bound: BF16·BF16 products are exact in f32 (8 + 8 significant bits), then "
+                   "accumulated in f32 in any order (K·2^-24·Σ|a||b|); ggml CPU: ≤ 0.18 of the allowance ci, 0.33 "
+                   "nightly",
+                   ulp=0.5, model=dot_product_model(1.0)),
+               "q4_0_f32_to_f32": _QUANT_MATMUL, "q8_0_f32_to_f32": _QUANT_MATMUL,
+               "q4_0_f16_to_f32": _QUANT_MATMUL, "q8_0_f16_to_f32": _QUANT_MATMUL},
     input_layouts=InputLayouts.ROWS, specials=(0.0, -0.0),
     notes="dst ne [a.ne1, b.ne1, b.ne2, b.ne3]; dims 2/3 of a broadcast blockwise (GQA). Rows of both "
           "srcs must be contiguous (nb0 = element size; a transposed operand is rejected by ggml), so "
-          "layouts keep dim 0 innermost; ±inf/NaN are not drawn (an F32 subnormal src1 becomes 0 "
-          "in F16 and inf·0 is NaN). Quantized weights need K % 32 == 0 and contiguous rows "
-          "(ggml-cann also requires contiguous src0/src1)"))
+          "layouts keep dim 0 innermost, quantized weights included (their permutes move whole rows of "
+          "blocks); ±inf/NaN are not drawn (an F32 subnormal src1 becomes 0 in F16 and inf·0 is NaN). "
+          "Quantized weights need K % 32 == 0 (ggml-cann also requires contiguous src0/src1). F16 src1 "
+          "with F32 or quantized weights is accepted by ggml_mul_mat; ggml's CPU declines it (supports_op: "
+          "src1 must be F32 or the weights' vec_dot_type), other devices are judged. A quarter of the data "
+          "seeds give both operands one sign (|Σab| = Σ|a||b|: the bound is tight there, and F16 "
+          "accumulation shows). Deep K (to 8192) in ci; m, n, k to 512, 4096, 8192 in nightly"))
+
+
+# ---- MUL_MAT_ID: mixture-of-experts routing ------------------------------------------------------
+# Numpy shapes: experts ``as`` (1, E, N, K) (ggml [K, N, n_expert]), ``b`` (1, T, B, K) (ggml [K, B,
+# n_tokens], B = n_expert_used or a divisor of it), ``ids`` I32 (1, 1, T, U) (ggml [n_expert_used,
+# n_tokens]). ``dst[0, t, e] = as[ids[t, e]] @ b[t, e mod B]``: slot e of token t uses expert
+# ids[t, e] on src1 row e mod B (ggml.c; ggml-cpu picks the src1 row as ``slot % ne11``).
+
+
+def _routing(experts: np.ndarray, b: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(E, N, K) experts, each (token, slot)'s src1 row (T, U, K), and the expert ids (T, U)."""
+    n_tokens = np.shape(b)[1]
+    chosen = np.asarray(ids).reshape(n_tokens, -1)
+    rows = np.asarray(b)[0]
+    return np.asarray(experts)[0], rows[:, np.arange(chosen.shape[1]) % rows.shape[1], :], chosen
+
+
+def mul_mat_id(experts: np.ndarray, b: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    weights, rows, chosen = _routing(experts, b, ids)
+    weights, rows = np.asarray(weights, np.float64), np.asarray(rows, np.float64)
+    out = np.zeros(chosen.shape + (weights.shape[1],))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for expert in np.unique(chosen):  # every (token, slot) routed to this expert at once
+            routed = chosen == expert
+            out[routed] = rows[routed] @ weights[expert].T
+    return out[None]
+
+
+def routed_pairs(inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Each (token, slot)'s expert and src1 row as one MUL_MAT pair: a (T, U, N, K), b (T, U, 1, K)."""
+    weights, rows, chosen = _routing(*inputs[:3])
+    return [np.asarray(weights, np.float64)[chosen], np.asarray(rows, np.float64)[:, :, None, :]]
+
+
+def routed(model: ErrorModel) -> ErrorModel:
+    """A MUL_MAT error model applied to each routed (expert, src1 row) dot product: MUL_MAT_ID is
+    MUL_MAT on the pairs the ids select, so the same bound holds per output element."""
+
+    def routed_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+        return np.reshape(model(case, routed_pairs(inputs), golden), np.shape(golden))
+
+    routed_model.__name__ = f"routed {model.__name__}"
+    return routed_model
+
+
+def check_mul_mat_id(case: OpCase, inputs: list[np.ndarray]) -> None:
+    """ggml_mul_mat_id's asserts, and ids inside [0, n_expert) (the kernels index with them unchecked)."""
+    experts, b, ids = (t.ne for t in case.inputs[:3])
+    if case.inputs[2].dtype != "i32" or experts[3] != 1 or b[3] != 1 or ids[2:] != (1, 1):
+        raise ValueError("MUL_MAT_ID: experts [K, N, n_expert, 1], b [K, B, n_tokens, 1] and I32 ids "
+                         "[n_expert_used, n_tokens, 1, 1]")
+    if experts[0] != b[0] or ids[1] != b[2] or ids[0] % b[1]:
+        raise ValueError(f"MUL_MAT_ID: need experts ne0 = b ne0 ({experts[0]} vs {b[0]}), ids ne1 = b ne2 "
+                         f"({ids[1]} vs {b[2]}) and b ne1 dividing ids ne0 ({b[1]} into {ids[0]})")
+    chosen = np.asarray(inputs[2])
+    if chosen.size and (chosen.min() < 0 or chosen.max() >= experts[2]):
+        raise ValueError(f"MUL_MAT_ID: expert ids must be in [0, {experts[2]}), got {chosen.min()}..{chosen.max()}")
+
+
+_ROUTED_QUANT = Tolerance(
+    "MUL_MAT's quantized-weights model per routed pair: exact on the dequantized expert; src1 may be rounded to "
+    "Q8_0 (ggml CPU) or F16 (ggml-cann), then accumulated in f32 (K·2^-24·Σ|a||b|); ggml CPU, 300 cases each: "
+    "Q4_0 ≤ 0.37, Q8_0 ≤ 0.33 of the allowance", ulp=0.5,
+    model=routed(quant_matmul_model()), model_name="routed quant_matmul")
+SPECS.add(OpSpec(
+    name="MUL_MAT_ID", family="matmul", golden=lambda xs, c: mul_mat_id(xs[0], xs[1], xs[2]),
+    signatures=(sig("f32", "f32", "i32", dst="f32"), sig("f16", "f32", "i32", dst="f32"),
+                sig("f16", "f16", "i32", dst="f32")),
+    quantized_signatures=(sig("q4_0", "f32", "i32", dst="f32"), sig("q8_0", "f32", "i32", dst="f32")),
+    tolerance={"f32": Tolerance("MUL_MAT's γ_K dot-product bound per routed pair (F16 experts with F32 src1: "
+                                "src1 may be rounded to F16, as ggml's CPU does); ggml CPU, 300 cases each: "
+                                "F32 ≤ 0.50, F16·F32 ≤ 0.93 (src1 rounded to F16 at K = 1), F16·F16 ≤ 0.22 "
+                                "of the allowance", ulp=0.5,
+                                model=routed(dot_product_model(1.0)), model_name="routed dot_product"),
+               "q4_0_f32_i32_to_f32": _ROUTED_QUANT, "q8_0_f32_i32_to_f32": _ROUTED_QUANT},
+    validate=check_mul_mat_id, input_layouts=InputLayouts.ROWS, specials=(0.0, -0.0), structured_inputs=True,
+    notes="dst ne [N, n_expert_used, n_tokens, 1]. ids are drawn with repeats within a token, unused experts, "
+          "n_expert_used 1..8 and n_tokens 1..8 and 33..64 (kernels switch on both). Expert rows must be "
+          "contiguous (not transposed); src1 keeps dim 0 innermost as for MUL_MAT; ids take any layout. "
+          "Quantized experts are drawn contiguous (ggml-cann declines others)"))
+
+
+# ---- OUT_PROD ---------------------------------------------------------------------------------------
+# Numpy shapes: ``a`` (A3, A2, K, M) (ggml [m, k, ...]), ``b`` (B3, B2, K, N) (ggml [n, k, ...]) with
+# B2 % A2 == B3 % A3 == 0 (blockwise, as MUL_MAT); ``dst[x, y, j, i] = Σ_k a[x', y', k, i]·b[x, y, k, j]``,
+# ggml ne [m, n, b.ne2, b.ne3]: MUL_MAT of the two operands with their dims 0 and 1 swapped.
+
+
+def _as_mul_mat(inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return [np.swapaxes(np.asarray(x, np.float64), -1, -2) for x in inputs[:2]]
+
+
+def out_prod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return mul_mat(*_as_mul_mat([a, b]))
+
+
+def check_out_prod(case: OpCase, inputs: list[np.ndarray]) -> None:
+    a, b = (t.ne for t in case.inputs[:2])
+    if a[1] != b[1] or b[2] % a[2] or b[3] % a[3]:
+        raise ValueError(f"OUT_PROD: need a ne1 = b ne1 ({a[1]} vs {b[1]}) and a's dims 2/3 dividing b's")
+
+
+def _transposed(model: ErrorModel) -> ErrorModel:
+    def out_prod_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+        return model(case, _as_mul_mat(inputs), golden)
+
+    out_prod_model.__name__ = model.__name__
+    return out_prod_model
+
+
+_OUT_PROD_QUANT = Tolerance(
+    "exact on the dequantized a (its blocks run along m, not k, so no src rounding pairs with them), then a "
+    "k-term f32 dot product in any order (γ_k·Σ|a||b|); ggml CPU, 300 cases each: Q4_0 ≤ 0.56, Q8_0 ≤ 0.62 "
+    "of the allowance", ulp=0.5,
+    model=_transposed(dot_product_model(1.0)), model_name="dot_product over k")
+SPECS.add(OpSpec(
+    name="OUT_PROD", family="matmul", golden=lambda xs, c: out_prod(xs[0], xs[1]),
+    signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32"), sig("f16", "f16", dst="f32")),
+    quantized_signatures=(sig("q4_0", "f32", dst="f32"), sig("q8_0", "f32", dst="f32")),
+    tolerance={"f32": Tolerance("a k-term dot product accumulated in f32 in any order (γ_k·Σ|a||b|, MUL_MAT's "
+                                "model; F16 a with F32 b: b may be rounded to F16, as MUL_MAT's F16 path does); "
+                                "ggml CPU, 300 cases each: F32 ≤ 0.58, F16·F32 ≤ 5e-4 (it keeps b in f32) of "
+                                "the allowance",
+                                ulp=0.5, model=_transposed(dot_product_model(1.0)), model_name="dot_product over k"),
+               "q4_0_f32_to_f32": _OUT_PROD_QUANT, "q8_0_f32_to_f32": _OUT_PROD_QUANT},
+    validate=check_out_prod, input_layouts=InputLayouts.ROWS, specials=(0.0, -0.0),
+    notes="dst ne [a.ne0, b.ne0, b.ne2, b.ne3]; a's dims 2/3 broadcast blockwise. a must not be transposed "
+          "(drawn with dim 0 innermost), b takes any layout. ggml's CPU declines F16 a with a broadcast and any "
+          "b but F32; ggml-cann claims F32 and F16 a and declines quantized a (drawn contiguous, m a multiple of "
+          "32: ggml's CPU computes it without a broadcast)"))

@@ -102,12 +102,29 @@ def pad(x: np.ndarray, lp: Sequence[int], rp: Sequence[int]) -> np.ndarray:
     return np.pad(np.asarray(x, dtype=np.float64), widths)
 
 
+def pad_circular(x: np.ndarray, lp: Sequence[int], rp: Sequence[int]) -> np.ndarray:
+    """PAD circular (ggml_pad_ext_circular): on a torus, output ``i`` of dim ``d`` is source element
+    ``(i − lp[d]) mod ne[d]``, however many times a padding wraps around the source."""
+    out = np.asarray(x, dtype=np.float64)
+    for d in range(4):
+        axis, n = 3 - d, out.shape[3 - d]
+        out = np.take(out, np.arange(-lp[d], n + rp[d]) % n, axis=axis)
+    return out
+
+
+def _pad(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
+    lp, rp = c.param("lp"), c.param("rp")
+    return pad_circular(xs[0], lp, rp) if "circular" in c.variant else pad(xs[0], lp, rp)
+
+
 # ---- the catalogue entries ------------------------------------------------------------------------
 _COPY_SIGS = (sig("f32"), sig("f16"), sig("bf16"), sig("i32"))
 _QUANT_SAME = (sig("q4_0"), sig("q8_0"))
 MOVED = Tolerance("bit-exact: the op only moves or selects stored values (byte copies, no arithmetic)")
 QUANT_COPY = Tolerance("quantized destination: judged against the exact golden blocks (scale to the ulp, "
                        "quants exact but for the documented rounding paths); byte-exact for same-type copies")
+DEQUANT_COPY = Tolerance("bit-exact: dequantizing is (q−8)·d (Q4_0) or q·d (Q8_0) with the F16 scale widened, "
+                         "a product exact in f32 (4- or 8-bit q times an 11-bit d)")
 _VIEW_NOTE = ("built as the view followed by ggml_cont, so the device's strided copy is what is checked "
               "(the view itself computes nothing)")
 
@@ -165,17 +182,23 @@ SPECS.add(OpSpec(
     signatures=(sig("f32"), sig("f32", dst="f16"), sig("f32", dst="bf16"), sig("f32", dst="i32"),
                 sig("f16"), sig("f16", dst="f32"), sig("f16", dst="bf16"), sig("bf16"), sig("bf16", dst="f32"),
                 sig("bf16", dst="f16"), sig("i32"), sig("i32", dst="f32")),
-    quantized_signatures=tuple(sig(s, dst=q) for s in ("f32", "f16") for q in ("q4_0", "q8_0")),
+    quantized_signatures=tuple(sig(s, dst=q) for s in ("f32", "f16") for q in ("q4_0", "q8_0"))
+    + (sig("q4_0", dst="f32"), sig("q8_0", dst="f32")),
     tolerance={"*": Tolerance("bit-exact: the conversion is defined as one round-to-nearest-even (F16, BF16), "
                               "truncation toward zero (I32) or exact widening; the golden applies it"),
-               "q4_0": QUANT_COPY, "q8_0": QUANT_COPY},
+               "q4_0": QUANT_COPY, "q8_0": QUANT_COPY,
+               "q4_0_to_f32": DEQUANT_COPY, "q8_0_to_f32": DEQUANT_COPY},
     params={"dst_ne": P("destination shape (same element count as the source)", tuple),
             "dst_pad": P("elements of padding per dim around the destination (a strided view when non-zero)",
                          tuple, optional=True),
-            "dst_offset": P("element offset of the destination view in its allocation", int, optional=True)},
+            "dst_offset": P("element offset of the destination view in its allocation", int, optional=True),
+            "dst_perm": P("ggml_permute axes of the destination view (its logical order is the copy's order)",
+                          tuple, optional=True)},
     validate=checks.same_count,
-    notes="the destination is created by the builder (a strided view of a bigger tensor when padded); "
-          "elements go in logical order. F32→I32 is drawn without NaN/inf (the C cast is undefined). "
+    notes="the destination is created by the builder (a strided view of a bigger tensor when padded, "
+          "ggml_permute'd when dst_perm is given); elements go in logical order. Q4_0/Q8_0 → F32 dequantizes "
+          "(a source in any whole-block layout, permutes included). F32→I32 is drawn without NaN/inf (the C "
+          "cast is undefined). "
           "The CPU aborts on F16/BF16→I32 (not implemented), so those are not listed. F32/F16 → Q4_0/Q8_0 "
           "quantizes each 32-element block of the destination (contiguous); NaN/inf are not drawn there "
           "(one non-finite value poisons its block's scale)."))
@@ -185,9 +208,11 @@ SPECS.add(OpSpec(
     validate=checks.repeatable, notes="np.tile"))
 SPECS.add(OpSpec(
     name="CONCAT", family="movement", golden=lambda xs, c: concat(xs[0], xs[1], c.param("dim")),
-    signatures=tuple(sig(t, t) for t in ("f32", "f16", "bf16", "i32")), tolerance={"*": MOVED},
+    signatures=tuple(sig(t, t) for t in ("f32", "f16", "bf16", "i8", "i16", "i32", "i64")), tolerance={"*": MOVED},
     params={"dim": P("ggml dim to join along (0..3)", int)}, validate=checks.concatenable,
-    notes="both inputs may be strided or permuted"))
+    notes="both inputs may be strided or permuted; every integer type ggml has (I8, I16, I32, I64: ggml's "
+          "CPU copies elements by their size). Half the cases give a and b one shape with the joined dim's "
+          "extent shared by another dim, so a device joining along the wrong axis gives other values"))
 SPECS.add(OpSpec(
     name="GET_ROWS", family="movement", golden=two(get_rows),
     signatures=(sig("f32", "i32"), sig("f16", "i32", dst="f32"), sig("bf16", "i32", dst="f32")),
@@ -210,7 +235,11 @@ SPECS.add(OpSpec(
     notes="ggml_acc asserts a contiguous a; form=inplace builds ggml_acc_inplace on a ggml_dup of a, so the "
           "in-place kernel runs while the input stays checkable; b may have any layout"))
 SPECS.add(OpSpec(
-    name="PAD", family="movement", golden=lambda xs, c: pad(xs[0], c.param("lp"), c.param("rp")),
+    name="PAD", family="movement", golden=_pad,
     signatures=(sig("f32"),), tolerance={"f32": MOVED},
-    params={"lp": P("zeros before each dim (form=pad_ext only)", tuple), "rp": P("zeros after each dim", tuple)},
-    validate=checks.pads, notes="ggml_pad (end padding) or ggml_pad_ext (form=pad_ext)"))
+    params={"lp": P("padding before each dim (form=pad_ext and pad_ext_circular only)", tuple),
+            "rp": P("padding after each dim", tuple)},
+    validate=checks.pads,
+    notes="zeros: ggml_pad (end padding) or ggml_pad_ext (form=pad_ext); wrapping around (torus): "
+          "ggml_pad_circular (form=circular) or ggml_pad_ext_circular (form=pad_ext_circular), where a padding "
+          "may exceed the dim and wrap several times. ggml-cann declines circular padding (supports_op)"))

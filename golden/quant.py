@@ -41,10 +41,18 @@ and ``2k + 1`` in its high nibble (natural order), every byte XOR 0x88 (so each 
 signed int4 ``q - 8``).
 
 Byte-level views assume a little-endian host (x86-64 and aarch64, where ggml and CANN run).
+
+Speed (figures in ``docs/quantization.md``): ``quantize`` runs ordinary blocks through whole-chunk
+array arithmetic and hands blocks with NaN, inf, an overflowing reciprocal scale or a Q4_0 +max/-max
+tie to the general code, which spells out the C arithmetic; the transforms and quantizers work on
+chunks, with per-thread work buffers.
 """
 
 from __future__ import annotations
 
+import math
+import threading
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -55,6 +63,11 @@ QTYPES: tuple[str, ...] = dtypes.QUANT_TYPES
 BLOCK_BYTES: dict[str, int] = {q: dtypes.type_size(q) for q in QTYPES}
 QK = dtypes.block_size("q4_0")  # elements per block, QK4_0 == QK8_0
 MATRIX_ROW_PADDING = 512  # ggml-cann/common.h
+
+# A host block as a record: the f16 scale's bits and the quants as one opaque field.
+_HOST_RECORD = {
+    qtype: np.dtype([("d", "<u2"), ("qs", f"V{BLOCK_BYTES[qtype] - 2}")]) for qtype in BLOCK_BYTES
+}
 
 # Bytes per element of the plain types, for cann_alloc_size on non-quantized tensors.
 _PLAIN_TYPE_BYTES: dict[str, int] = {n: dtypes.type_size(n) for n in dtypes.ALL_TYPES if n not in QTYPES}
@@ -144,10 +157,50 @@ def _x86_maxps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
+# per-thread work buffers
+#
+# The quantizers and transforms work on cache-sized chunks with a handful of temporaries each. Fresh
+# temporaries on every call are fresh pages from the kernel, and their page faults cost as much as
+# the work itself on mid-sized tensors, so each thread keeps its buffers between calls.
+
+
+_SMALL_ARRAY_BYTES = 65536
+
+
+class _Scratch(threading.local):
+    def __init__(self) -> None:
+        self.buffers: dict[str, np.ndarray] = {}
+
+    def array(self, name: str, shape: tuple[int, ...], dtype: type[np.generic] | np.dtype) -> np.ndarray:
+        """A ``shape`` array of ``dtype`` over the buffer ``name``; contents are whatever was left there.
+
+        One name must not be used for two arrays that are alive at the same time. Small arrays are
+        plain ``np.empty`` (the allocator reuses their memory, and it is cheaper than a view).
+        """
+        dt = np.dtype(dtype)
+        nbytes = dt.itemsize * math.prod(shape)
+        if nbytes <= _SMALL_ARRAY_BYTES:
+            return np.empty(shape, dt)
+        buffer = self.buffers.get(name)
+        if buffer is None or buffer.size < nbytes:
+            buffer = np.empty(max(nbytes, 64), np.uint8)
+            self.buffers[name] = buffer
+        return buffer[:nbytes].view(dt).reshape(shape)
+
+
+_scratch = _Scratch()
+
+
+# --------------------------------------------------------------------------------------------
 # quantizers
+#
+# Two paths per type. The general one (``_quantize_*_general``) spells out ggml's arithmetic for any
+# input: NaN, infinities, scales whose reciprocal overflows, Q4_0 blocks where +max and -max tie. The
+# usual one does the same arithmetic with whole-chunk array operations, valid for blocks without any
+# of those; it flags the blocks it cannot vouch for and the general path redoes them.
 
 
-def _quantize_q4_0(blocks: np.ndarray) -> np.ndarray:
+def _quantize_q4_0_general(blocks: np.ndarray) -> np.ndarray:
     nblocks = blocks.shape[0]
     magnitude = np.abs(blocks)
     magnitude[np.isnan(magnitude)] = 0  # ``amax < |x|`` is false for NaN: NaN never wins
@@ -187,7 +240,7 @@ def _q8_0_x86_amax(blocks: np.ndarray) -> np.ndarray:
     return _x86_maxps(pair[:, 0], pair[:, 1])  # movehdup + maxss
 
 
-def _quantize_q8_0(blocks: np.ndarray, rounding: Rounding) -> np.ndarray:
+def _quantize_q8_0_general(blocks: np.ndarray, rounding: Rounding) -> np.ndarray:
     nblocks = blocks.shape[0]
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         if rounding == "reference":
@@ -208,7 +261,128 @@ def _quantize_q8_0(blocks: np.ndarray, rounding: Rounding) -> np.ndarray:
     return out
 
 
-_QUANTIZE_CHUNK_BLOCKS = 4096
+_SMALL_FOLD_ELEMENTS = 64 * QK  # below this, reduce(axis=1) costs less than the five passes
+
+
+def _fold_blocks(values: np.ndarray, op: np.ufunc, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """``op`` (np.maximum or np.minimum) over each 32-element block of the flat ``values``.
+
+    Five whole-array passes with shifts 16, 8, 4, 2, 1: after them element ``k`` holds ``op`` over
+    ``values[k : k + 32]``, so element ``32 i`` is block ``i``'s result. Each pass is one contiguous
+    SIMD loop, three times faster than ``reshape(-1, 32).max(axis=1)``. NaN propagates. ``first``
+    and ``second`` are ping-pong buffers (``second`` may be ``values`` itself).
+    """
+    if values.size <= _SMALL_FOLD_ELEMENTS:
+        return op.reduce(values.reshape(-1, QK), axis=1)
+    length = values.size
+    source = values
+    for level, shift in enumerate((16, 8, 4, 2, 1)):
+        length -= shift
+        target = (first, second)[level % 2][:length]
+        op(source[:length], source[shift : shift + length], out=target)
+        source = target
+    return source[::QK].copy()
+
+
+@dataclass(frozen=True)
+class _QuantizeWork:
+    """Work arrays for chunks of up to ``nblocks`` blocks (views of per-thread scratch buffers)."""
+
+    first: np.ndarray  # float32 [nblocks * 32]
+    second: np.ndarray  # float32 [nblocks * 32]
+    quants: np.ndarray  # uint8 [nblocks * 32]
+    packed: np.ndarray  # uint64 [nblocks * 4]
+    qs: np.ndarray  # V16 [nblocks]
+
+    @classmethod
+    def for_blocks(cls, nblocks: int) -> _QuantizeWork:
+        n = nblocks * QK
+        return cls(
+            first=_scratch.array("quantize.first", (n,), np.float32),
+            second=_scratch.array("quantize.second", (n,), np.float32),
+            quants=_scratch.array("quantize.quants", (n,), np.uint8),
+            packed=_scratch.array("quantize.packed", (n // 8,), np.uint64),
+            qs=_scratch.array("quantize.qs", (nblocks,), _HOST_RECORD["q4_0"]["qs"]),
+        )
+
+
+def _quantize_q4_0_usual(blocks: np.ndarray, records: np.ndarray, work: _QuantizeWork) -> np.ndarray:
+    """Quantize into ``records`` the blocks the general path would give the same result for with
+    plain array arithmetic; return the mask of those blocks (the others hold garbage)."""
+    nblocks = blocks.shape[0]
+    values = blocks.reshape(-1)
+    first, second = work.first[: values.size], work.second[: values.size]
+    largest = _fold_blocks(values, np.maximum, first, second)
+    smallest = _fold_blocks(values, np.minimum, first, second)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        all_zero = (largest == 0) & (smallest == 0)
+        # ggml keeps the first element of largest |x|; with +m and -m both present that needs the
+        # element order, so such blocks go to the general path (so do NaN and inf blocks).
+        usual = np.isfinite(largest) & np.isfinite(smallest) & ((largest != -smallest) | all_zero)
+        signed_max = np.where(largest > -smallest, largest, smallest)
+        signed_max[all_zero] = 0  # ggml's max starts at +0 and no element beats it: d = -0.0
+        d = signed_max / np.float32(-8)
+        inv_d = np.where(d != 0, np.float32(1) / d, np.float32(0))
+        usual &= np.isfinite(inv_d)  # not left to numpy's float->int cast of inf, which is platform-defined
+        shifted = first.reshape(nblocks, QK)
+        np.multiply(blocks, inv_d[:, None], out=shifted)
+        np.add(shifted, np.float32(8.5), out=shifted)  # two f32 roundings, as in C (no FMA)
+        # For usual blocks |x·id| <= 8 (plus an ulp or two), so the truncation lands in 0..16.
+        quants = work.quants[: values.size]
+        np.copyto(quants, shifted.reshape(-1), casting="unsafe")
+    np.minimum(quants, np.uint8(15), out=quants)
+    # qs[j] = q[j] | q[j + 16] << 4, on uint64 lanes (four per block; values < 16 never carry).
+    lanes = quants.view(np.uint64)
+    packed = work.packed[: lanes.size]
+    np.left_shift(lanes[2:], np.uint64(4), out=packed[:-2])
+    np.bitwise_or(packed[:-2], lanes[:-2], out=packed[:-2])
+    # Lanes 4i and 4i + 1 are block i's qs; gather them contiguously, then into the records
+    # (16-byte copies with one side contiguous are fast, strided to strided is not).
+    qs = work.qs[:nblocks]
+    np.copyto(qs, packed.view(records.dtype["qs"])[::2])
+    records["qs"] = qs
+    with np.errstate(over="ignore"):
+        records["d"] = d.astype(np.float16).view(np.uint16)  # _f16_bits without its NaN case
+    return usual
+
+
+def _quantize_q8_0_usual(
+    blocks: np.ndarray, records: np.ndarray, rounding: Rounding, work: _QuantizeWork
+) -> np.ndarray:
+    """Like :func:`_quantize_q4_0_usual`, for Q8_0: usual blocks have a finite ``amax`` (no NaN, no
+    inf) and a finite reciprocal scale, so ``|x·id| <= 127`` (plus an ulp or two)."""
+    nblocks = blocks.shape[0]
+    values = blocks.reshape(-1)
+    first, second = work.first[: values.size], work.second[: values.size]
+    np.abs(values, out=second)
+    # Without NaN the fold order does not matter, so this is also the x86 maxps tree's result.
+    amax = _fold_blocks(second, np.maximum, first, second)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        d = amax / np.float32(127)
+        if rounding == "reference":
+            inv_d = np.where(d != 0, np.float32(1) / d, np.float32(0))
+        else:
+            inv_d = np.where(amax != 0, np.float32(127) / amax, np.float32(0))
+        usual = np.isfinite(amax * inv_d)  # false for a NaN or inf amax and for an overflowing id
+        scaled = first.reshape(nblocks, QK)
+        np.multiply(blocks, inv_d[:, None], out=scaled)
+        if rounding == "reference":
+            # roundf(v) == trunc(v + copysign(0.5 - 2**-25, v)) for every f32 |v| < 2**31 (checked
+            # exhaustively); the constant is 0x3EFFFFFF, and its sign is x's because id >= 0.
+            half = second.view(np.uint32)
+            np.bitwise_and(values.view(np.uint32), np.uint32(0x80000000), out=half)
+            np.bitwise_or(half, np.uint32(0x3EFFFFFF), out=half)
+            np.add(scaled.reshape(-1), half.view(np.float32), out=scaled.reshape(-1))
+        else:
+            np.rint(scaled, out=scaled)  # ties to even, like _MM_ROUND_NEAREST
+        quants = work.quants[: values.size].view(np.int8)
+        np.copyto(quants, scaled.reshape(-1), casting="unsafe")  # truncation; in -127..127 when usual
+        records["d"] = d.astype(np.float16).view(np.uint16)  # _f16_bits without its NaN case
+    records["qs"] = quants.view(records.dtype["qs"])
+    return usual
+
+
+_QUANTIZE_CHUNK_BLOCKS = 8192  # 1 MiB of f32 per work array: fewer numpy calls per block than smaller chunks
 
 
 def quantize(x: np.ndarray, qtype: str, rounding: Rounding = "reference") -> np.ndarray:
@@ -222,15 +396,27 @@ def quantize(x: np.ndarray, qtype: str, rounding: Rounding = "reference") -> np.
     if rounding not in ("reference", "x86"):
         raise ValueError(f"rounding must be 'reference' or 'x86', got {rounding!r}")
     blocks = _as_blocks(x)
-    out = np.empty((blocks.shape[0], BLOCK_BYTES[qtype]), np.uint8)
-    # Chunks keep the many per-element temporaries in cache instead of allocating whole tensors.
-    for start in range(0, blocks.shape[0], _QUANTIZE_CHUNK_BLOCKS):
-        chunk = blocks[start : start + _QUANTIZE_CHUNK_BLOCKS]
+    nblocks = blocks.shape[0]
+    out = np.empty((nblocks, BLOCK_BYTES[qtype]), np.uint8)
+    records = out.reshape(-1).view(_HOST_RECORD[qtype])
+    work = _QuantizeWork.for_blocks(min(nblocks, _QUANTIZE_CHUNK_BLOCKS))
+    for start in range(0, nblocks, _QUANTIZE_CHUNK_BLOCKS):
+        stop = min(nblocks, start + _QUANTIZE_CHUNK_BLOCKS)
+        chunk = blocks[start:stop]
         if qtype == "q4_0":
-            out[start : start + chunk.shape[0]] = _quantize_q4_0(chunk)
+            usual = _quantize_q4_0_usual(chunk, records[start:stop], work)
         else:
-            out[start : start + chunk.shape[0]] = _quantize_q8_0(chunk, rounding)
+            usual = _quantize_q8_0_usual(chunk, records[start:stop], rounding, work)
+        if not usual.all():
+            unusual = np.flatnonzero(~usual)
+            if qtype == "q4_0":
+                out[start + unusual] = _quantize_q4_0_general(chunk[unusual])
+            else:
+                out[start + unusual] = _quantize_q8_0_general(chunk[unusual], rounding)
     return out.reshape(-1)
+
+
+_DEQUANTIZE_CHUNK_BLOCKS = 8192
 
 
 def dequantize(raw: np.ndarray, qtype: str, n: int) -> np.ndarray:
@@ -246,53 +432,58 @@ def dequantize(raw: np.ndarray, qtype: str, n: int) -> np.ndarray:
     if data.size < nblocks * block_bytes:
         raise ValueError(f"{n} {qtype} elements need {nblocks * block_bytes} bytes, got {data.size}")
     host = _host_records(data[: nblocks * block_bytes], qtype)
-    scales = host["d"].view(np.float16).astype(np.float32)
     out = np.empty((nblocks, QK), np.float32)
     with np.errstate(invalid="ignore", over="ignore"):  # inf/NaN scales behave as in C
-        for start in range(0, nblocks, _CHUNK_BLOCKS):
-            stop = min(nblocks, start + _CHUNK_BLOCKS)
-            chunk = host["qs"][start:stop]
-            quants = _q8_0_quants(chunk) if qtype == "q8_0" else _q4_0_quants(chunk)
-            np.multiply(quants, scales[start:stop, None], out=out[start:stop])
+        for start in range(0, nblocks, _DEQUANTIZE_CHUNK_BLOCKS):
+            stop = min(nblocks, start + _DEQUANTIZE_CHUNK_BLOCKS)
+            chunk = out[start:stop]
+            if qtype == "q8_0":
+                _q8_0_quants(host["qs"][start:stop], chunk)
+            else:
+                _q4_0_quants(host["qs"][start:stop], chunk)
+            scales = host["d"][start:stop].view(np.float16).astype(np.float32)
+            np.multiply(chunk, scales[:, None], out=chunk)
     return out.reshape(-1)
 
 
-def _q8_0_quants(host_qs: np.ndarray) -> np.ndarray:
-    as_int8 = np.empty((host_qs.size, QK), np.int8)
+def _q8_0_quants(host_qs: np.ndarray, out: np.ndarray) -> None:
+    """(blocks, 32) float32 of the int8 quants, into ``out``."""
+    as_int8 = _scratch.array("dequantize.int8", out.shape, np.int8)
     as_int8.view(host_qs.dtype)[:, 0] = host_qs
-    return as_int8.astype(np.float32)
+    np.copyto(out, as_int8)
 
 
-def _q4_0_quants(host_qs: np.ndarray) -> np.ndarray:
-    """(blocks, 32) float32 of nibble - 8, in element order (all low nibbles, then all high)."""
-    packed = np.empty((host_qs.size, 2), np.uint64)
-    packed.view(host_qs.dtype)[:, 0] = host_qs
-    # Split low and high nibbles on whole contiguous arrays, then interleave per block with
-    # one-dimensional 16-byte copies (2-D slices with 16-byte rows are slow in numpy).
-    halves = np.empty((2, host_qs.size, 2), np.uint64)
-    np.bitwise_and(packed, np.uint64(0x0F0F0F0F0F0F0F0F), out=halves[0])
-    np.right_shift(packed, np.uint64(4), out=halves[1])
+def _q4_0_quants(host_qs: np.ndarray, out: np.ndarray) -> None:
+    """(blocks, 32) float32 of nibble - 8 in element order (all low nibbles, then all high), into ``out``."""
+    nblocks = host_qs.size
+    packed = _scratch.array("dequantize.packed", (nblocks,), host_qs.dtype)
+    np.copyto(packed, host_qs)
+    lanes = packed.view(np.uint64)  # two per block
+    # Low nibbles are elements 0..15, high nibbles 16..31: split them on whole arrays, then put each
+    # block's two 16-byte halves side by side (contiguous-to-strided 16-byte copies are fast).
+    halves = _scratch.array("dequantize.halves", (2, 2 * nblocks), np.uint64)
+    np.bitwise_and(lanes, np.uint64(0x0F0F0F0F0F0F0F0F), out=halves[0])
+    np.right_shift(lanes, np.uint64(4), out=halves[1])
     np.bitwise_and(halves[1], np.uint64(0x0F0F0F0F0F0F0F0F), out=halves[1])
-    nibbles = np.empty((host_qs.size, 2, 2), np.uint64)
-    nibbles.view(host_qs.dtype)[:, 0, 0] = halves[0].view(host_qs.dtype)[:, 0]
-    nibbles.view(host_qs.dtype)[:, 1, 0] = halves[1].view(host_qs.dtype)[:, 0]
-    quants = nibbles.view(np.uint8).reshape(host_qs.size, QK).astype(np.float32)
-    return np.subtract(quants, np.float32(8), out=quants)
+    nibbles = _scratch.array("dequantize.nibbles", (nblocks, 2), host_qs.dtype)
+    nibbles[:, 0] = halves[0].view(host_qs.dtype)
+    nibbles[:, 1] = halves[1].view(host_qs.dtype)
+    np.copyto(out, nibbles.view(np.uint8).reshape(nblocks, QK))
+    np.subtract(out, np.float32(8), out=out)
 
 
 # --------------------------------------------------------------------------------------------
 # CANN device layout
 #
 # Speed matters here (the transforms run on every upload and download of weight tensors, tens of
-# millions of elements): the host blocks are viewed as records of a 2-byte scale and a 16/32-byte
-# void field so field copies are memcpy-like, and the Q4_0 nibble work runs on cache-sized chunks
-# of contiguous uint16 arrays, because numpy is slow on 2-D slices with short inner rows.
+# millions of elements). Host blocks are viewed as records of a 2-byte scale and a 16/32-byte void
+# field. NumPy copies items of up to 16 bytes quickly when one side is contiguous, and calls memmove
+# per item otherwise (so a Q8_0 block's 32 quants cost a memmove each), so the Q4_0 nibble work
+# runs on contiguous uint64 arrays of one chunk, between such copies.
 
-_HOST_RECORD = {
-    qtype: np.dtype([("d", "<u2"), ("qs", f"V{BLOCK_BYTES[qtype] - 2}")]) for qtype in BLOCK_BYTES
-}
-_CHUNK_BLOCKS = 8192  # 8192 blocks x 2 x 16 bytes of uint16 work arrays: a few hundred KiB, in L2
+_CHUNK_BLOCKS = 32768  # measured: smaller chunks pay more in numpy calls than they win in cache
 _U16 = np.uint16
+_XOR_88 = np.uint64(0x8888888888888888)
 
 
 def _host_records(raw: np.ndarray, qtype: str) -> np.ndarray:
@@ -309,39 +500,88 @@ def to_cann(raw: np.ndarray, qtype: str) -> np.ndarray:
     nblocks = host.size
     out = np.empty(nblocks * BLOCK_BYTES[qtype], np.uint8)
     quant_bytes = out.size - 2 * nblocks
-    out[quant_bytes:].view(_U16)[:] = host["d"]
-    if qtype == "q8_0":
-        out[:quant_bytes].view(host.dtype["qs"])[:] = host["qs"]
-        return out
-    _q4_0_nibbles_to_cann(host["qs"], out[:quant_bytes].view(np.uint64).reshape(nblocks, 2))
+    dev_scales = out[quant_bytes:].view(_U16)
+    dev_quants = out[:quant_bytes].view(host.dtype["qs"])  # one item per block
+    work = _NibbleWork.for_blocks(min(nblocks, _CHUNK_BLOCKS)) if qtype == "q4_0" else None
+    # Scales and quants chunk by chunk, so each host byte comes from memory once.
+    for start in range(0, nblocks, _CHUNK_BLOCKS):
+        stop = min(nblocks, start + _CHUNK_BLOCKS)
+        chunk = host[start:stop]
+        dev_scales[start:stop] = chunk["d"]
+        if work is None:
+            dev_quants[start:stop] = chunk["qs"]
+        else:
+            _q4_0_nibbles_to_cann(chunk["qs"], dev_quants[start:stop].view(np.uint64).reshape(-1, 2), work)
     return out
 
 
-def _q4_0_nibbles_to_cann(host_qs: np.ndarray, dev: np.ndarray) -> None:
-    """16 host ``qs`` bytes per block -> 8 bytes of elements 0..15 and 8 of elements 16..31.
+@dataclass(frozen=True)
+class _NibbleWork:
+    """Work arrays of the Q4_0 transforms for chunks of up to ``nblocks`` blocks."""
 
-    Host byte pair (qs[2k], qs[2k+1]) read as a little-endian uint16 ``w`` holds, nibble by nibble,
-    elements 2k, 2k+16, 2k+1, 2k+17. The device byte for elements (2k, 2k+1) is
-    ``(w & 0x0F) | ((w >> 4) & 0xF0)``, and the one for (2k+16, 2k+17) is the same function of
-    ``w >> 4``. XOR 0x88 on the device byte equals XOR 0x8888 on ``w`` first.
+    lanes: np.ndarray  # uint16 [nblocks, 8]: a block's 16 host qs bytes as little-endian pairs
+    shifted: np.ndarray  # uint16 [nblocks, 8]
+    first: np.ndarray  # uint64 [nblocks]: 8 bytes per block
+    second: np.ndarray  # uint64 [nblocks]
+    low: np.ndarray  # uint64 [nblocks]
+    high: np.ndarray  # uint64 [nblocks]
+
+    @classmethod
+    def for_blocks(cls, nblocks: int) -> _NibbleWork:
+        return cls(
+            lanes=_scratch.array("nibbles.lanes", (nblocks, 8), _U16),
+            shifted=_scratch.array("nibbles.shifted", (nblocks, 8), _U16),
+            first=_scratch.array("nibbles.first", (nblocks,), np.uint64),
+            second=_scratch.array("nibbles.second", (nblocks,), np.uint64),
+            low=_scratch.array("nibbles.low", (nblocks,), np.uint64),
+            high=_scratch.array("nibbles.high", (nblocks,), np.uint64),
+        )
+
+
+_LOW_NIBBLES = np.uint64(0x0F0F0F0F0F0F0F0F)
+_HIGH_NIBBLES = np.uint64(0xF0F0F0F0F0F0F0F0)
+
+
+def _transpose_nibbles(first: np.ndarray, second: np.ndarray, work: _NibbleWork) -> None:
+    """In place, byte by byte (uint64 arrays, 8 bytes per item): with ``f`` and ``s`` the bytes at one
+    position, ``f`` becomes ``f.low | s.low << 4`` and ``s`` becomes ``f.high | s.high << 4``.
+
+    This is the whole Q4_0 layout change, in both directions: from the even and odd host qs bytes
+    it makes the device bytes of elements 0..15 and of 16..31, and from those it makes the even
+    and odd host bytes again (it is its own inverse).
     """
-    nblocks = host_qs.size
-    work = np.empty((2, _CHUNK_BLOCKS, 8), _U16)  # [elements 0..15 | 16..31][block][byte pair]
-    high = np.empty_like(work)
-    as_bytes = np.empty((2, _CHUNK_BLOCKS, 8), np.uint8)
-    for start in range(0, nblocks, _CHUNK_BLOCKS):
-        stop = min(nblocks, start + _CHUNK_BLOCKS)
-        w, t, b = work[:, : stop - start], high[:, : stop - start], as_bytes[:, : stop - start]
-        w[0].view(host_qs.dtype)[:, 0] = host_qs[start:stop]
-        np.bitwise_xor(w[0], _U16(0x8888), out=w[0])
-        np.right_shift(w[0], _U16(4), out=w[1])
-        np.right_shift(w, _U16(4), out=t)
-        np.bitwise_and(t, _U16(0xF0), out=t)
-        np.bitwise_and(w, _U16(0x0F), out=w)
-        np.bitwise_or(w, t, out=w)
-        np.copyto(b, w, casting="unsafe")  # keep the low byte of each uint16
-        dev[start:stop, 0] = b[0].view(np.uint64)[:, 0]
-        dev[start:stop, 1] = b[1].view(np.uint64)[:, 0]
+    n = first.size
+    low, high = work.low[:n], work.high[:n]
+    np.bitwise_and(second, _LOW_NIBBLES, out=low)
+    np.left_shift(low, np.uint64(4), out=low)  # masked first, so no nibble crosses a byte
+    np.right_shift(first, np.uint64(4), out=high)
+    np.bitwise_and(high, _LOW_NIBBLES, out=high)  # drops what came down from the next byte
+    np.bitwise_and(first, _LOW_NIBBLES, out=first)
+    np.bitwise_or(first, low, out=first)
+    np.bitwise_and(second, _HIGH_NIBBLES, out=second)
+    np.bitwise_or(second, high, out=second)
+
+
+def _q4_0_nibbles_to_cann(host_qs: np.ndarray, dev: np.ndarray, work: _NibbleWork) -> None:
+    """One chunk: 16 host ``qs`` bytes per block -> 8 device bytes of elements 0..15 and 8 of 16..31.
+
+    Host byte ``qs[j]`` holds element j (low nibble) and j + 16 (high). Device byte k of the first
+    half holds elements 2k and 2k + 1, i.e. the low nibbles of ``qs[2k]`` and ``qs[2k + 1]``; byte k
+    of the second half their high nibbles: a nibble transpose of the even and odd host bytes. The
+    XOR 0x88 of every device byte rides on the copy into the device buffer.
+    """
+    n = host_qs.size
+    lanes, shifted = work.lanes[:n], work.shifted[:n]
+    even, odd = work.first[:n], work.second[:n]
+    lanes.view(host_qs.dtype)[:, 0] = host_qs
+    np.copyto(even.view(np.uint8).reshape(n, 8), lanes, casting="unsafe")  # low byte of each pair
+    # A uint64 shift stands in for a uint16 one (numpy's is slower): the next pair's low byte lands
+    # in the top byte, which the narrowing copy drops.
+    np.right_shift(lanes.view(np.uint64), np.uint64(8), out=shifted.view(np.uint64))
+    np.copyto(odd.view(np.uint8).reshape(n, 8), shifted, casting="unsafe")
+    _transpose_nibbles(even, odd, work)
+    np.bitwise_xor(even, _XOR_88, out=dev[:, 0])
+    np.bitwise_xor(odd, _XOR_88, out=dev[:, 1])
 
 
 def from_cann(buf: np.ndarray, qtype: str) -> np.ndarray:
@@ -354,39 +594,34 @@ def from_cann(buf: np.ndarray, qtype: str) -> np.ndarray:
     quant_bytes = data.size - 2 * nblocks
     out = np.empty(data.size, np.uint8)
     host = out.view(_HOST_RECORD[qtype])
-    host["d"] = data[quant_bytes:].view(_U16)
-    if qtype == "q8_0":
-        host["qs"] = data[:quant_bytes].view(host.dtype["qs"])
-        return out
-    _q4_0_nibbles_from_cann(data[:quant_bytes].view(np.uint64).reshape(nblocks, 2), host["qs"])
+    dev_scales = data[quant_bytes:].view(_U16)
+    dev_quants = data[:quant_bytes].view(host.dtype["qs"])
+    work = _NibbleWork.for_blocks(min(nblocks, _CHUNK_BLOCKS)) if qtype == "q4_0" else None
+    for start in range(0, nblocks, _CHUNK_BLOCKS):
+        stop = min(nblocks, start + _CHUNK_BLOCKS)
+        chunk = host[start:stop]
+        chunk["d"] = dev_scales[start:stop]
+        if work is None:
+            chunk["qs"] = dev_quants[start:stop]
+        else:
+            _q4_0_nibbles_from_cann(dev_quants[start:stop].view(np.uint64).reshape(-1, 2), chunk["qs"], work)
     return out
 
 
-def _q4_0_nibbles_from_cann(dev: np.ndarray, host_qs: np.ndarray) -> None:
-    """Inverse of :func:`_q4_0_nibbles_to_cann`.
-
-    A device byte ``a`` (elements 2k, 2k+1) spreads to the uint16 ``(a | a << 4) & 0x0F0F``: element
-    2k in the low nibble of the low byte, 2k+1 in the low nibble of the high byte. The host pair is
-    that spread for elements 0..15 OR the spread for 16..31 shifted into the high nibbles.
-    """
-    nblocks = host_qs.size
-    as_bytes = np.empty((2, _CHUNK_BLOCKS, 8), np.uint8)
-    work = np.empty((2, _CHUNK_BLOCKS, 8), _U16)
-    shifted = np.empty_like(work)
-    pairs = np.empty((_CHUNK_BLOCKS, 8), _U16)
-    for start in range(0, nblocks, _CHUNK_BLOCKS):
-        stop = min(nblocks, start + _CHUNK_BLOCKS)
-        b, w, t, p = (a[:, : stop - start] for a in (as_bytes, work, shifted, pairs[None]))
-        b[0].view(np.uint64)[:, 0] = dev[start:stop, 0]
-        b[1].view(np.uint64)[:, 0] = dev[start:stop, 1]
-        np.copyto(w, b)
-        np.left_shift(w, _U16(4), out=t)
-        np.bitwise_or(w, t, out=w)
-        np.bitwise_and(w, _U16(0x0F0F), out=w)
-        np.left_shift(w[1], _U16(4), out=p[0])
-        np.bitwise_or(p[0], w[0], out=p[0])
-        np.bitwise_xor(p[0], _U16(0x8888), out=p[0])
-        host_qs[start:stop] = p[0].view(host_qs.dtype)[:, 0]
+def _q4_0_nibbles_from_cann(dev: np.ndarray, host_qs: np.ndarray, work: _NibbleWork) -> None:
+    """Inverse of :func:`_q4_0_nibbles_to_cann`, for one chunk: the same nibble transpose gives the
+    even and odd host bytes, which are then interleaved into byte pairs."""
+    n = host_qs.size
+    lanes, shifted = work.lanes[:n], work.shifted[:n]
+    even, odd = work.first[:n], work.second[:n]
+    np.bitwise_xor(dev[:, 0], _XOR_88, out=even)
+    np.bitwise_xor(dev[:, 1], _XOR_88, out=odd)
+    _transpose_nibbles(even, odd, work)
+    np.copyto(lanes, even.view(np.uint8).reshape(n, 8))
+    np.copyto(shifted, odd.view(np.uint8).reshape(n, 8))
+    np.left_shift(shifted.view(np.uint64), np.uint64(8), out=shifted.view(np.uint64))  # bytes: no spill
+    np.bitwise_or(lanes, shifted, out=lanes)
+    host_qs[:] = lanes.view(host_qs.dtype)[:, 0]
 
 
 __all__ = [

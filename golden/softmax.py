@@ -93,12 +93,14 @@ def _soft_max(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
 
 
 def softmax_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
-    """Softmax in f32 (ggml's CPU, any f32 implementation). A logit ``w = x·scale + slope·mask``
-    is off by ``Δw ≤ u·(2|x·scale| + (2h + 6)|slope·mask|)`` (two roundings; the ALiBi slope is
-    ``powf(m0, h+1)`` of an f32 ``m0``, so its relative error grows with the head index h), and
-    ``w − max`` adds u·|w − max|. ``y_i = e_i / Σe`` moves by ``Δw_i`` plus the largest ``Δw`` of
-    the row (through the sum), relatively; exp, the sum, the reciprocal and the product add 8u.
-    Results below FLT_MIN may be flushed to zero by a SIMD exp (absolute 2^-126)."""
+    """Softmax in f32, by any correct implementation. A logit ``w = x·scale + slope·mask`` is off by
+    ``Δw ≤ u·(2|x·scale| + (2h + 6)|slope·mask|)`` (two roundings; the ALiBi slope is ``powf(m0, h+1)``
+    of an f32 ``m0``, so its relative error grows with the head index h), and ``w − max`` adds
+    u·|w − max|. ``y_i = e_i / Σe`` moves by ``Δw_i`` plus the largest ``Δw`` of the row (through the
+    sum), relatively. Then: expf within 2.5 ulp (5u relative) in e_i and again through Σe; the sum
+    of the n positive terms (n = ne0, + 1 with a sink) in f32 in any order, sequential included,
+    (n − 1)u relative; 1/Σe and the product 2u: ``(n + 11)·u`` in all. Results below FLT_MIN may be
+    flushed to zero by a SIMD exp (absolute 2^-126)."""
     a = np.asarray(inputs[0], np.float64)
     has_mask = bool(case.param("mask"))
     x_part = finite_abs(a * np.float32(case.param("scale")))
@@ -112,16 +114,19 @@ def softmax_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) ->
         w = soft_max_logits(a, inputs[1] if has_mask else None, case.param("scale"), case.param("max_bias"))
         spread = finite_abs(w - np.max(np.where(np.isfinite(w), w, -np.inf), axis=-1, keepdims=True))
     dw = F32_EPS * (dw + spread)
-    rel = 8 * F32_EPS + dw + dw.max(axis=-1, keepdims=True)
+    n_terms = a.shape[-1] + (1 if case.param("sinks") else 0)
+    rel = (n_terms + 11) * F32_EPS + dw + dw.max(axis=-1, keepdims=True)
     return rel * finite_abs(golden) + 2.0**-126
 
 
 SPECS.add(OpSpec(
     name="SOFT_MAX", family="softmax", golden=_soft_max,
     signatures=(sig("f32"), sig("f32", "f32"), sig("f32", "f16", dst="f32")),
-    tolerance={"f32": Tolerance("f32 logits, SIMD exp and a double sum; ggml CPU nightly: max |Δ| 1.5e-5 "
-                                "(w − max spreads of hundreds), ≤ 0.62 of the allowance", ulp=0.5,
-                                model=softmax_model, model_name="softmax(Δw_i + max_row Δw + 8u)·|y|")},
+    tolerance={"f32": Tolerance("f32 logits (ALiBi slopes by powf), expf within 2.5 ulp, the row sum in f32 "
+                                "in any order ((n−1)u: sequential, pairwise and tree sums all fit), 1/Σ and "
+                                "the product; ggml CPU (double sum, SIMD exp) ci: ≤ 0.36 of the allowance",
+                                ulp=0.5, model=softmax_model,
+                                model_name="softmax(Δw_i + max_row Δw + (n+11)u)·|y|")},
     params={"scale": P("multiplies a (f32, > 0 drawn)"), "max_bias": P("ALiBi: 0 = off, > 0 needs a mask"),
             "mask": P("src1 is the mask (F32 or F16, ne1 ≥ a.ne1, broadcast modulo over dims 2/3)", bool),
             "sinks": P("the last src is one F32 sink logit per head (ggml_soft_max_add_sinks)", bool)},
@@ -129,7 +134,9 @@ SPECS.add(OpSpec(
     notes="Sinks are F32 and the signature lists only a and the mask. A fully masked row gives NaN "
           "(no sink: max = −inf and −inf − (−inf) is NaN, as on ggml's CPU) or 0 (with a sink). "
           "NaN and +inf inputs are not drawn (the max of a row with NaN is order dependent in C); "
-          "ggml_soft_max_ext asserts contiguous a and mask"))
+          "ggml_soft_max_ext asserts contiguous a and mask. form=inplace builds ggml_soft_max_ext_inplace on a "
+          "ggml_dup of a (the in-place kernel runs; a stays checkable). A sixth of the cases have "
+          "vocabulary-wide rows (32k in ci, 262k in nightly)"))
 
 SPECS.add(OpSpec(
     name="DIAG_MASK_INF", family="softmax", golden=lambda xs, c: diag_mask_inf(xs[0], c.param("n_past")),

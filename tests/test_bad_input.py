@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from device.ggml.lib import BASE_SYMBOLS, PINNED_GGML_VERSION, REGISTRY_SYMBOLS
+from device.ggml.lib import DEFAULT_GGML_VERSION, prototypes
 
 ROOT = Path(__file__).parent.parent
 GOOD_CASE = "RELU(type=f32,ne=[4,1,1,1],dst=f32,data=uniform:1)"
@@ -19,7 +19,6 @@ GOOD_CASE = "RELU(type=f32,ne=[4,1,1,1],dst=f32,data=uniform:1)"
 def conform(*args: str, cwd: Path | None = None, path: tuple[str, ...] = ()) -> tuple[int, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *path, env.get("PYTHONPATH", "")])
-    env.pop("GGML_CONFORM_ALLOW_VERSION", None)
     proc = subprocess.run([sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, env=env, timeout=120)
     return proc.returncode, proc.stderr
@@ -58,8 +57,8 @@ def old_ggml(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def thin_ggml(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The pinned version string, but none of the other bound symbols (a stripped or foreign build)."""
-    return _build_stub(tmp_path_factory.mktemp("ggml-thin"), PINNED_GGML_VERSION, [])
+    """The default release's version string, but none of the other bound symbols (a stripped or foreign build)."""
+    return _build_stub(tmp_path_factory.mktemp("ggml-thin"), DEFAULT_GGML_VERSION, [])
 
 
 # ---- the cases ----------------------------------------------------------------------------------
@@ -156,15 +155,15 @@ def test_library_path_without_ggml(tmp_path: Path, command: str) -> None:
 def test_ggml_of_another_version(old_ggml: Path, tmp_path: Path, command: str) -> None:
     extra = ["--no-report", "--out", str(tmp_path / "out")] if command == "run" else []
     line = one_line(*conform(command, "--ggml-lib", str(old_ggml), *extra))
-    assert "version 0.0.1" in line and PINNED_GGML_VERSION in line
-    n = len(BASE_SYMBOLS) + len(REGISTRY_SYMBOLS) - 1
-    assert f"lacks {n} symbol(s)" in line
+    assert "ggml 0.0.1" in line
+    n = sum(p.core for p in prototypes().values()) - 1  # all core symbols but ggml_version
+    assert f"lacks {n} core symbol(s)" in line
 
 
 def test_ggml_missing_symbols(thin_ggml: Path) -> None:
     line = one_line(*conform("devices", "--ggml-lib", str(thin_ggml)))
     assert "lacks" in line and "symbol(s) this harness binds: ggml_commit" in line
-    assert "does not match" not in line  # the version is the pinned one; the symbols are what is wrong
+    assert f"ggml {DEFAULT_GGML_VERSION}" in line  # the version is known; the symbols are what is wrong
 
 
 def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:

@@ -93,6 +93,14 @@ def test_case_id_round_trip(ne, layout, seed, scale) -> None:
     assert again == case and again.case_id == case.case_id
 
 
+def test_case_id_round_trip_keeps_params_named_like_tensor_fields() -> None:
+    """UPSCALE, RESHAPE and REPEAT take a parameter ``ne``: it must not overwrite the input's shape."""
+    case = OpCase("UPSCALE", (TensorSpec("f32", (3, 4, 1, 1)),), params=(("ne", (5, 6, 1, 1)),),
+                  variant="interpolate", data_seed=7)
+    again = parse_case_id(case.case_id)
+    assert again == case and again.inputs[0].ne == (3, 4, 1, 1)
+
+
 def test_layout_labels_round_trip() -> None:
     lay = Layout(perm=(0, 2, 1, 3), pad=(1, 0, 2, 0), offset=5)
     assert Layout.from_label(lay.label()) == lay
@@ -136,3 +144,22 @@ def test_ulp_is_finite_at_the_largest_values() -> None:
     assert dtypes.ulp(np.array([f32_max]), "f32")[0] == 2.0**104
     assert dtypes.ulp(np.array([f16_max]), "f16")[0] == 32.0
     assert dtypes.ulp(np.array([1.0]), "f32")[0] == 2.0**-23
+
+
+CANN_0202_OPS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "cann-0.20.2-ops.md"
+
+
+def test_catalogue_is_every_op_of_ggml_cann_0_20_2() -> None:
+    """The 81 ops ggml-cann 0.20.2's supports_op accepts (the reference index), no more, no fewer."""
+    if not CANN_0202_OPS.exists():
+        pytest.skip(f"the reference list is not beside this checkout ({CANN_0202_OPS})")
+    text = CANN_0202_OPS.read_text()
+    seed = re.search(r"Seed ops \(41\): (.*)", text)
+    assert seed is not None
+    wanted = set(seed.group(1).split())
+    new_part = text.split("New since the seed (40):")[1].split("## Conditions")[0]
+    for line in new_part.splitlines():
+        if ":" in line:
+            wanted |= set(re.sub(r"\([^)]*\)", "", line.split(":", 1)[1]).split())
+    assert len(wanted) == 81
+    assert wanted == set(catalogue.OPS), (sorted(wanted - set(catalogue.OPS)), sorted(set(catalogue.OPS) - wanted))

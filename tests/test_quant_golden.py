@@ -4,12 +4,15 @@ bounds and the seed's allocation size. ggml itself is not needed here (see test_
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from golden import quant
 from golden.quant import (
     BLOCK_BYTES,
     MATRIX_ROW_PADDING,
@@ -107,11 +110,24 @@ def _seed_layout_by_index(raw: np.ndarray, qtype: str) -> np.ndarray:
 
 @pytest.mark.parametrize("qtype", QTYPES)
 def test_transforms_of_large_buffers(qtype: str) -> None:
-    # 16 500 blocks: past the transforms' 8192-block chunks, with a partial last chunk.
-    raw = np.random.default_rng(5).integers(0, 256, 16_500 * BLOCK_BYTES[qtype], dtype=np.uint8)
+    # Past the transforms' chunks, with a partial last chunk.
+    nblocks = quant._CHUNK_BLOCKS + 500
+    raw = np.random.default_rng(5).integers(0, 256, nblocks * BLOCK_BYTES[qtype], dtype=np.uint8)
     dev = to_cann(raw, qtype)
     np.testing.assert_array_equal(dev, _seed_layout_by_index(raw, qtype))
     np.testing.assert_array_equal(from_cann(dev, qtype), raw)
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+def test_transforms_reuse_their_work_buffers_cleanly(qtype: str) -> None:
+    """Big, small, big again: each call is right whatever an earlier call left in the per-thread
+    work buffers (small calls do not use them, big ones reuse them)."""
+    rng = np.random.default_rng(8)
+    for nblocks in (quant._CHUNK_BLOCKS + 77, 3, 2 * quant._CHUNK_BLOCKS + 1, 5000):
+        raw = rng.integers(0, 256, nblocks * BLOCK_BYTES[qtype], dtype=np.uint8)
+        dev = to_cann(raw, qtype)
+        np.testing.assert_array_equal(dev, _seed_layout_by_index(raw, qtype))
+        np.testing.assert_array_equal(from_cann(dev, qtype), raw)
 
 
 @given(raw_blocks())
@@ -276,6 +292,159 @@ def test_quantize_and_dequantize_reject_bad_sizes() -> None:
 def test_dequantize_reads_only_the_first_n_elements() -> None:
     raw = quantize(np.arange(64, dtype=np.float32), "q8_0")
     np.testing.assert_array_equal(dequantize(raw, "q8_0", 32), dequantize(raw[:34], "q8_0", 32))
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole-chunk quantizer against the general one
+#
+# quantize() runs ordinary blocks through whole-chunk array arithmetic and hands the blocks it cannot
+# vouch for (NaN, inf, a reciprocal scale that overflows, a Q4_0 block holding both +max and -max)
+# to the general code, which test_quant_vs_ggml.py checks against ggml on such blocks. Here the two
+# must agree on big arrays with such blocks mixed in, across the chunk and small-input edges.
+
+_any_f32 = st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True)
+_nan_payload = st.integers(0x7F800001, 0x7FFFFFFF).map(
+    lambda bits: np.array(bits, np.uint32).view(np.float32).item()
+)
+
+
+@st.composite
+def _special_block(draw: st.DrawFn) -> np.ndarray:
+    with np.errstate(over="ignore"):  # "huge" may overflow to inf, which is wanted too
+        return _draw_special_block(draw)
+
+
+def _draw_special_block(draw: st.DrawFn) -> np.ndarray:
+    kind = draw(st.sampled_from(["any", "nan", "tie", "half_ties", "tiny", "huge", "zeros", "one_value"]))
+    block: np.ndarray = np.array(draw(st.lists(st.floats(-4.0, 4.0, width=32), min_size=QK, max_size=QK)), np.float32)
+    position = draw(st.integers(0, QK - 1))
+    if kind == "any":
+        block = np.array(draw(st.lists(_any_f32, min_size=QK, max_size=QK)), np.float32)
+    elif kind == "nan":
+        block[position] = draw(st.one_of(_nan_payload, st.just(float("nan")), st.just(float("-inf"))))
+    elif kind == "tie":  # +m and -m: Q4_0's first-wins sign rule
+        m = np.float32(draw(st.floats(4.0, 2.0**100, width=32)))
+        other = draw(st.integers(0, QK - 1).filter(lambda p: p != position))
+        block[position], block[other] = m, -m
+    elif kind == "half_ties":  # x·id lands on k + 0.5 exactly, or an ulp beside it
+        halves = np.array(draw(st.lists(st.integers(-254, 254), min_size=QK, max_size=QK)), np.float32) / 2
+        halves[position] = 127.0
+        nudge = draw(st.sampled_from([0, 1, -1]))
+        block = np.nextafter(halves, np.float32(np.inf * nudge)) if nudge else halves
+        block = (block * np.float32(draw(st.sampled_from([1.0, 2.0**-20, 2.0**30])))).astype(np.float32)
+    elif kind == "tiny":  # amax near the point where 1/d or 127/amax overflows
+        block = block * np.float32(draw(st.floats(2.0**-132, 2.0**-120, width=32, allow_subnormal=True)))
+    elif kind == "huge":  # scales beyond f16, and x·id near its largest
+        block = block * np.float32(draw(st.floats(2.0**13, 2.0**125, width=32)))
+    elif kind == "zeros":
+        block = np.where(block > 0, np.float32(0), np.float32(-0.0))
+    else:
+        block[:] = block[position]
+    return block.astype(np.float32)
+
+
+@st.composite
+def _big_rows_with_special_blocks(draw: st.DrawFn) -> np.ndarray:
+    small = quant._SMALL_FOLD_ELEMENTS // QK
+    chunk = quant._QUANTIZE_CHUNK_BLOCKS
+    nblocks = draw(st.sampled_from([1, small, small + 1, chunk - 1, chunk, chunk + small + 3]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    blocks = np.random.default_rng(seed).standard_normal((nblocks, QK)).astype(np.float32)
+    blocks *= np.float32(draw(st.sampled_from([1.0, 1e-30, 1e30])))
+    for block in draw(st.lists(_special_block(), max_size=6)):
+        blocks[draw(st.integers(0, nblocks - 1))] = block
+    return blocks
+
+
+@settings(max_examples=40, deadline=None)
+@given(_big_rows_with_special_blocks(), st.sampled_from(["reference", "x86"]))
+def test_whole_chunk_quantizer_matches_the_general_one(blocks: np.ndarray, rounding: str) -> None:
+    np.testing.assert_array_equal(
+        quantize(blocks, "q4_0", rounding).reshape(blocks.shape[0], -1),  # type: ignore[arg-type]
+        quant._quantize_q4_0_general(blocks),
+    )
+    np.testing.assert_array_equal(
+        quantize(blocks, "q8_0", rounding).reshape(blocks.shape[0], -1),  # type: ignore[arg-type]
+        quant._quantize_q8_0_general(blocks, rounding),  # type: ignore[arg-type]
+    )
+
+
+def _edge_blocks() -> np.ndarray:
+    """Blocks at each boundary the whole-chunk path must get right or hand over, in one array."""
+    rng = np.random.default_rng(21)
+    edges: list[np.ndarray] = []
+    # amax = 127 makes d = 1 and x·id == x: every k/2 up to 127 and three ulps either side, where
+    # roundf, rint and any shortcut for them part ways (0.49999997 among them).
+    values = np.arange(-254, 255, dtype=np.float32) / 2
+    for _ in range(3):
+        up, down = np.nextafter(values, np.float32(np.inf)), np.nextafter(values, np.float32(-np.inf))
+        values = np.unique(np.concatenate([values, up, down]))
+    values = values[np.abs(values) <= 127]
+    values = np.concatenate([values, np.zeros(-values.size % (QK - 1), np.float32)]).reshape(-1, QK - 1)
+    edges.append(np.concatenate([values, np.full((values.shape[0], 1), 127, np.float32)], axis=1))
+    normal = rng.standard_normal((8, QK)).astype(np.float32)
+    # amax around where 1/d (or 127/amax) overflows f32: 127·2**-128 for Q8_0, 8·2**-128 for Q4_0
+    for amax in (2.0**-121, 2.0**-122, 2.0**-124, 2.0**-125, 2.0**-126, 2.0**-140):
+        edges.append(normal / np.abs(normal).max(axis=1, keepdims=True) * np.float32(amax))
+    tie = normal.copy()
+    tie[:, 3], tie[:, 9] = 5.0, -5.0  # +max and -max: the first one sets Q4_0's sign
+    edges += [tie, -tie, np.zeros((2, QK), np.float32), np.full((2, QK), -0.0, np.float32)]
+    nan = normal.copy()
+    nan[np.arange(8), [0, 5, 30, 31, 1, 2, 3, 4]] = [np.nan, np.nan, np.nan, np.nan, np.inf, -np.inf, np.inf, np.nan]
+    edges += [nan, normal * np.float32(1e6), normal * np.float32(1e36)]  # scales past f16, x·id near max
+    background = rng.standard_normal((quant._SMALL_FOLD_ELEMENTS // QK + 5, QK)).astype(np.float32)
+    return np.concatenate([background, *edges, background])
+
+
+@pytest.mark.parametrize("rounding", ["reference", "x86"])
+def test_whole_chunk_quantizer_on_its_edge_blocks(rounding: str) -> None:
+    blocks = _edge_blocks()
+    np.testing.assert_array_equal(
+        quantize(blocks, "q4_0", rounding).reshape(blocks.shape[0], -1),  # type: ignore[arg-type]
+        quant._quantize_q4_0_general(blocks),
+    )
+    np.testing.assert_array_equal(
+        quantize(blocks, "q8_0", rounding).reshape(blocks.shape[0], -1),  # type: ignore[arg-type]
+        quant._quantize_q8_0_general(blocks, rounding),  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+def test_dequantize_across_chunks_is_the_plain_formula(qtype: str) -> None:
+    nblocks = quant._DEQUANTIZE_CHUNK_BLOCKS + 37
+    block_bytes = BLOCK_BYTES[qtype]
+    raw = np.random.default_rng(3).integers(0, 256, nblocks * block_bytes, dtype=np.uint8)
+    blocks = raw.reshape(nblocks, block_bytes)
+    scales = np.ascontiguousarray(blocks[:, :2]).view(np.float16).astype(np.float32)
+    if qtype == "q8_0":
+        quants = np.ascontiguousarray(blocks[:, 2:]).view(np.int8).astype(np.float32)
+    else:
+        qs = blocks[:, 2:]
+        quants = np.concatenate([qs & 0xF, qs >> 4], axis=1).astype(np.float32) - 8
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = (quants * scales).reshape(-1)
+    got = dequantize(raw, qtype, nblocks * QK)
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+
+
+def test_threads_keep_their_own_work_buffers() -> None:
+    """Each thread has its own work buffers: concurrent big calls give the single-threaded results."""
+    rng = np.random.default_rng(11)
+    inputs = [rng.standard_normal((quant._QUANTIZE_CHUNK_BLOCKS + 9, QK)).astype(np.float32) for _ in range(4)]
+    raws = [quantize(x, "q4_0") for x in inputs]
+    devs = [to_cann(quantize(x, "q4_0"), "q4_0") for x in inputs]
+
+    def work(index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raw = quantize(inputs[index], "q4_0")
+        return raw, to_cann(raw, "q4_0"), from_cann(devs[index], "q4_0")
+
+    for _ in range(3):
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(work, range(4)))
+        for index, (raw, dev, back) in enumerate(results):
+            np.testing.assert_array_equal(raw, raws[index])
+            np.testing.assert_array_equal(dev, devs[index])
+            np.testing.assert_array_equal(back, raws[index])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -51,9 +51,9 @@ def register(*ops: str, group: str | None = None, draw: CaseStrategy | None = No
     """Add (or complete) the entries of ``ops``; only the given pieces change."""
     for op in ops:
         old = _ENTRIES.get(op) or OpCases(op, group or "")
-        new = replace(old, **{k: v for k, v in (("group", group), ("draw", draw), ("quantized", quantized),
-                                                   ("make_inputs", make_inputs), ("judge", judge)) if v is not None})
-        _ENTRIES[op] = new
+        _ENTRIES[op] = OpCases(
+            op, group or old.group, draw or old.draw, quantized or old.quantized, make_inputs or old.make_inputs,
+            judge or old.judge)
 
 
 def family_default(family: str, *, group: str, draw: CaseStrategy) -> None:

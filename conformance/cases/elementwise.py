@@ -1,15 +1,24 @@
 """Elementwise and unary ops: the binary family's default (ADD, MUL, DIV), the unary family's
-default (every one-input activation), and the unary ops with parameters (SCALE, CLAMP, LEAKY_RELU)."""
+default (every one-input activation), and the unary ops with parameters (SCALE, CLAMP, LEAKY_RELU).
+
+Case forms: a binary op whose two sources share a dtype sometimes gets src0 as src1 too (form=self,
+``ggml_add(ctx, a, a)``); the ops with a ``ggml_*_inplace`` constructor sometimes run it (form=inplace,
+on a copy of a contiguous input: the copy's layout is the kernel's). Now and then a case is a big
+tensor: 16M elements in the nightly profile (one case in 128), 128k in dev and ci (one in 16)."""
 
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from conformance.cases import family_default
-from conformance.strategies import f32, finish, input_layouts, shapes, spec, tiling_shape
+from conformance.cases import family_default, register
+from conformance.strategies import f32, finish, input_layouts, nightly_sizes, one_in, shapes, spec, tiling_shape
+from device.ggml.ops_elementwise import UNARY_OPS
 from golden import catalogue
-from golden.case import OpCase
+from golden.case import Layout, Ne, OpCase
 from golden.spec import InputLayouts, Signature
+
+# ops with an in-place constructor the ggml builders call for form=inplace (CLAMP is in place already)
+INPLACE_OPS = frozenset({"SCALE", "LEAKY_RELU", "SQR", "SQRT", "SIN", "COS", "LOG", *UNARY_OPS})
 
 interesting_floats = st.one_of(
     st.sampled_from([0.0, 1.0, -1.0, 0.5, 1e-3, 1e3, -0.0]),
@@ -18,9 +27,24 @@ interesting_floats = st.one_of(
 
 
 @st.composite
+def elementwise_shape(draw: st.DrawFn) -> Ne:
+    """Usually :func:`shapes`; now and then a big tensor: 2^24 elements or about, where 32-bit index
+    arithmetic and multi-block grids begin, in one nightly case in 128 (a few per test: each takes
+    seconds); 2^17 in one dev or ci case in 16."""
+    nightly = nightly_sizes()
+    if not one_in(draw, 128 if nightly else 16):
+        return draw(shapes())
+    total = (1 << 24) if nightly else (1 << 17)
+    ne0 = draw(st.sampled_from([4096, 4097, 16384, 65536]))
+    return (ne0, max(1, total // ne0), 1, 1)
+
+
+@st.composite
 def binary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne = draw(shapes())
+    ne = draw(elementwise_shape())
     a = spec(sig.srcs[0], ne, draw(input_layouts(catalogue.get(op).input_layouts)))
+    if sig.srcs[0] == sig.srcs[1] and one_in(draw, 6):  # src1 is src0 itself
+        return finish(draw, OpCase(op, (a, a), out_dtype=sig.dst, variant="self"))
     b = spec(sig.srcs[1], draw(tiling_shape(ne)), draw(input_layouts(InputLayouts.ANY)))
     return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
 
@@ -48,11 +72,24 @@ UNARY_PARAMS = {"SCALE": _scale_params, "CLAMP": _clamp_params, "LEAKY_RELU": _l
 
 @st.composite
 def unary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne = draw(shapes())
+    ne = draw(elementwise_shape())
     params = UNARY_PARAMS.get(op, _no_params)(draw)
-    lay = draw(input_layouts(catalogue.get(op).input_layouts))
-    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst))
+    variant = "inplace" if op in INPLACE_OPS and one_in(draw, 4) else ""
+    lay = Layout() if variant else draw(input_layouts(catalogue.get(op).input_layouts))
+    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst,
+                               variant=variant))
 
 
 family_default("binary", group="binary", draw=binary_case)
 family_default("unary", group="unary", draw=unary_case)
+
+
+@st.composite
+def add1_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    """ADD1: a padded-1-d a and a one-element b (ggml_add1 asserts ggml_is_scalar(b)) at any offset."""
+    a = spec(sig.srcs[0], draw(shapes()), draw(input_layouts(catalogue.get(op).input_layouts)))
+    b = spec(sig.srcs[1], (1, 1, 1, 1), draw(input_layouts(InputLayouts.ANY)))
+    return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
+
+
+register("ADD1", group="binary", draw=add1_case)

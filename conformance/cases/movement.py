@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 
 from conformance.cases import register
 from conformance.data import plain_input
-from conformance.strategies import f32, finish, input_layouts, shapes, spec
+from conformance.strategies import ALL_PERMS, f32, finish, input_layouts, nightly_sizes, one_in, shapes, spec
 from conformance.verdict import Metrics
 from golden import catalogue
 from golden.case import Layout, Ne, OpCase
 from golden.spec import InputLayouts, Signature
 
 MAX_ELEMENTS = 1 << 15
-ALL_AXES: tuple[Ne, ...] = tuple(itertools.permutations(range(4)))  # type: ignore[assignment]
+ALL_AXES: tuple[Ne, ...] = tuple((a, b, c, d) for a, b, c, d in itertools.permutations(range(4)))
 NO_NAN_INF = st.sampled_from(["uniform", "dense", "wide"])
 
 
@@ -102,13 +102,24 @@ def strided_view_case(draw: st.DrawFn, dtype: str) -> OpCase:
 
 # ---- CPY: conversions, reshaping and strided destinations ----------------------------------------
 @st.composite
+def cpy_destination(draw: st.DrawFn, ne: Ne) -> tuple:
+    """CPY's destination params for a source of shape ``ne``: the same shape or another of as many
+    elements; contiguous, a padded view at an offset, or a permuted view (ggml_cpy takes any)."""
+    dst_ne = draw(st.one_of(st.just(ne), factorisation(_count(ne))))
+    kind = draw(st.sampled_from(["contiguous", "strided", "permuted"]))
+    dst_pad = draw(st.lists(st.integers(0, 3), min_size=4, max_size=4).map(tuple)) if kind != "contiguous" \
+        else (0, 0, 0, 0)
+    dst_offset = draw(st.integers(0, 5)) if kind != "contiguous" else 0
+    params: tuple = (("dst_ne", dst_ne), ("dst_pad", dst_pad), ("dst_offset", dst_offset))
+    if kind == "permuted":
+        params += (("dst_perm", draw(st.sampled_from(ALL_PERMS))),)
+    return params
+
+
+@st.composite
 def cpy_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
-    dst_ne = draw(st.one_of(st.just(ne), factorisation(_count(ne))))
-    strided = draw(st.booleans())
-    dst_pad = draw(st.lists(st.integers(0, 3), min_size=4, max_size=4).map(tuple)) if strided else (0, 0, 0, 0)
-    dst_offset = draw(st.integers(0, 5)) if strided else 0
-    params = (("dst_ne", dst_ne), ("dst_pad", dst_pad), ("dst_offset", dst_offset))
+    params = draw(cpy_destination(ne))
     case = OpCase("CPY", (spec(sig.srcs[0], ne, draw(_layout("CPY"))),), params=params, out_dtype=sig.dst)
     case = finish(draw, case)
     if sig.dst == "i32":  # a NaN or inf cast to I32 is undefined behaviour in C: draw finite values
@@ -131,46 +142,109 @@ def repeat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 
 
 @st.composite
+def equal_extents_shape(draw: st.DrawFn, dim: int, *, budget: int) -> Ne:
+    """A shape whose dim ``dim`` has the same extent (> 1) as another dim: with b the same shape, a
+    concatenation along either is valid and only the values show which one the device took."""
+    other = draw(st.sampled_from([d for d in range(4) if d != dim]))
+    n = draw(st.sampled_from([2, 3, 4, 5, 7, 8, 16, 31]))
+    rest = max(1, budget // (n * n))
+    ne = list(draw(shapes(max_ne0=rest, max_elements=rest, max_outer=5)))
+    ne[dim] = ne[other] = n
+    return tuple(ne)  # type: ignore[return-value]
+
+
+@st.composite
 def concat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     dim = draw(st.integers(0, 3))
-    ne_a = draw(shapes(max_elements=MAX_ELEMENTS // 4, max_outer=5))
-    ne_b = tuple(draw(st.integers(1, max(1, min(2 * ne_a[d], 64)))) if d == dim else ne_a[d] for d in range(4))
+    if draw(st.booleans()):  # equal extents: the joined dim's size shared by another dim, b shaped as a
+        ne_a = draw(equal_extents_shape(dim, budget=MAX_ELEMENTS // 4))
+        ne_b = ne_a
+    else:
+        ne_a = draw(shapes(max_elements=MAX_ELEMENTS // 4, max_outer=5))
+        ne_b = tuple(draw(st.integers(1, max(1, min(2 * ne_a[d], 64)))) if d == dim else ne_a[d]
+                     for d in range(4))  # type: ignore[assignment]
     a = spec(sig.srcs[0], ne_a, draw(_layout("CONCAT")))
-    b = spec(sig.srcs[1], ne_b, draw(_layout("CONCAT")))  # type: ignore[arg-type]
+    b = spec(sig.srcs[1], ne_b, draw(_layout("CONCAT")))
     return finish(draw, OpCase("CONCAT", (a, b), params=(("dim", dim),), out_dtype=sig.dst))
+
+
+@st.composite
+def wrapping_pads(draw: st.DrawFn, ne: tuple[int, ...], *, budget: int, dims: tuple[int, ...] | None = None) -> Ne:
+    """Circular paddings for a tensor now ``ne`` big, with the corners of the source's ``dims``: 0,
+    one short of the dim, the dim, one past it, twice it plus one; all within ``budget`` elements."""
+    size, pads = list(ne), []
+    for d, n in enumerate(dims or ne):
+        room = max(0, budget // (_count(tuple(size)) // size[d]) - size[d])  # type: ignore[arg-type]
+        corners = [p for p in (0, n - 1, n, n + 1, 2 * n + 1) if 0 <= p <= room]
+        p = draw(st.one_of(st.sampled_from(corners), st.integers(0, min(room, 3 * n))))
+        size[d] += p
+        pads.append(p)
+    return tuple(pads)  # type: ignore[return-value]
 
 
 @st.composite
 def pad_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_elements=MAX_ELEMENTS // 4, max_outer=5))
-    ext = draw(st.booleans())
-    rp = draw(grown(ne, most=3, budget=MAX_ELEMENTS // 2))
-    padded = tuple(n + r for n, r in zip(ne, rp, strict=True))
-    lp = draw(grown(padded, most=2, budget=MAX_ELEMENTS // 2)) if ext else (0, 0, 0, 0)  # type: ignore[arg-type]
+    form = draw(st.sampled_from(["", "pad_ext", "circular", "pad_ext_circular"]))
+    if "circular" in form:  # paddings at and beyond the dim: they wrap around once or several times
+        rp = draw(wrapping_pads(ne, budget=MAX_ELEMENTS // 2))
+        padded = tuple(n + r for n, r in zip(ne, rp, strict=True))
+        lp = draw(wrapping_pads(padded, budget=MAX_ELEMENTS // 2, dims=ne)) if form == "pad_ext_circular" else (0,) * 4
+    else:
+        rp = draw(grown(ne, most=3, budget=MAX_ELEMENTS // 2))
+        padded = tuple(n + r for n, r in zip(ne, rp, strict=True))
+        lp = draw(grown(padded, most=2, budget=MAX_ELEMENTS // 2)) if form == "pad_ext" else (0, 0, 0, 0)  # type: ignore[arg-type]
     src = spec("f32", ne, draw(_layout("PAD")))
-    return finish(draw, OpCase("PAD", (src,), params=(("lp", lp), ("rp", rp)), variant="pad_ext" if ext else ""))
+    return finish(draw, OpCase("PAD", (src,), params=(("lp", lp), ("rp", rp)), variant=form))
 
 
 @st.composite
 def upscale_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_ne0=512, max_elements=MAX_ELEMENTS // 8, max_outer=5))
     src = spec("f32", ne, draw(_layout("UPSCALE")))
+    kind = draw(st.sampled_from(["bilinear", "bicubic", "antialias", "nearest"]))  # antialias: bilinear only
+    mode = (("mode", "bilinear" if kind == "antialias" else kind), ("align_corners", draw(st.booleans())),
+            ("antialias", kind == "antialias"))
+    # interpolating modes are drawn without NaN/inf (see the UPSCALE notes)
+    values = NO_NAN_INF if kind != "nearest" else None
     most_sf = min(4, int((MAX_ELEMENTS / _count(ne)) ** 0.5))
     if most_sf >= 2 and draw(st.booleans()):
         sf = draw(st.integers(2, most_sf))  # ggml_upscale asserts a factor > 1
-        return finish(draw, OpCase("UPSCALE", (src,), params=(("sf", sf),)))
+        return finish(draw, OpCase("UPSCALE", (src,), params=(("sf", sf), *mode)), distribution=values)
     out: list[int] = []
     for n in ne:  # up to about twice each size, or down to 1, within the element budget
         room = MAX_ELEMENTS // max(1, _count((*out, 1, 1, 1, 1)[:4]))  # type: ignore[arg-type]
         out.append(draw(st.integers(1, max(1, min(2 * n + 3, room)))))
-    return finish(draw, OpCase("UPSCALE", (src,), params=(("ne", tuple(out)),), variant="interpolate"))
+    case = OpCase("UPSCALE", (src,), params=(("ne", tuple(out)), *mode), variant="interpolate")
+    return finish(draw, case, distribution=values)
 
 
 # ---- GET_ROWS and ACC ----------------------------------------------------------------------------
+TALL_TABLE_ROWS: tuple[int, ...] = (1001, 1024, 1025, 2048, 4097, 8191)  # past 1,000 rows: embedding tables are tall
+NIGHTLY_TABLE_ROWS = (32000, 65536, 65537, 70000)  # vocabularies of real models
+
+
+@st.composite
+def tall_table(draw: st.DrawFn) -> Ne:
+    """A tall, narrow table within the element budget: over a thousand rows of a few elements (tens of
+    thousands of rows in the nightly profile)."""
+    budget, edges = MAX_ELEMENTS // 2, TALL_TABLE_ROWS
+    if nightly_sizes():
+        budget, edges = 1 << 21, TALL_TABLE_ROWS + NIGHTLY_TABLE_ROWS
+    top = max(edges)
+    ne1 = draw(st.one_of(st.sampled_from(edges), st.integers(1001, top)))
+    ne0 = draw(st.integers(1, max(1, min(16, budget // ne1))))
+    return (ne0, ne1, 1, 1)
+
+
 @st.composite
 def get_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne = draw(shapes(max_elements=MAX_ELEMENTS // 2, max_outer=6))
-    n_rows = draw(st.integers(1, max(1, min(12, MAX_ELEMENTS // _count((ne[0], 1, ne[2], ne[3]))))))
+    if one_in(draw, 3):
+        ne = draw(tall_table())
+        n_rows = draw(st.integers(1, 64))
+    else:
+        ne = draw(shapes(max_elements=MAX_ELEMENTS // 2, max_outer=6))
+        n_rows = draw(st.integers(1, max(1, min(12, MAX_ELEMENTS // _count((ne[0], 1, ne[2], ne[3]))))))
     data = spec(sig.srcs[0], ne, draw(_layout("GET_ROWS")))
     rows = spec("i32", (n_rows, ne[2], ne[3], 1), draw(input_layouts(InputLayouts.ANY)))
     return finish(draw, OpCase("GET_ROWS", (data, rows), out_dtype=sig.dst))
@@ -219,9 +293,28 @@ def arange_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     return finish(draw, OpCase("ARANGE", (), params=params))
 
 
+LONG_ROWS = (1025, 1536, 2047, 2048, 3000, 4096, 4097, 6000, 8192)  # past one 1,024-wide block
+NIGHTLY_LONG_ROWS = (16384, 32768, 65537, 131072)  # vocabulary-wide rows (top-k sampling)
+
+
+@st.composite
+def long_rows(draw: st.DrawFn) -> Ne:
+    """Rows longer than 1,024 (where one block of threads no longer covers a row), over 4,096 now and
+    then; up to 131k in the nightly profile. One or two rows."""
+    edges = LONG_ROWS + (NIGHTLY_LONG_ROWS if nightly_sizes() else ())
+    ne0 = draw(st.one_of(st.sampled_from(edges), st.integers(1025, max(edges))))
+    return (ne0, draw(st.integers(1, 2)), 1, 1)
+
+
+@st.composite
+def reduced_rows(draw: st.DrawFn, *, max_elements: int) -> Ne:
+    """Half the time a row longer than 1,024 elements, else any shape (ARGSORT, SUM_ROWS)."""
+    return draw(long_rows()) if draw(st.booleans()) else draw(shapes(max_elements=max_elements))
+
+
 @st.composite
 def argsort_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
+    ne = draw(reduced_rows(max_elements=MAX_ELEMENTS // 2))
     order = draw(st.sampled_from(["asc", "desc"]))
     src = spec("f32", ne, draw(_layout("ARGSORT")))
     return finish(draw, OpCase("ARGSORT", (src,), params=(("order", order),), out_dtype="i32"))
@@ -229,17 +322,20 @@ def argsort_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 
 @st.composite
 def sum_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne = draw(shapes())
+    ne = draw(reduced_rows(max_elements=MAX_ELEMENTS))
     return finish(draw, OpCase("SUM_ROWS", (spec("f32", ne, draw(_layout("SUM_ROWS"))),)))
 
 
 def get_rows_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
-    """Data as usual; indices uniform in ``[0, ne1)`` and at least one repeated when there are two."""
+    """Data as usual; indices uniform in ``[0, ne1)``, at least one repeated when there are two, and the
+    table's last row among them when there are three (where a truncated table or an off-by-one shows)."""
     data_spec, index_spec = case.inputs
     data = plain_input(rng, data_spec, case)
     rows = rng.integers(0, data_spec.ne[1], size=index_spec.np_shape, dtype=np.int32)
     if rows.size >= 2:
         rows.flat[-1] = rows.flat[0]  # a duplicate: the same row gathered twice
+    if rows.size >= 3:
+        rows.flat[1] = data_spec.ne[1] - 1
     return [data, rows]
 
 

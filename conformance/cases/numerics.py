@@ -11,27 +11,32 @@ reproduces the bytes.
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from conformance.cases import register
-from conformance.data import floats
+from conformance.data import floats, plain_input
 from conformance.strategies import (
     ROW_KEEPING_PERMS,
     f32,
     finish,
     input_layouts,
     layouts,
+    nightly_sizes,
+    one_in,
     row_size,
     shapes,
     spec,
     weight_names,
 )
-from golden import catalogue, dtypes
-from golden.case import OpCase
+from golden import catalogue, dtypes, quant, rope
+from golden.case import Layout, OpCase
 from golden.conv import conv_output_size, pool_output_size
 from golden.spec import Signature
 
 MAX_ELEMENTS = 1 << 15
+# the in-place constructor (ggml_*_inplace) on a copy of the input, a quarter of the time
+INPLACE_FORM = st.sampled_from(["", "", "", "inplace"])
 EPS = st.sampled_from([1e-5, 1e-6, 1e-12, 1e-3, 0.5])
 
 
@@ -50,16 +55,26 @@ def norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     else:
         ne = draw(shapes())
         params = (("eps", f32(draw(EPS))),)
-    lay = draw(input_layouts(catalogue.get(op).input_layouts))
-    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst))
+    variant = draw(INPLACE_FORM) if op == "RMS_NORM" else ""
+    # in place, the kernel sees the ggml_dup's contiguous copy: the input's layout would test only the dup
+    lay = Layout() if variant else draw(input_layouts(catalogue.get(op).input_layouts))
+    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst, variant=variant))
 
 
 # ---- SOFT_MAX, DIAG_MASK_INF -----------------------------------------------------------------------
+VOCAB_ROWS = (4096, 8192, 32000, 32768)  # long softmax rows the ci profile keeps
+NIGHTLY_VOCAB_ROWS = (151936, 200000, 202048, 262144)  # vocabulary-wide rows (Qwen, Llama-4, Gemma)
+
+
 @st.composite
 def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne0 = draw(row_size(max_ne0=1024))
-    heads = draw(st.integers(1, 12))  # 3, 5, 6, 7, 12... reach ALiBi's second slope segment
-    ne1 = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (ne0 * heads * 2)))))
+    if one_in(draw, 6):  # a vocabulary-wide row: one or two heads of one or two rows
+        ne0 = draw(st.sampled_from(VOCAB_ROWS + (NIGHTLY_VOCAB_ROWS if nightly_sizes() else ())))
+        heads, ne1 = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    else:
+        ne0 = draw(row_size(max_ne0=1024))
+        heads = draw(st.integers(1, 12))  # 3, 5, 6, 7, 12... reach ALiBi's second slope segment
+        ne1 = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (ne0 * heads * 2)))))
     ne3 = draw(st.integers(1, 2))
     ne = (ne0, ne1, heads, ne3)
     inputs = [spec("f32", ne)]
@@ -70,10 +85,11 @@ def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     has_sinks = draw(st.booleans())
     if has_sinks:
         inputs.append(spec("f32", (heads, 1, 1, 1)))
-    max_bias = draw(st.sampled_from([0.0, 0.0, 8.0, 0.5, 2.0])) if has_mask else 0.0
+    max_bias = draw(st.sampled_from([0.0, 0.0, 8.0, 0.5, 2.0, 1.0, 3.0])) if has_mask else 0.0
     scale = draw(st.one_of(st.sampled_from([1.0, 0.125, 0.08838835, 2.0]), st.floats(0.015625, 4.0, width=32)))
     params = (("scale", f32(scale)), ("max_bias", f32(max_bias)), ("mask", has_mask), ("sinks", has_sinks))
-    return finish(draw, OpCase("SOFT_MAX", tuple(inputs), params=params, out_dtype=sig.dst))
+    variant = draw(INPLACE_FORM)
+    return finish(draw, OpCase("SOFT_MAX", tuple(inputs), params=params, out_dtype=sig.dst, variant=variant))
 
 
 @st.composite
@@ -85,40 +101,99 @@ def diag_mask_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 
 
 # ---- ROPE -------------------------------------------------------------------------------------------
+# head sizes of real models, and 1024 beyond the 896 that ggml-cann accepts (drawn: recorded as declined)
+ROPE_HEAD_DIMS = (2, 4, 8, 16, 32, 64, 80, 96, 128, 256, 1024)
+ROPE_MODES = (rope.NORMAL, rope.NEOX, rope.MROPE, rope.VISION, rope.IMROPE)
+
+
+def _nightly() -> bool:
+    """Long profiles (nightly) reach model-sized tensors; ci and dev keep the float64 golden cheap."""
+    return settings().max_examples > 100
+
+
+@st.composite
+def _rope_sections(draw: st.DrawFn, mode: int, n_dims: int, ne0: int) -> tuple[int, int, int, int]:
+    """[t, h, w, e] pair counts: most often covering the rotated pairs exactly (Qwen2-VL, Qwen3-VL,
+    vision encoders), else fewer (sectors wrap around) or a few more (late sections unused)."""
+    n_pairs = n_dims if mode == rope.VISION else n_dims // 2
+    total = draw(st.one_of(st.just(n_pairs), st.just(n_pairs), st.integers(1, max(1, min(ne0, n_pairs + 4)))))
+    cuts = sorted(draw(st.lists(st.integers(0, total), min_size=3, max_size=3)))
+    if mode == rope.VISION:
+        cuts[1] = cuts[2] = total  # [y, x, 0, 0]: ggml.h says the last two are ignored
+    elif not draw(st.booleans()):
+        cuts[2] = total  # no e section, as in the models that use these modes
+    if cuts[2] == 0:
+        cuts[2] = total  # s0 + s1 + s2 > 0
+    return (cuts[0], cuts[1] - cuts[0], cuts[2] - cuts[1], total - cuts[2])
+
+
 @st.composite
 def rope_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    head_dim = draw(st.one_of(st.sampled_from([2, 4, 8, 16, 32, 64, 80, 96, 128, 256]),
-                              st.integers(1, 64).map(lambda k: 2 * k)))
-    n_dims = draw(st.one_of(st.just(head_dim), st.integers(1, head_dim // 2).map(lambda k: 2 * k)))
-    heads = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (head_dim * 8)))))
-    tokens = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (head_dim * heads * 2)))))
-    ne = (head_dim, heads, tokens, draw(st.integers(1, 2)))
+    mode = draw(st.sampled_from(ROPE_MODES))
+    head_dim = draw(st.one_of(st.sampled_from(ROPE_HEAD_DIMS), st.integers(1, 64).map(lambda k: 2 * k)))
+    if mode == rope.VISION:  # n_dims = ne0/2 must be even
+        head_dim = 4 * max(1, head_dim // 4)
+        n_dims = head_dim // 2
+    else:
+        n_dims = draw(st.one_of(st.just(head_dim), st.integers(1, head_dim // 2).map(lambda k: 2 * k)))
+    budget = (1 << 20) if _nightly() else MAX_ELEMENTS  # nightly: up to 128 heads or 8192 tokens
+    max_heads, max_tokens = (128, 8192) if _nightly() else (16, 16)
+    ne3 = draw(st.integers(1, 2))
+    heads = draw(st.integers(1, max(1, min(max_heads, budget // (head_dim * 2)))))
+    tokens = draw(st.integers(1, max(1, min(max_tokens, budget // (head_dim * heads * ne3)))))
+    ne = (head_dim, heads, tokens, ne3)
     lay = draw(input_layouts(catalogue.get("ROPE").input_layouts))
-    inputs = [spec(sig.srcs[0], ne, lay), spec("i32", (tokens, 1, 1, 1))]
+    multi = mode in rope.MULTI_SECTION_MODES
+    inputs = [spec(sig.srcs[0], ne, lay), spec("i32", (tokens * (4 if multi else 1), 1, 1, 1))]
     has_ff = draw(st.booleans())
     if has_ff:
-        inputs.append(spec("f32", (n_dims // 2 + draw(st.sampled_from([0, 0, 3])), 1, 1, 1)))
-    ext_factor = draw(st.sampled_from([0.0, 0.0, 1.0, 0.5]))
+        factors = n_dims if mode == rope.VISION else n_dims // 2  # VISION reads one per rotated pair
+        inputs.append(spec("f32", (factors + draw(st.sampled_from([0, 0, 3])), 1, 1, 1)))
+    ext_factor = draw(st.one_of(st.sampled_from([0.0, 0.0, 1.0, 0.5]), st.floats(0.015625, 1.0, width=32)))
     if ext_factor:
-        n_ctx_orig = draw(st.sampled_from([2048, 4096, 8192, 32768]))
-        beta_fast, beta_slow = draw(st.sampled_from([32.0, 16.0])), draw(st.sampled_from([1.0, 2.0]))
+        n_ctx_orig = draw(st.sampled_from([2048, 4096, 8192, 32768, 0]))  # 0: logf(0) = −inf ramp ends
+        beta_fast, beta_slow = draw(st.sampled_from([(32.0, 1.0), (16.0, 2.0), (32.0, 2.0), (1.0, 1.0), (8.0, 8.0),
+                                                     (32.0, 32.0)]))  # β_fast = β_slow: a one-pair ramp
     else:
         n_ctx_orig = draw(st.sampled_from([0, 4096]))
         beta_fast, beta_slow = draw(st.sampled_from([(0.0, 0.0), (32.0, 1.0)]))
-    params = (
-        ("n_dims", n_dims), ("mode", draw(st.sampled_from([0, 2]))), ("n_ctx_orig", n_ctx_orig),
+    params: tuple = (
+        ("n_dims", n_dims), ("mode", mode), ("n_ctx_orig", n_ctx_orig),
         ("freq_base", f32(draw(st.sampled_from([10000.0, 500000.0, 1e6, 100.0])))),
-        ("freq_scale", f32(draw(st.sampled_from([1.0, 1.0, 0.25, 0.5, 0.125])))),
+        ("freq_scale", f32(draw(st.sampled_from([1.0, 1.0, 0.25, 0.5, 0.125, 2.0, 4.0, 8.0])))),
         ("ext_factor", f32(ext_factor)),
         ("attn_factor", f32(draw(st.sampled_from([1.0, 1.4245, 0.8, 2.0])))),
         ("beta_fast", f32(beta_fast)), ("beta_slow", f32(beta_slow)), ("freq_factors", has_ff),
     )
+    if multi:
+        params += (("sections", draw(_rope_sections(mode, n_dims, head_dim))),)
     return finish(draw, OpCase("ROPE", tuple(inputs), params=params, out_dtype=sig.dst))
 
 
 # ---- MUL_MAT ----------------------------------------------------------------------------------------
+DEEP_K = (4097, 6144, 8192)
+
+
+@st.composite
+def big_mul_mat_case(draw: st.DrawFn, sig: Signature) -> OpCase:
+    """Deep dot products: K to 8192 with a row or two in ci; in nightly weights of up to 4096 rows and
+    src1 of up to 512 (ggml's m, n, k to 4096, 512, 8192), at most 16M weight elements."""
+    if nightly_sizes():
+        k = draw(st.one_of(st.sampled_from((4096, 5120, 8192)), st.integers(1024, 8192)))
+        n = draw(st.one_of(st.sampled_from((1024, 2048, 4096)), st.integers(1, 4096)))
+        n = max(1, min(n, (1 << 24) // k))
+        m = draw(st.one_of(st.sampled_from((1, 7, 32, 512)), st.integers(1, 512)))
+    else:
+        k, n, m = draw(st.sampled_from(DEEP_K)), draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    a = spec(sig.srcs[0], (k, n, 1, 1), name=draw(weight_names))
+    b = spec(sig.srcs[1], (k, m, 1, 1))
+    return finish(draw, OpCase("MUL_MAT", (a, b), out_dtype=sig.dst))
+
+
 @st.composite
 def mul_mat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    if one_in(draw, 32 if nightly_sizes() else 8):  # nightly's take seconds each: a dozen per test
+        return draw(big_mul_mat_case(sig))
     k = draw(row_size(max_ne0=4096))
     a2, a3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
     r2, r3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
@@ -128,6 +203,27 @@ def mul_mat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     a = spec(sig.srcs[0], (k, n, a2, a3), lay, draw(weight_names))
     b = spec(sig.srcs[1], (k, m, a2 * r2, a3 * r3), draw(layouts(perms=ROW_KEEPING_PERMS)))
     return finish(draw, OpCase("MUL_MAT", (a, b), out_dtype=sig.dst))
+
+
+def same_sign_operands(case: OpCase) -> bool:
+    """A quarter of the data seeds give MUL_MAT operands of one sign (|a| and |b|): every product is
+    positive, |Σab| = Σ|a||b|, so the γ_K bound is tight, and an F16 accumulator (rounding to 2^-11 of
+    a partial sum that only grows) errs by ~2^-12·√K·Σ|a||b|, far past it."""
+    return case.data_seed % 4 == 0
+
+
+def mul_mat_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    out = [plain_input(rng, t, case) for t in case.inputs]
+    if not same_sign_operands(case):
+        return out
+    for i, t in enumerate(case.inputs):
+        if dtypes.is_quantized(t.dtype):  # Q weights: quantize |values| again, block by block
+            values = quant.dequantize(np.asarray(out[i], np.uint8).ravel(), t.dtype, t.nelements)
+            raw = quant.quantize(np.abs(values).astype(np.float32).reshape(-1, t.ne[0]), t.dtype)
+            out[i] = raw.reshape(np.shape(out[i]))
+        else:
+            out[i] = np.abs(out[i])
+    return out
 
 
 # ---- IM2COL, POOL_2D --------------------------------------------------------------------------------
@@ -203,17 +299,21 @@ def _main_input(case: OpCase, rng: np.random.Generator) -> np.ndarray:
 
 def rope_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
     x = _main_input(case, rng)
-    n_tokens = case.inputs[1].ne[0]
+    n_tokens = case.inputs[0].ne[2]
+    n_rows = case.inputs[1].ne[0] // n_tokens  # 4 position rows (t, h, w, e) in the multi-section modes
     top = POSITION_RANGES[case.distribution]
     start = int(rng.integers(0, top))
-    if case.distribution == "uniform":
-        pos = start + np.arange(n_tokens)  # consecutive prompt positions
+    if case.distribution == "uniform":  # consecutive prompt positions (t); an image's rows and columns (h, w)
+        pos = start + np.arange(n_tokens)
+        if n_rows > 1:
+            index, width = np.arange(n_tokens), int(rng.integers(1, n_tokens + 1))
+            pos = np.concatenate([pos, start + index // width, start + index % width, rng.integers(0, 4, n_tokens)])
     else:
-        pos = rng.integers(0, top, size=n_tokens)
+        pos = rng.integers(0, top, size=n_tokens * n_rows)
     if case.distribution == "special":
         edges = np.array([0, 1, 4095, 4096, 32767, 65535])
-        where = rng.random(n_tokens) < 0.3
-        pos = np.where(where, rng.choice(edges, size=n_tokens), pos)
+        where = rng.random(pos.size) < 0.3
+        pos = np.where(where, rng.choice(edges, size=pos.size), pos)
     out = [x, pos.astype(np.int32).reshape(case.inputs[1].np_shape)]
     if len(case.inputs) > 2:  # freq factors: llama-3 style divisors between 1 and 8 (and some below 1)
         ff = rng.uniform(0.5, 8.0, size=case.inputs[2].np_shape)
@@ -269,7 +369,7 @@ register("NORM", "RMS_NORM", "GROUP_NORM", group="norm", draw=norm_case)
 register("SOFT_MAX", group="soft_max", draw=soft_max_case, make_inputs=soft_max_inputs)
 register("DIAG_MASK_INF", group="diag_mask_inf", draw=diag_mask_case)
 register("ROPE", group="rope", draw=rope_case, make_inputs=rope_inputs)
-register("MUL_MAT", group="mul_mat", draw=mul_mat_case)
+register("MUL_MAT", group="mul_mat", draw=mul_mat_case, make_inputs=mul_mat_inputs)
 register("IM2COL", group="im2col", draw=im2col_case)
 register("POOL_2D", group="pool_2d", draw=pool_case)
 register("TIMESTEP_EMBEDDING", group="timestep_embedding", draw=timestep_case, make_inputs=timestep_inputs)

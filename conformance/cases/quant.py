@@ -6,8 +6,10 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from conformance.cases import register
-from conformance.strategies import ROW_KEEPING_PERMS, finish, layouts, spec, weight_names
+from conformance.cases.movement import cpy_destination
+from conformance.strategies import ROW_KEEPING_PERMS, finish, layouts, one_in, spec, weight_names
 from golden.case import Layout, OpCase
+from golden.dtypes import QUANT_TYPES
 from golden.spec import Signature
 
 FINITE = st.sampled_from(["uniform", "dense", "wide"])
@@ -32,14 +34,26 @@ def quant_layout() -> st.SearchStrategy[Layout]:
     )
 
 
+def permuted_quant_layout() -> st.SearchStrategy[Layout]:
+    """A permute that keeps dim 0 innermost (whole rows of blocks move), with row/plane padding."""
+    return st.builds(lambda perm, p1, p2: Layout(perm=perm, pad=(0, p1, p2, 0)),
+                     st.sampled_from(ROW_KEEPING_PERMS), st.integers(0, 2), st.integers(0, 1))
+
+
 @st.composite
 def quant_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     if op == "GET_ROWS":
-        ne = draw(quant_shape())
+        # a tall table now and then: over a thousand rows of one or two blocks (embedding tables)
+        ne = (draw(st.sampled_from([32, 64])), draw(st.sampled_from([1001, 1024, 2048])), 1, 1) \
+            if one_in(draw, 3) else draw(quant_shape())
         n_rows = draw(st.integers(1, 12))
         data = spec(sig.srcs[0], ne, draw(quant_layout()))
         rows = spec("i32", (n_rows, ne[2], ne[3], 1))
         return finish(draw, OpCase(op, (data, rows), out_dtype=sig.dst))
+    if op == "CPY" and sig.srcs[0] in QUANT_TYPES:  # dequantizing copy: any whole-block source, any destination
+        ne = draw(quant_shape())
+        src = spec(sig.srcs[0], ne, draw(st.one_of(quant_layout(), permuted_quant_layout())))
+        return finish(draw, OpCase(op, (src,), params=draw(cpy_destination(ne)), out_dtype=sig.dst))
     if op == "CPY":
         ne = draw(quant_shape())
         src = spec(sig.srcs[0], ne, draw(layouts(perms=ROW_KEEPING_PERMS)))  # source rows contiguous
@@ -49,13 +63,15 @@ def quant_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     if op in ("DUP", "CONT"):
         ne = draw(quant_shape())
         return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, draw(quant_layout())),), out_dtype=sig.dst))
-    # MUL_MAT: K a multiple of 32 up to 4096, blocked broadcast of the weights over dims 2 and 3
+    # MUL_MAT: K a multiple of 32 up to 4096, blocked broadcast of the weights over dims 2 and 3; the
+    # weights permuted now and then (ggml_mul_mat takes any layout whose rows are whole: dim 0 stays)
     k = draw(QUANT_ROW_SIZES)
     m = draw(st.integers(1, 16))
     n = draw(st.integers(1, 8))
-    a2, r2 = draw(st.integers(1, 2)), draw(st.integers(1, 3))
-    weights = spec(sig.srcs[0], (k, m, a2, 1), name=draw(weight_names))
-    src1 = spec(sig.srcs[1], (k, n, a2 * r2, 1))
+    a2, a3, r2 = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    weights = spec(sig.srcs[0], (k, m, a2, a3), draw(st.one_of(quant_layout(), permuted_quant_layout())),
+                   draw(weight_names))
+    src1 = spec(sig.srcs[1], (k, n, a2 * r2, a3))
     return finish(draw, OpCase(op, (weights, src1), out_dtype=sig.dst))
 
 

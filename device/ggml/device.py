@@ -17,7 +17,6 @@ from golden.case import OpCase, TensorSpec
 from golden.geometry import pack, unpack
 
 GGML_STATUS_SUCCESS = 0
-DEV_TYPE_NAMES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel", 4: "meta"}
 
 
 class GgmlDevice:
@@ -202,21 +201,19 @@ class GgmlDevice:
             self.backend = None
 
 
-def device_inventory(lib: ggml_lib.GgmlLib, dev: int) -> dict[str, Any]:
+def device_inventory(lib: ggml_lib.GgmlLib, dev: int | None) -> dict[str, Any]:
     free, total = C.c_size_t(0), C.c_size_t(0)
     lib.ggml_backend_dev_memory(dev, C.byref(free), C.byref(total))
     reg = lib.ggml_backend_dev_backend_reg(dev)
     return {
         "name": lib.ggml_backend_dev_name(dev).decode(),
-        "description": lib.ggml_backend_dev_description(dev).decode(errors="replace"),
+        "description": (lib.ggml_backend_dev_description(dev) or b"").decode(errors="replace"),
         "backend": lib.ggml_backend_reg_name(reg).decode() if reg else "",
-        "type": DEV_TYPE_NAMES.get(lib.ggml_backend_dev_type(dev), "?"),
+        "type": lib.dev_type_names.get(lib.ggml_backend_dev_type(dev), "?"),  # the enum differs by release
         "memory_free": free.value,
         "memory_total": total.value,
-        "ggml_version": lib.version,
-        "ggml_commit": lib.commit,
         "library_path": str(lib.lib_dir),
-    }
+    } | lib.release_info()
 
 
 def list_ggml_devices(lib_dir: str | None = None) -> list[dict[str, Any]]:

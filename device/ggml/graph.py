@@ -133,9 +133,11 @@ def read_tensor(lib: GgmlLib, t: TensorP) -> np.ndarray:
     lib.ggml_backend_tensor_get(root, buf.ctypes.data, 0, nbytes)
     ne = tuple(c.ne)
     if dtypes.is_quantized(dtype):
+        # whole rows of blocks at the tensor's row strides (a view into a larger cache has gaps)
         row = dtypes.row_size(dtype, ne[0])
-        used = buf[offs : offs + row * ne[1] * ne[2] * ne[3]]
-        return used.reshape(ne[3], ne[2], ne[1], row).copy()
+        nb = tuple(c.nb)
+        return np.lib.stride_tricks.as_strided(
+            buf[offs:], shape=(ne[3], ne[2], ne[1], row), strides=(nb[3], nb[2], nb[1], 1)).copy()
     return strided_view(buf, dtype, ne, tuple(c.nb), offs)
 
 

@@ -6,16 +6,20 @@ each is followed by ``ggml_cont``: the device's strided copy of the view is what
 
 from __future__ import annotations
 
+import ctypes as C
 from collections.abc import Callable
 
-from device.ggml.graph import Builder, GraphBuilder
+from device.ggml.graph import P_CTX, P_TENSOR, Builder, GraphBuilder, prototype
 from device.ggml.lib import TensorP
 from golden import dtypes
 from golden.case import Layout, OpCase, TensorSpec
 from golden.geometry import storage_of
+from golden.resample import ScaleMode
 
 SORT_ORDER = {"asc": 0, "desc": 1}  # enum ggml_sort_order
-SCALE_MODE_NEAREST = 0  # enum ggml_scale_mode
+
+prototype("ggml_pad_circular", P_TENSOR, P_CTX, P_TENSOR, C.c_int, C.c_int, C.c_int, C.c_int)
+prototype("ggml_pad_ext_circular", P_TENSOR, P_CTX, P_TENSOR, *(C.c_int,) * 8)
 
 
 def _then_cont(view: Callable[[GraphBuilder, TensorP, OpCase], TensorP]) -> Builder:
@@ -27,7 +31,7 @@ def _then_cont(view: Callable[[GraphBuilder, TensorP, OpCase], TensorP]) -> Buil
 
 def _view(g: GraphBuilder, a: TensorP, case: OpCase) -> TensorP:
     ne, nb = case.param("ne"), case.param("nb")
-    return g.lib.ggml_view_4d(g.ctx, a, *ne, nb[1], nb[2], nb[3], case.param("offset"))
+    return g.lib.ggml_view_4d(g.ctx, a, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], case.param("offset"))
 
 
 def _cont(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
@@ -37,9 +41,11 @@ def _cont(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 
 
 def _cpy(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-    """The destination is made here: plain, or a strided view inside a padded allocation."""
+    """The destination is made here: plain, or a strided view inside a padded allocation, permuted or not."""
     pad, offset = case.param("dst_pad", (0, 0, 0, 0)), case.param("dst_offset", 0)
-    dst_spec = TensorSpec(case.out_dtype, tuple(case.param("dst_ne")), Layout(pad=tuple(pad), offset=offset))
+    perm = tuple(case.param("dst_perm", (0, 1, 2, 3)))
+    layout = Layout(perm=perm, pad=tuple(pad), offset=offset)
+    dst_spec = TensorSpec(case.out_dtype, tuple(case.param("dst_ne")), layout)
     if dst_spec.layout.is_contiguous:
         dst = g.new_tensor(case.out_dtype, dst_spec.ne)
     else:
@@ -47,6 +53,8 @@ def _cpy(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
         n_elems = st.base_nbytes // dtypes.type_size(case.out_dtype) * dtypes.block_size(case.out_dtype)
         base = g.new_tensor(case.out_dtype, (n_elems,))
         dst = g.lib.ggml_view_4d(g.ctx, base, *st.view_ne, *st.view_nb[1:], st.offset_bytes)
+        if st.perm != (0, 1, 2, 3):
+            dst = g.lib.ggml_permute(g.ctx, dst, *st.perm)
     return g.lib.ggml_cpy(g.ctx, srcs[0], dst)
 
 
@@ -66,15 +74,22 @@ def _acc(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 
 def _pad(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     lp, rp = case.param("lp"), case.param("rp")
+    both = (lp[0], rp[0], lp[1], rp[1], lp[2], rp[2], lp[3], rp[3])
     if case.variant == "pad_ext":
-        return g.lib.ggml_pad_ext(g.ctx, srcs[0], lp[0], rp[0], lp[1], rp[1], lp[2], rp[2], lp[3], rp[3])
+        return g.lib.ggml_pad_ext(g.ctx, srcs[0], *both)
+    if case.variant == "pad_ext_circular":
+        return g.call("ggml_pad_ext_circular", g.ctx, srcs[0], *both)
+    if case.variant == "circular":
+        return g.call("ggml_pad_circular", g.ctx, srcs[0], *rp)
     return g.lib.ggml_pad(g.ctx, srcs[0], *rp)
 
 
 def _upscale(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
+    mode = ScaleMode.of(case).word  # ggml_scale_mode | ggml_scale_flag bits
     if case.variant == "interpolate":
-        return g.lib.ggml_interpolate(g.ctx, srcs[0], *case.param("ne"), SCALE_MODE_NEAREST)
-    return g.lib.ggml_upscale(g.ctx, srcs[0], case.param("sf"), SCALE_MODE_NEAREST)
+        ne = case.param("ne")
+        return g.lib.ggml_interpolate(g.ctx, srcs[0], ne[0], ne[1], ne[2], ne[3], mode)
+    return g.lib.ggml_upscale(g.ctx, srcs[0], case.param("sf"), mode)
 
 
 def _arange(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:

@@ -1,0 +1,167 @@
+"""Reductions and scans (SUM, MEAN, ARGMAX, COUNT_EQUAL, L2_NORM, CUMSUM): strategies, the input
+makers that reach their hard regimes, and ARGMAX's index verdict.
+
+Hard regimes: long rows (up to 4096, and SUM over all of a 32k-element tensor), where the summation
+error grows; ARGMAX rows with ties at the maximum, maxima one f32 ulp apart, NaN, and rows of −inf;
+COUNT_EQUAL on few distinct integers (about half equal) and on the full I32 range; L2_NORM with eps
+from 1e-12 to 16 and rows scaled down by powers of two, so the norm falls below eps often; CUMSUM
+rows of one sign (no cancellation to hide a lost term). Every source may have any layout (the
+constructors accept it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from conformance.cases import register
+from conformance.data import DISTRIBUTIONS, plain_input
+from conformance.strategies import f32, finish, input_layouts, row_size, shapes, spec
+from conformance.verdict import Metrics
+from golden import catalogue, dtypes
+from golden.case import OpCase
+from golden.spec import Signature
+
+MAX_ELEMENTS = 1 << 15
+L2_EPS = st.sampled_from([1e-12, 1e-6, 1e-5, 1e-3, 0.5, 1.0, 4.0, 16.0])
+
+
+def _layout(op: str) -> st.SearchStrategy:
+    return input_layouts(catalogue.get(op).input_layouts)
+
+
+@st.composite
+def reduce_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    """SUM, MEAN, CUMSUM: one tensor of any shape and layout."""
+    src = spec(sig.srcs[0], draw(shapes()), draw(_layout(op)))
+    return finish(draw, OpCase(op, (src,), out_dtype=sig.dst))
+
+
+@st.composite
+def l2_norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    src = spec(sig.srcs[0], draw(shapes()), draw(_layout(op)))
+    return finish(draw, OpCase(op, (src,), params=(("eps", f32(draw(L2_EPS))),), out_dtype=sig.dst))
+
+
+@st.composite
+def argmax_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    ne0 = draw(row_size())
+    ne1 = draw(st.integers(1, max(1, min(32, MAX_ELEMENTS // ne0))))
+    src = spec(sig.srcs[0], (ne0, ne1, 1, 1), draw(_layout(op)))
+    return finish(draw, OpCase(op, (src,), out_dtype=sig.dst))
+
+
+@st.composite
+def count_equal_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
+    a, b = spec(sig.srcs[0], ne, draw(_layout(op))), spec(sig.srcs[1], ne, draw(_layout(op)))
+    return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
+
+
+# ---- input makers ---------------------------------------------------------------------------------
+ARGMAX_ROWS = ("drawn", "ties", "near_tie", "neg_inf", "nan")
+ARGMAX_ROW_WEIGHTS = (0.35, 0.25, 0.2, 0.1, 0.1)
+
+
+def argmax_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    """Each row one regime: as drawn; few distinct values (ties at the maximum); the maximum and a
+    value one f32 ulp below it, in either order (an F16 pass merges them into a tie); all −inf; or
+    with NaN. Rows of other regimes hold no NaN."""
+    (src,) = case.inputs
+    x = plain_input(rng, src, case)
+    rows = x.reshape(-1, src.ne[0])
+    lo, hi = DISTRIBUTIONS[case.distribution]
+    for r in range(rows.shape[0]):
+        regime = rng.choice(ARGMAX_ROWS, p=ARGMAX_ROW_WEIGHTS)
+        row = rows[r]
+        nan = np.isnan(row)
+        row[nan] = dtypes.round_to(rng.uniform(lo, hi, size=int(nan.sum())), "f32")
+        if regime == "ties":
+            row[:] = rng.integers(-3, 4, size=row.size) * 0.5
+        elif regime == "near_tie" and row.size >= 2:
+            finite = np.isfinite(row)
+            top = np.float32(row[finite].max() if finite.any() else 1.0)
+            i, j = rng.choice(row.size, size=2, replace=False)
+            row[i] = float(top)
+            row[j] = float(np.nextafter(top, np.float32(np.inf)))
+        elif regime == "neg_inf":
+            row[:] = -np.inf
+        elif regime == "nan":
+            row[rng.integers(0, row.size, size=int(rng.integers(1, 3)))] = np.nan
+    return [rows.reshape(src.np_shape)]
+
+
+def count_equal_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    """a from a handful of values or the whole I32 range (its extremes included); b equal to a at
+    a random share of the positions and drawn alike elsewhere."""
+    a_spec, b_spec = case.inputs
+    info = np.iinfo(np.int32)
+    if rng.random() < 0.5:
+        draw = lambda n: rng.integers(-2, 3, size=n)  # noqa: E731 (few values: chance equalities too)
+    else:
+        draw = lambda n: np.where(rng.random(n) < 0.1, rng.choice([info.min, info.max, 0, -1], size=n),  # noqa: E731
+                                  rng.integers(info.min, info.max, size=n, endpoint=True))
+    n = a_spec.nelements
+    a = draw(n)
+    same = rng.random(n) < rng.choice([0.0, 0.5, 0.9, 1.0])
+    b = np.where(same, a, draw(n))
+    return [a.astype(np.int32).reshape(a_spec.np_shape), b.astype(np.int32).reshape(b_spec.np_shape)]
+
+
+def l2_norm_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    """Rows scaled by 1, 2^-10, 2^-20 or 2^-30, so that small eps values meet norms below them too."""
+    (src,) = case.inputs
+    x = plain_input(rng, src, case)
+    rows = x.reshape(-1, src.ne[0])
+    scale = 2.0 ** -rng.choice([0, 0, 10, 20, 30], size=(rows.shape[0], 1))
+    with np.errstate(invalid="ignore"):
+        rows = dtypes.round_to(rows * scale, src.dtype)
+    return [rows.reshape(src.np_shape)]
+
+
+def cumsum_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    """A third of the rows made non-negative: prefixes then grow steadily and nothing cancels."""
+    (src,) = case.inputs
+    x = plain_input(rng, src, case)
+    rows = x.reshape(-1, src.ne[0])
+    positive = rng.random(rows.shape[0]) < 1 / 3
+    rows[positive] = np.abs(rows[positive])
+    return [rows.reshape(src.np_shape)]
+
+
+# ---- ARGMAX's verdict -----------------------------------------------------------------------------
+def judge_argmax(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray) -> Metrics:
+    """Each row's index must be in [0, ne0) and select a maximal value (any of tied maxima); a row
+    holding NaN needs only an index in range (its argmax is not agreed)."""
+    ne0 = case.inputs[0].ne[0]
+    x = np.asarray(inputs[0], dtype=np.float64).reshape(-1, ne0)
+    d = np.asarray(device).astype(np.int64).reshape(-1)
+    m = Metrics(n=int(x.shape[0]))
+    if d.size != x.shape[0]:
+        m.passed, m.error_ratio = False, float("inf")
+        m.detail = f"shape mismatch: device gave {d.size} indices for {x.shape[0]} rows"
+        return m
+    in_range = (d >= 0) & (d < ne0)
+    has_nan = np.isnan(x).any(axis=1)
+    picked = x[np.arange(x.shape[0]), np.where(in_range, d, 0)]
+    with np.errstate(invalid="ignore"):
+        top = np.max(np.where(np.isnan(x), -np.inf, x), axis=1)
+    bad = ~in_range | (~has_nan & (picked != top))
+    m.n_bad = int(bad.sum())
+    m.passed = m.n_bad == 0
+    if not m.passed:
+        row = int(np.argmax(bad))
+        m.worst_index = [row, 0, 0, 0]
+        m.error_ratio = float("inf")
+        m.worst_device, m.worst_golden = float(d[row]), float(np.asarray(golden).reshape(-1)[row])
+        chose = f"value {float(picked[row])!r}" if in_range[row] else "out of range"
+        m.detail = (f"row {row}: index {int(d[row])} ({chose}), but the row's maximum is {float(top[row])!r} "
+                    f"(e.g. index {int(m.worst_golden)}); {m.n_bad}/{m.n} rows wrong")
+    return m
+
+
+register("SUM", "MEAN", group="reductions", draw=reduce_case)
+register("CUMSUM", group="reductions", draw=reduce_case, make_inputs=cumsum_inputs)
+register("L2_NORM", group="reductions", draw=l2_norm_case, make_inputs=l2_norm_inputs)
+register("ARGMAX", group="reductions", draw=argmax_case, make_inputs=argmax_inputs, judge=judge_argmax)
+register("COUNT_EQUAL", group="reductions", draw=count_equal_case, make_inputs=count_equal_inputs)

@@ -1,0 +1,37 @@
+"""The Vulkan known-bug list is well formed: each entry's repro is a case of its op that its own
+predicate matches, only on Vulkan devices of the releases it names; a contiguous case of the same op
+is not matched. (Whether the repro really fails is shown on a Vulkan device: docs/findings-vulkan.md.)"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from device import known_bugs
+from device.ggml.known_bugs_vulkan import BUGS
+from golden.case import CONTIGUOUS, parse_case_id
+
+
+@pytest.mark.parametrize("bug", BUGS, ids=[b.id for b in BUGS])
+def test_repro_is_matched_by_its_own_entry(bug: known_bugs.KnownBug) -> None:
+    case = parse_case_id(bug.repro)
+    assert case.op == bug.op
+    assert bug.matches(case, "Vulkan0", "0.25.1")
+    assert known_bugs.find(case, "Vulkan0", "0.25.1", BUGS) is not None
+    assert not bug.matches(case, "CPU", "0.25.1")  # a Vulkan defect, not the CPU's
+    assert not bug.matches(case, "Vulkan0", "0.20.2")  # only the releases it was measured on
+
+
+@pytest.mark.parametrize("bug", [b for b in BUGS if b.id.endswith(("misaligned-view", "plane-gap", "offset"))],
+                         ids=lambda b: b.id)
+def test_a_contiguous_case_is_not_matched(bug: known_bugs.KnownBug) -> None:
+    case = parse_case_id(bug.repro)
+    plain = dataclasses.replace(case, inputs=tuple(dataclasses.replace(t, layout=CONTIGUOUS) for t in case.inputs))
+    assert not bug.matches(plain, "Vulkan0", "0.25.1")
+
+
+def test_the_list_is_collected() -> None:
+    ids = {b.id for b in known_bugs.all_known_bugs()}
+    assert {b.id for b in BUGS} <= ids
+    assert len({b.id for b in BUGS}) == len(BUGS)
