@@ -501,7 +501,9 @@ def _cpy_destination(case: OpCase) -> TensorSpec:
     return TensorSpec(case.out_dtype, tuple(case.param("dst_ne")), layout)
 
 
-def _dequantizing_cpy_into_unaligned_view(case: OpCase) -> bool:
+def dequantizing_cpy_into_unaligned_view(case: OpCase) -> bool:
+    """A Q4_0/Q8_0 → F32 copy into a view with dim 0 permuted away, or into a non-contiguous view whose
+    rows do not hold whole 32-element blocks (ggml-vulkan's dequantizing copy shares this defect)."""
     if case.inputs[0].dtype not in ("q4_0", "q8_0"):
         return False
     dst = _cpy_destination(case)
@@ -510,8 +512,9 @@ def _dequantizing_cpy_into_unaligned_view(case: OpCase) -> bool:
 
 BUGS += [
     KnownBug(
-        id="cpu-cpy-dequantize-strided-dst", devices="CPU", op="CPY", releases=R0202, outcomes=("crash",),
-        applies=_dequantizing_cpy_into_unaligned_view,
+        id="cpu-cpy-dequantize-strided-dst", devices="CPU", op="CPY", releases=R0202 + SAME_KERNELS_RELEASES,
+        outcomes=("crash",),
+        applies=dequantizing_cpy_into_unaligned_view,
         reason="dup_from_q asserts the destination's nb0 == sizeof(float) and (ne0 % 32 == 0 or a contiguous "
                "destination): a Q4_0/Q8_0 → F32 copy into a view with dim 0 permuted away, or into a padded view "
                "whose rows do not hold whole blocks, aborts, although ggml_cpy and supports_op accept it (ci: every "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from device.ggml.known_bugs_cpu import dequantizing_cpy_into_unaligned_view
 from device.known_bugs import KnownBug
 from golden.case import OpCase
 from golden.geometry import rows_unit_stride, storage_of
@@ -100,11 +101,30 @@ BUGS: list[KnownBug] = [
                "(cpu-get-rows-row-stride)",
         repro="GET_ROWS(type0=f32,ne0=[3,6,1,1],lay0=perm[1,0,2,3],type1=i32,ne1=[1,1,1,1],dst=f32,data=dense:0)"),
     KnownBug(
+        id="vulkan-rms-norm-row-stride", devices="Vulkan*", op="RMS_NORM", releases=R0251,
+        applies=_src0_rows_strided,
+        reason="a source with dim 0 permuted away (nb0 != 4) is read as if its rows were contiguous: every "
+               "output is wrong (padded rows, permuted planes and offsets pass); supports_op says yes; "
+               "ggml's CPU aborts on the same views (cpu-rms-norm-row-stride)",
+        repro="RMS_NORM(type=f32,ne=[4,3,2,1],lay=perm[1,0,2,3],dst=f32,eps=9.999999747378752e-06,data=dense:0)"),
+    KnownBug(
+        id="vulkan-cpy-dequantize-strided-dst", devices="Vulkan*", op="CPY", releases=R0251,
+        applies=dequantizing_cpy_into_unaligned_view,
+        reason="a Q4_0/Q8_0 → F32 copy into a view with dim 0 permuted away, or into a non-contiguous view "
+               "whose rows do not hold whole 32-element blocks, writes values at the wrong places (|Δ| up to "
+               "14 on dense data); contiguous, padded-with-whole-blocks and plane-permuted views pass; the "
+               "same views abort ggml's CPU (cpu-cpy-dequantize-strided-dst)",
+        repro="CPY(type=q4_0,ne=[32,2,1,1],dst=f32,dst_ne=[16,4,1,1],dst_pad=[1,0,0,0],dst_offset=0,"
+              "data=dense:0)"),
+    KnownBug(
         id="vulkan-group-norm-uneven-groups", devices="Vulkan*", op="GROUP_NORM", releases=R0251,
-        applies=_groups_uneven,
+        applies=_groups_uneven, corrupts_process=True,
         reason="groups are fixed blocks of ceil(ne2/n_groups)·ne0·ne1 elements (group_norm.comp), so a "
                "short last group runs past its channels into the next sample or past the tensor, where "
-               "ggml's CPU clips it at ne2: |Δ| up to 0.87 at eps 0.5",
+               "ggml's CPU clips it at ne2: |Δ| up to 0.87 at eps 0.5; in the last sample it writes past "
+               "the buffer (lavapipe's device memory is host heap), so the output may be right while the "
+               "process is corrupted: a later case died in malloc (ci, SOFT_MAX after GROUP_NORM "
+               "ne=[19,16,31,1] n_groups=12)",
         repro="GROUP_NORM(type=f32,ne=[1,4,7,2],dst=f32,n_groups=6,eps=0.5,data=wide:21807)"),
     KnownBug(
         id="vulkan-pool-2d-window-before-input", devices="Vulkan*", op="POOL_2D", releases=R0251,
@@ -117,9 +137,12 @@ BUGS: list[KnownBug] = [
     KnownBug(
         id=f"vulkan-{op.lower()}-quantized-view-offset", devices="Vulkan*", op=op, releases=R0251,
         applies=_quantized_src_at_offset,
-        reason="a same-type Q4_0/Q8_0 copy of a view at a block offset that is not a multiple of 16 bytes "
-               "is not byte-exact (every byte differs: the copy starts at the aligned-down address); "
-               "ggml:CPU copies it exactly",
-        repro=f"{op}(type={q},ne=[32,1,1,1],lay=offs[{n}],dst={q},data={data})")
-    for op, q, n, data in (("DUP", "q4_0", 64, "dense:0"), ("CONT", "q8_0", 32, "wide:1"))
+        reason="a copy of a Q4_0/Q8_0 view at a block offset that is not a multiple of 16 bytes starts at "
+               "the aligned-down address: a same-type copy is not byte-exact (every byte differs), a "
+               "dequantizing one gives NaN or other blocks' values; offsets of 8 blocks (144 or 272 bytes) "
+               "pass; ggml:CPU copies it exactly",
+        repro=f"{op}(type={q},ne=[32,1,1,1],lay=offs[{n}],dst={dst}{extra},data={data})")
+    for op, q, n, dst, extra, data in (
+        ("DUP", "q4_0", 64, "q4_0", "", "dense:0"), ("CONT", "q8_0", 32, "q8_0", "", "wide:1"),
+        ("CPY", "q4_0", 64, "f32", ",dst_ne=[32,1,1,1],dst_pad=[0,0,0,0],dst_offset=0", "dense:0"))
 ]
