@@ -6,6 +6,7 @@
   conform repro    rerun one case from its case id (the line every failure prints), or replay and
                    shrink the sequence of cases that led to a crash
   conform report   build the HTML report / CSV from results files
+  conform perf     judge and time model-shaped cases (a 7B llama layer) on device(s) and ggml:CPU
 
 Bad input gets one line on stderr and exit code 2, never a traceback.
 """
@@ -415,6 +416,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     _check_numbers(args)
     _check_selection(args)
+    if args.perf:
+        from conformance.perf import SHAPE_SETS
+
+        if args.perf_shapes not in SHAPE_SETS:
+            raise UsageError(f"unknown shape set {args.perf_shapes!r} (known: {', '.join(SHAPE_SETS)})")
     try:
         devices = expand_specs(args.device or ["ggml:CPU"], _device_options(args))
         workers = args.workers if args.workers is not None else (len(devices) if len(devices) > 1 else 0)
@@ -471,6 +477,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"no test matches the selection{' ' + chosen if chosen else ''} (nothing ran)")
     if not interrupted and code == PYTEST_USAGE_ERROR:
         raise UsageError("pytest refused its arguments (its message is above)")
+    if args.perf and not interrupted and code in (0, 1):
+        from conformance.perf import perf_main
+
+        print("conform: perf cases", flush=True)
+        perf_code = perf_main(devices, _device_options(args), str(results), shapes=args.perf_shapes,
+                              run_id=env["CONFORM_RUN_ID"], timeout=max(args.case_timeout, 600.0),
+                              progress=lambda line: print(line, flush=True))
+        code = max(code, perf_code)
     report_code = 0
     if not args.no_report:
         if results.exists():
@@ -521,7 +535,63 @@ def _run_pytest(cmd: list[str], env: dict[str, str]) -> tuple[int, bool]:
     return code, True
 
 
-def _write_report(results: list[str], html: str) -> int:
+def cmd_perf(args: argparse.Namespace) -> int:
+    from conformance.perf import SHAPE_SETS, PerfSettings, Roofline, perf_main
+    from device.base import DeviceError
+    from device.registry import check_spec, expand_specs
+    from golden import catalogue
+
+    _check_numbers(args)
+    if args.shapes not in SHAPE_SETS:
+        raise UsageError(f"unknown shape set {args.shapes!r} (known: {', '.join(SHAPE_SETS)})")
+    ops = [op.strip().upper() for op in (args.ops or "").split(",") if op.strip()]
+    for op in ops:
+        try:
+            catalogue.get(op)
+        except KeyError:
+            raise UsageError(f"unknown op {op!r} in --ops (see conform ops)") from None
+    if args.warmup < 0 or args.repeats < 1 or not args.target > 0:
+        raise UsageError("--warmup must be 0 or more, --repeats at least 1 and --target positive")
+    roofline = None
+    if args.roofline is not None:
+        try:
+            gbs, tflops = (float(v) for v in args.roofline.split(","))
+        except ValueError:
+            raise UsageError(f"--roofline wants two numbers GBS,TFLOPS (got {args.roofline!r})") from None
+        if not (gbs > 0 and tflops > 0):
+            raise UsageError(f"--roofline peaks must be positive (got {args.roofline!r})")
+        roofline = Roofline(gbs, tflops, "--roofline")
+    for path in args.baseline:
+        if not os.path.isfile(path):
+            raise UsageError(f"baseline results {path!r} not found")
+    try:
+        devices = expand_specs(args.device or ["ggml:CPU"], _device_options(args))
+        for spec in devices:
+            check_spec(spec, _device_options(args))
+    except DeviceError as exc:
+        raise UsageError(str(exc)) from None
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out or f"conform-out/perf-{stamp}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the output folder {str(out)!r}: {exc.strerror or exc}") from None
+    results = out / "results.jsonl"
+    if results.exists():
+        raise UsageError(f"{results} exists: give another --out (perf results are never appended to)")
+    settings = PerfSettings(warmup=args.warmup, min_repeats=min(5, args.repeats), max_repeats=args.repeats,
+                            target_s=args.target)
+    print(f"conform: perf on {', '.join(d.text for d in devices)} (and ggml:CPU) -> {out}", flush=True)
+    code = perf_main(devices, _device_options(args), str(results), settings, roofline, args.shapes, ops,
+                     args.case_timeout, run_id=os.environ.get("CONFORM_RUN_ID") or f"perf-{stamp}",
+                     progress=lambda line: print(line, flush=True))
+    if not args.no_report:
+        _write_report([str(results)], str(out / "report.html"), args.baseline)
+    print(f"conform: results {results}")
+    return code
+
+
+def _write_report(results: list[str], html: str, baseline: list[str] | None = None) -> int:
     """The report step of ``conform run``: never a traceback (bad input is the report's one line, exit 2)."""
     try:
         from reports.cli import report_main
@@ -529,7 +599,7 @@ def _write_report(results: list[str], html: str) -> int:
         print("conform: report module not available; results kept", file=sys.stderr)
         return 0
     try:
-        code = report_main([*results, "-o", html])
+        code = report_main([*results, "-o", html, *(["--baseline", *baseline] if baseline else [])])
     except SystemExit as exc:  # argparse inside report_main
         code = exc.code if isinstance(exc.code, int) else 2
     if code == 0:
@@ -601,6 +671,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--hypothesis-seed", default=None, metavar="SEED",
                      help="force hypothesis' seed (recorded in the results header; turns the example database off)")
     run.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    run.add_argument("--perf", action="store_true",
+                     help="after the suite, judge and time the perf cases (as conform perf) into the same results")
+    run.add_argument("--perf-shapes", default="llama-7b", help="with --perf: llama-7b (default) or llama-tiny")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
 
     dev = add("devices", help="list devices", description="List ggml devices (and ACL devices where CANN is "
@@ -635,6 +708,25 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default=".", metavar="DIR", help="where a failing case's .npz goes (artefacts/)")
     limits(rep, "CPU backend threads")
 
+    perf = sub.add_parser("perf", help="judge and time model-shaped cases on device(s), next to ggml:CPU")
+    common(perf)
+    perf.add_argument("--device", action="append", default=[], metavar="SPEC",
+                      help="device to time (repeatable; ggml:CPU, the reference, always runs)")
+    perf.add_argument("--out", default=None, help="output folder (default conform-out/perf-<time>)")
+    perf.add_argument("--shapes", default="llama-7b", help="shape set: llama-7b (default) or llama-tiny")
+    perf.add_argument("--ops", default=None, metavar="OP,...", help="only these ops (e.g. MUL_MAT,SOFT_MAX)")
+    perf.add_argument("--warmup", type=int, default=2, help="untimed runs before timing (default 2)")
+    perf.add_argument("--repeats", type=int, default=200, help="most timed runs per case (default 200)")
+    perf.add_argument("--target", type=float, default=0.5, metavar="S",
+                      help="timed seconds aimed for per case (at least 5 runs; default 0.5)")
+    perf.add_argument("--roofline", default=None, metavar="GBS,TFLOPS",
+                      help="the device's peak bandwidth (GB/s) and FLOP rate (TFLOP/s), where not in the table")
+    perf.add_argument("--baseline", action="append", default=[], metavar="RESULTS",
+                      help="earlier results: a case more than 1.2x slower at the same shape is flagged")
+    perf.add_argument("--case-timeout", type=float, default=600.0, help="seconds per device call (default 600)")
+    perf.add_argument("--threads", type=int, default=1, help="CPU backend threads (default 1)")
+    perf.add_argument("--no-report", action="store_true", help="skip the HTML report")
+
     sub.add_parser("report", help="build reports from results files (see conform report --help)", add_help=False)
     return parser
 
@@ -660,6 +752,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_ops(args)
         if args.command == "repro":
             return cmd_repro(args)
+        if args.command == "perf":
+            return cmd_perf(args)
     except (UsageError, DeviceError) as exc:
         print(f"conform: {exc}", file=sys.stderr)
         return 2

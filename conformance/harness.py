@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -28,6 +30,7 @@ from conformance import cases
 from conformance.data import as_stored, make_inputs
 from conformance.record import CaseDescription, CaseRecord, ExpectedFailure
 from conformance.set_get import SetGetCase
+from conformance.stages import Stage, StageClock
 from conformance.verdict import Metrics, compare, same_values
 from conformance.verdict_raw import judge_raw_inputs
 from device import known_bugs
@@ -88,7 +91,9 @@ class Breaker:
             self.attempts_after += 1
         if failure is not None and len(self.failures) < 10_000:
             self.failures[record.case_id] = failure
-        if record.outcome.process_died and record.expected is None:  # a known bug's crash is no alarm
+        # a known bug's crash fails no test (nothing to shrink) and costs one quick restart: only
+        # unexpected deaths, and every timeout (each costs its timeout), count toward the budget
+        if record.outcome.process_died and (failure is not None or record.outcome is Outcome.TIMEOUT):
             self.deaths += 1
             if self.outcome is None:
                 self.outcome, self.tripped_by = record.outcome, record.case_id
@@ -159,6 +164,8 @@ class Harness:
         self.counts: dict[str, int] = {}
         self._artefacts = 0
         self.breakers: dict[str, Breaker] = {}  # by test id: failures, and the circuit breaker
+        self.clock: StageClock | None = None  # a benchmark's stage clock (conformance/stages.py)
+        self._bugs = known_bugs.all_known_bugs()  # read once: the lists import modules by name
 
     @property
     def inventory(self) -> dict[str, Any]:
@@ -229,13 +236,22 @@ class Harness:
         record.message = message[:MESSAGE_LIMIT]
         return record
 
-    def evaluate(self, case: OpCase) -> CaseRecord:
-        """Run and judge one case; always returns (and writes) a record, ERROR when a step raised."""
+    def evaluate(self, case: OpCase,
+                 perf: Callable[[OpCase, list[np.ndarray]], dict[str, Any] | None] | None = None) -> CaseRecord:
+        """Run and judge one case; always returns (and writes) a record, ERROR when a step raised.
+        ``perf`` (perf mode, ``conformance/perf.py``) times the case once the device has answered;
+        what it returns is the record's ``perf`` block."""
+        clock = self.clock
+        if clock is not None:
+            clock.cases += 1
+            clock.lap(Stage.GENERATION)
         step = "looking the op up in the catalogue"
         try:
             spec = catalogue.get(case.op)
             step = "making the inputs"
             inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
+            if clock is not None:
+                clock.lap(Stage.INPUTS)
             step = "preparing the golden's inputs"
             exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
             step = "computing the golden"
@@ -243,6 +259,8 @@ class Harness:
             step = "finding the tolerance row"
             tolerance = catalogue.tolerance_of(case).describe()
             bug = self._known_bug(case)
+            if clock is not None:
+                clock.lap(Stage.GOLDEN)
         except Exception as exc:
             return self._finish(self._error_record(case, f"harness error while {step}: {_one_line(exc)}"))
         timeout = self.timeout
@@ -252,8 +270,12 @@ class Harness:
             reply = self.runner.attempt(case, inputs, timeout)
         except Exception as exc:  # the worker could not be (re)started, or answered nonsense
             return self._finish(self._error_record(case, f"device error: {_one_line(exc)}"))
+        if clock is not None:
+            clock.lap(Stage.DEVICE)
         record = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
                                   case.data_seed, reply, tolerance)
+        if clock is not None:
+            clock.lap(Stage.RECORD)
         if reply.answered:
             result: RunResult = reply.result
             try:
@@ -280,6 +302,11 @@ class Harness:
             # (the report lists the latter as a stale expectation)
             record.expected = ExpectedFailure.of(bug)
             corrupting = bug.corrupts_process
+        if perf is not None and reply.answered:
+            try:
+                record.perf = perf(case, inputs)
+            except Exception as exc:  # the verdict stands; only the timing is lost
+                record.perf = {"error": f"harness error while timing: {_one_line(exc)}"[:MESSAGE_LIMIT]}
         # A kernel that computed a wrong result may also have written past its buffer (on lavapipe
         # device memory is host heap: a later, correct case then died in malloc), so a wrong result
         # also gets the next case a clean process: every record stays independent of its history.
@@ -288,12 +315,19 @@ class Harness:
                 self.runner.start()
             except Exception as exc:  # the next case tries again; this one keeps its record
                 record.message = f"{record.message} (device restart failed: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
-        if record.failing and self.keep_artefacts:
+        if clock is not None:
+            clock.lap(Stage.VERDICT)
+        if record.failing and record.expected is None and self.keep_artefacts:
+            # a known bug's failures are described by the bug and reproduced by the case id: an
+            # artefact each (most of a crash-heavy run's record time) would add nothing
             try:
                 record.artefact = self._save_artefact(case, inputs, golden, reply)
             except Exception as exc:  # the record matters more than its artefact
                 record.message = f"{record.message} (artefact not saved: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
-        return self._finish(record)
+        self._finish(record)
+        if clock is not None:
+            clock.lap(Stage.RECORD)
+        return record
 
     def _known_bug(self, case: OpCase) -> KnownBug | None:
         """The device's known kernel bug covering ``case`` (ggml devices: by device name and release)."""
@@ -301,7 +335,7 @@ class Harness:
         name = self.inventory.get("name")
         if not isinstance(release, str) or not isinstance(name, str):
             return None
-        return known_bugs.find(case, name, release)
+        return known_bugs.find(case, name, release, self._bugs)
 
     def _judge(
         self, case: OpCase, spec: catalogue.OpSpec, inputs: list[np.ndarray], exact_inputs: list[np.ndarray],
@@ -333,21 +367,23 @@ class Harness:
                 metrics.passed = False
                 note = "device memory check failed: " + ", ".join(raw.failures)
                 metrics.detail = f"{note}; {metrics.detail}" if metrics.detail else note
-        # the device must not change its inputs (ops in place by definition excepted)
+        # the device must not change its inputs (ops in place by definition excepted); a device that
+        # says every input's bytes came back as sent need not send the values back
+        changed: list[int] = []
         if result.inputs_after is not None:
             changed = [
                 i for i, (before, after) in enumerate(zip(inputs, result.inputs_after, strict=True))
                 if i not in spec.inplace_inputs and not same_values(before, after)
             ]
-            intact = result.extra.get("input_bytes_intact")
-            if intact is not None:
-                changed += [i for i, ok in enumerate(intact) if not ok and i not in spec.inplace_inputs
-                            and i not in changed]
-            if changed:
-                metrics.passed = False
-                note = f"the device modified input(s) {', '.join(f'src{i}' for i in sorted(changed))} " \
-                       "(or the padding around them), which this op must not write"
-                metrics.detail = f"{note}; {metrics.detail}" if metrics.detail else note
+        intact = result.extra.get("input_bytes_intact")
+        if intact is not None:
+            changed += [i for i, ok in enumerate(intact) if not ok and i not in spec.inplace_inputs
+                        and i not in changed]
+        if changed:
+            metrics.passed = False
+            note = f"the device modified input(s) {', '.join(f'src{i}' for i in sorted(changed))} " \
+                   "(or the padding around them), which this op must not write"
+            metrics.detail = f"{note}; {metrics.detail}" if metrics.detail else note
         return metrics, extra
 
     def _save_artefact(self, case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, reply: Reply) -> str:
@@ -360,8 +396,13 @@ class Harness:
         if isinstance(reply.result, RunResult):
             arrays["device"] = np.asarray(reply.result.output)
         arrays["case_id"] = np.array(case.case_id)
-        # numpy's stubs check **arrays against savez_compressed's allow_pickle keyword (numpy >= 2.x)
-        np.savez_compressed(os.path.join(self.out_dir, "artefacts", name), **arrays)  # type: ignore[arg-type]
+        # np.savez_compressed's format at the fastest deflate level: its default level costs several
+        # times as long on float data for a few percent of size (np.load reads either)
+        with zipfile.ZipFile(os.path.join(self.out_dir, "artefacts", name), "w", zipfile.ZIP_DEFLATED,
+                             compresslevel=1) as archive:
+            for key, value in arrays.items():
+                with archive.open(f"{key}.npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
         return os.path.join("artefacts", name)
 
     def check(self, case: OpCase) -> CaseRecord:

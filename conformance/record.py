@@ -83,6 +83,7 @@ class CaseRecord:
     history: tuple[str, ...] = ()  # case ids the device process ran since it started, ending with this one
     history_dropped: int = 0  # earlier ids that did not fit the worker's history limit
     expected: ExpectedFailure | None = None
+    perf: dict[str, Any] | None = None  # perf mode: the device's timings of this case (conformance/perf.py)
 
     @property
     def failing(self) -> bool:
@@ -125,6 +126,8 @@ class CaseRecord:
                 out["history_dropped"] = self.history_dropped
         if self.expected is not None:
             out["expected"] = self.expected.to_json()
+        if self.perf is not None:
+            out["perf"] = self.perf
         return out
 
     @classmethod
@@ -148,4 +151,5 @@ class CaseRecord:
             expected=ExpectedFailure(expected["id"], expected["reason"], expected["repro"],
                                      tuple(expected.get("outcomes", ("fail",))))
             if isinstance(expected, dict) else None,
+            perf=data.get("perf") if isinstance(data.get("perf"), dict) else None,
         )

@@ -6,6 +6,10 @@ bounds. Shapes lean towards the sizes where kernels break (1, odd, around 32, 51
 
 from __future__ import annotations
 
+import functools
+import itertools
+import math
+
 import numpy as np
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -43,59 +47,111 @@ def f32(value: float) -> float:
     return float(np.float32(value))
 
 
-@st.composite
-def row_size(draw: st.DrawFn, *, max_ne0: int = 4096, multiple_of: int = 1) -> int:
-    edge = [n for n in EDGE_ROW_SIZES if n <= max_ne0 and n % multiple_of == 0] or [multiple_of]
-    anywhere = st.integers(1, max(1, max_ne0 // multiple_of)).map(lambda k: k * multiple_of)
-    return draw(st.one_of(st.sampled_from(edge), anywhere))
+# Strategy objects are built once per distinct argument set and reused: Hypothesis validates a
+# new strategy object on its first draw, which used to cost more than the draws themselves.
+@functools.cache
+def _edge_or_anywhere(max_ne0: int, multiple_of: int) -> st.SearchStrategy[int]:
+    edge = tuple(n for n in EDGE_ROW_SIZES if n <= max_ne0 and n % multiple_of == 0) or (multiple_of,)
+    top = max(1, max_ne0 // multiple_of)
+    anywhere = st.integers(1, top) if multiple_of == 1 else st.integers(1, top).map(lambda k: k * multiple_of)
+    return st.one_of(st.sampled_from(edge), anywhere)
+
+
+def row_size(*, max_ne0: int = 4096, multiple_of: int = 1) -> st.SearchStrategy[int]:
+    """A row size from the edge list (sizes where kernels break) or anywhere up to ``max_ne0``."""
+    return _edge_or_anywhere(max_ne0, multiple_of)
+
+
+def _outer(draw: st.DrawFn, hi: int) -> int:
+    # a dim with no room is 1 without a draw (fewer choices to record and to shrink)
+    return draw(st.integers(1, hi)) if hi > 1 else 1
 
 
 @st.composite
-def shapes(
-    draw: st.DrawFn, *, max_ne0: int = 4096, max_elements: int = 1 << 15, max_outer: int = 7, multiple_of: int = 1,
-) -> Ne:
-    """A 4-d ggml shape: a row size from the edge list or anywhere, and small outer dims."""
-    ne0 = draw(row_size(max_ne0=max_ne0, multiple_of=multiple_of))
+def _shapes(draw: st.DrawFn, max_ne0: int, max_elements: int, max_outer: int, multiple_of: int) -> Ne:
+    ne0 = draw(_edge_or_anywhere(max_ne0, multiple_of))
     budget = max(1, max_elements // ne0)
     outer = []
     for _ in range(3):
-        hi = max(1, min(max_outer, budget))
-        d = draw(st.integers(1, hi))
+        d = _outer(draw, max(1, min(max_outer, budget)))
         outer.append(d)
         budget = max(1, budget // d)
     return (ne0, outer[0], outer[1], outer[2])
 
 
+@functools.cache
+def shapes(*, max_ne0: int = 4096, max_elements: int = 1 << 15, max_outer: int = 7, multiple_of: int = 1,
+           ) -> st.SearchStrategy[Ne]:
+    """A 4-d ggml shape: a row size from the edge list or anywhere, and small outer dims."""
+    return _shapes(max_ne0, max_elements, max_outer, multiple_of)
+
+
+LAYOUT_KINDS = st.sampled_from(["contiguous", "contiguous", "permuted", "view", "permuted_view"])
+# every padding of up to 3 elements per dim, no padding first (one draw; shrinks towards less padding)
+PADS: st.SearchStrategy[Ne] = st.sampled_from(sorted(itertools.product(range(4), repeat=4), key=lambda p: (sum(p), p)))
+OFFSETS = st.integers(0, 5)
+
+
 @st.composite
-def layouts(draw: st.DrawFn, *, perms: tuple[Ne, ...] = ROW_KEEPING_PERMS, allow_view: bool = True) -> Layout:
-    """Contiguous most often; otherwise a permute, a padded-stride view with offset, or both."""
-    kind = draw(st.sampled_from(["contiguous", "contiguous", "permuted", "view", "permuted_view"]))
+def _layouts(draw: st.DrawFn, perms: tuple[Ne, ...], allow_view: bool) -> Layout:
+    kind = draw(LAYOUT_KINDS)
     perm = IDENTITY
     pad: Ne = (0, 0, 0, 0)
     offset = 0
     if kind in ("permuted", "permuted_view") and perms:
-        perm = draw(st.sampled_from(perms))
+        perm = draw(_perm_choice(perms))
     if kind in ("view", "permuted_view") and allow_view:
-        pad = tuple(draw(st.lists(st.integers(0, 3), min_size=4, max_size=4)))  # type: ignore[assignment]
-        offset = draw(st.integers(0, 5))
+        pad = draw(PADS)
+        offset = draw(OFFSETS)
     return Layout(perm=perm, pad=pad, offset=offset)
 
 
+@functools.cache
+def _perm_choice(perms: tuple[Ne, ...]) -> st.SearchStrategy[Ne]:
+    return st.sampled_from(perms)
+
+
+@functools.cache
+def layouts(*, perms: tuple[Ne, ...] = ROW_KEEPING_PERMS, allow_view: bool = True) -> st.SearchStrategy[Layout]:
+    """Contiguous most often; otherwise a permute, a padded-stride view with offset, or both."""
+    return _layouts(perms, allow_view)
+
+
+@functools.lru_cache(maxsize=8192)
+def _tile_choice(n: int) -> st.SearchStrategy[int]:
+    """1, the full size, or any divisor of ``n`` (1 and ``n`` weighted up; 1 first, where shrinking goes)."""
+    return st.sampled_from((1, n) + divisors(n) if n <= 4096 else (1, n))
+
+
 @st.composite
-def tiling_shape(draw: st.DrawFn, ne: Ne) -> Ne:
+def _tiling_shape(draw: st.DrawFn, ne: Ne) -> Ne:
+    return tuple(draw(_tile_choice(n)) if n > 1 else 1 for n in ne)  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=8192)
+def tiling_shape(ne: Ne) -> st.SearchStrategy[Ne]:
     """A shape that ggml_can_repeat tiles up to ``ne``: each dim a divisor (1, full, or between)."""
-    out = []
-    for n in ne:
-        divisors = [d for d in range(1, n + 1) if n % d == 0] if n <= 4096 else [1, n]
-        out.append(draw(st.sampled_from([1, n] + divisors)))
-    return tuple(out)  # type: ignore[return-value]
+    return _tiling_shape(ne)
+
+
+@functools.lru_cache(maxsize=8192)
+def divisor_of(n: int) -> st.SearchStrategy[int]:
+    """Any divisor of ``n`` (1 first)."""
+    return st.sampled_from(divisors(n))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def divisors(n: int) -> tuple[int, ...]:
+    """The divisors of ``n`` in increasing order."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(small + [n // d for d in reversed(small) if d * d != n])
 
 
 def input_layouts(kind: InputLayouts) -> st.SearchStrategy[Layout]:
     """Every layout ggml's constructor accepts for the op (``OpSpec.input_layouts``): the full domain,
     whatever one backend's kernel mishandles (those are that backend's known bugs)."""
     if kind is InputLayouts.CONTIGUOUS:
-        return st.just(Layout())
+        return CONTIGUOUS_ONLY
     if kind is InputLayouts.PADDED_ROWS:
         return padded_rows()
     if kind is InputLayouts.ANY:
@@ -103,9 +159,13 @@ def input_layouts(kind: InputLayouts) -> st.SearchStrategy[Layout]:
     return layouts(perms=ROW_KEEPING_PERMS)
 
 
+CONTIGUOUS_ONLY = st.just(Layout())
+_PADDED_ROWS = st.builds(lambda p, o: Layout(pad=(p, 0, 0, 0), offset=o), st.integers(0, 3), OFFSETS)
+
+
 def padded_rows() -> st.SearchStrategy[Layout]:
     """Rows at a uniform stride (padding in dim 0) at an offset, planes packed, no permute."""
-    return st.builds(lambda p, o: Layout(pad=(p, 0, 0, 0), offset=o), st.integers(0, 3), st.integers(0, 5))
+    return _PADDED_ROWS
 
 
 # Weight tensor names as llama.cpp gives them: ggml-cann picks its NZ weight path (GGML_CANN_WEIGHT_NZ,

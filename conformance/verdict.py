@@ -7,7 +7,7 @@ destination, NMSE (comparable with ggml's test-backend-ops), and the NaN/±inf p
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -34,17 +34,34 @@ class Metrics:
     detail: str = ""
 
     def as_dict(self) -> dict[str, object]:
-        return {k: v for k, v in asdict(self).items() if k != "passed" and not (k == "n_quants_differ" and v is None)}
+        # a flat copy (dataclasses.asdict deep-copies, at a cost per case); worst_index is copied
+        out: dict[str, object] = {k: getattr(self, k) for k in _METRIC_FIELDS}
+        if self.worst_index is not None:
+            out["worst_index"] = list(self.worst_index)
+        if self.n_quants_differ is None:
+            del out["n_quants_differ"]
+        return out
+
+
+_METRIC_FIELDS = tuple(f.name for f in fields(Metrics) if f.name != "passed")
 
 
 def _ggml_index(np_index: tuple[int, ...]) -> list[int]:
     return [int(i) for i in reversed(np_index)]
 
 
+# Below half the largest finite value nothing rounds to ±inf in any float destination (f16's
+# largest is 65504): only elements above it need the rounding to tell.
+_OVERFLOW_FLOOR = {"f16": 32768.0, "f32": 2.0**127, "bf16": 2.0**127}
+
+
 def compare(
     case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray, tol: Tolerance
 ) -> Metrics:
-    """Elementwise verdict for a float (or int) destination; golden is the exact float64 value."""
+    """Elementwise verdict for a float (or int) destination; golden is the exact float64 value.
+
+    One pass per quantity over the arrays, and none over the NaN/±inf pattern when both sides are
+    finite everywhere (the usual case)."""
     g = np.asarray(golden, dtype=np.float64)
     d = np.asarray(device, dtype=np.float64)
     m = Metrics(n=int(g.size))
@@ -58,36 +75,58 @@ def compare(
             return m
     if g.size == 0:
         return m
-    if case.out_dtype in dtypes.FLOAT_TYPES:
+    float_dst = case.out_dtype in dtypes.FLOAT_TYPES
+    if float_dst:
         # an exact value beyond the destination's range is ±inf once stored, as IEEE rounding gives
         with np.errstate(invalid="ignore"):
-            g = np.where(np.isinf(dtypes.round_to(g, case.out_dtype)) & np.isfinite(g), np.sign(g) * np.inf, g)
-    g_nan, d_nan = np.isnan(g), np.isnan(d)
-    g_inf, d_inf = np.isinf(g), np.isinf(d)
-    # ±inf must match in sign; NaN must match NaN
-    bad_pattern = (g_nan != d_nan) | (g_inf != d_inf) | (g_inf & d_inf & (np.sign(g) != np.sign(d)))
-    m.nonfinite_mismatch = int(bad_pattern.sum())
-    finite = np.isfinite(g) & np.isfinite(d)
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.where(finite, np.abs(d - g), 0.0)
+            big = np.abs(g) >= _OVERFLOW_FLOOR.get(case.out_dtype, 0.0)
+        if big.any():
+            with np.errstate(invalid="ignore"):
+                g = np.where(np.isinf(dtypes.round_to(g, case.out_dtype)) & np.isfinite(g), np.sign(g) * np.inf, g)
+    g_finite, d_finite = np.isfinite(g), np.isfinite(d)
+    all_finite = bool(g_finite.all()) and bool(d_finite.all())
+    if all_finite:
+        finite = None
+        bad_pattern = None
+        err = np.abs(d - g)
+    else:
+        g_nan, d_nan = np.isnan(g), np.isnan(d)
+        g_inf, d_inf = ~g_finite & ~g_nan, ~d_finite & ~d_nan
+        # ±inf must match in sign; NaN must match NaN
+        bad_pattern = (g_nan != d_nan) | (g_inf != d_inf) | (g_inf & d_inf & (np.sign(g) != np.sign(d)))
+        m.nonfinite_mismatch = int(np.count_nonzero(bad_pattern))
+        finite = g_finite & d_finite
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.where(finite, np.abs(d - g), 0.0)
     allowed = tol.allowed(case, inputs, g, case.out_dtype)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(finite, np.where(allowed > 0, err / allowed, np.where(err > 0, np.inf, 0.0)), 0.0)
-    ratio = np.where(bad_pattern, np.inf, ratio)
-    m.n_bad = int((ratio > 1.0).sum())
+        ratio = err / allowed
+    with np.errstate(invalid="ignore"):
+        nothing_allowed = ~(allowed > 0)  # zero (or a NaN bound): only an exact match passes there
+    if nothing_allowed.any():
+        ratio[nothing_allowed & (err == 0)] = 0.0
+        ratio[nothing_allowed & (err > 0)] = np.inf
+    if bad_pattern is not None:
+        assert finite is not None
+        ratio[~finite] = 0.0
+        ratio[bad_pattern] = np.inf
+    m.n_bad = int(np.count_nonzero(ratio > 1.0))
     flat_worst = int(np.argmax(ratio))
     worst = np.unravel_index(flat_worst, g.shape)
     m.worst_index = _ggml_index(tuple(int(i) for i in worst))
-    m.error_ratio = float(ratio[worst])
-    m.worst_device, m.worst_golden = float(d[worst]), float(g[worst])
+    m.error_ratio = float(ratio.flat[flat_worst])
+    m.worst_device, m.worst_golden = float(d.flat[flat_worst]), float(g.flat[flat_worst])
     m.max_abs = float(err.max())
+    abs_g = np.abs(g)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(finite & (g != 0), err / np.abs(g), 0.0)
-    m.max_rel = float(rel.max())
-    if case.out_dtype in dtypes.FLOAT_TYPES:
+        rel = err / abs_g
+    nonzero = abs_g != 0 if finite is None else finite & (abs_g != 0)
+    m.max_rel = float(rel.max(initial=0.0, where=nonzero))
+    if float_dst:
         m.max_ulp = float((err / dtypes.ulp(g, case.out_dtype)).max())
-    denom = float(np.sum(np.where(finite, g * g, 0.0)))
     num = float(np.sum(err * err))
+    kept = g if finite is None else np.where(finite, g, 0.0)
+    denom = float(np.sum(kept * kept))
     m.nmse = num / denom if denom > 0 else num
     if tol.nmse is not None and m.nmse > tol.nmse:
         m.error_ratio = max(m.error_ratio, m.nmse / tol.nmse)

@@ -60,6 +60,8 @@ class Capability(StrEnum):
     # Keeps Q4_0/Q8_0 tensors the way ggml-cann does: the stored bytes are ``golden.quant.to_cann``
     # of the ggml blocks, allocations are ``golden.quant.cann_alloc_size`` and the padding is zeroed.
     CANN_QUANT_LAYOUT = "cann_quant_layout"
+    # Has ``time_case(case, inputs, settings)``: warm, repeated, synchronised compute times (perf mode).
+    PERF = "perf"
 
 
 def capabilities_of(device: object) -> frozenset[Capability]:

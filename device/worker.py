@@ -22,6 +22,7 @@ process' RSS, which :class:`MemoryTrack` follows (the results footer's memory gr
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import signal
@@ -47,15 +48,17 @@ from device.base import (
     json_safe,
     result_problem,
 )
+from device.channel import Arena, Channel, unlink_quietly
 from device.outcome import Outcome
 from device.spec import DeviceKind, DeviceSpec
+from device.zygote import ForkedWorker, ForkServer, ForkServerError
 from golden.case import OpCase
 
 STDERR_TAIL_BYTES = 4000
 # A crash record carries at most this many of the latest case ids; earlier ones are only counted.
 HISTORY_LIMIT = 1000
 # Optional device methods the parent may call by name, and the capability that declares each.
-CALLABLE_METHODS: dict[str, Capability] = {"transfer": Capability.TRANSFER}
+CALLABLE_METHODS: dict[str, Capability] = {"transfer": Capability.TRANSFER, "time_case": Capability.PERF}
 
 
 # ---- messages -------------------------------------------------------------------------------------
@@ -262,7 +265,7 @@ def open_checked(spec: DeviceSpec, options: dict[str, Any]) -> tuple[Device, dic
     return device, info
 
 
-def _send(conn: Connection, reply: Reply) -> None:
+def _send(conn: Connection | Channel, reply: Reply) -> None:
     """Send a reply; one that cannot be pickled (an odd object in the result) becomes an ERROR reply."""
     try:
         conn.send(reply)
@@ -272,7 +275,7 @@ def _send(conn: Connection, reply: Reply) -> None:
                                 f"({type(exc).__name__}: {exc})"[:500]))
 
 
-def _child_main(conn: Connection, request: OpenRequest) -> None:
+def _child_main(conn: Connection | Channel, request: OpenRequest) -> None:
     def opened() -> Device | None:
         try:
             device, info = open_checked(request.spec, request.options)
@@ -411,13 +414,17 @@ class InProcessRunner:
 class DeviceWorker:
     """A device served by a child process (restarted after a crash or timeout)."""
 
-    def __init__(self, spec: DeviceSpec | str, options: dict[str, Any] | None = None, timeout: float = 120.0) -> None:
+    def __init__(self, spec: DeviceSpec | str, options: dict[str, Any] | None = None, timeout: float = 120.0,
+                 fork_server: bool = True) -> None:
         self.spec = DeviceSpec.of(spec)
         self.options = dict(options or {})
         self.timeout = timeout
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._conn: Connection | None = None
-        self._stderr_path = ""
+        self._proc: subprocess.Popen[bytes] | ForkedWorker | None = None
+        self._conn: Channel | None = None
+        self._stderr_fd = -1  # the child's stderr: a file unlinked once the child holds it, read through this
+        # new children are forked from a process with Python, numpy and this package loaded
+        # (device/zygote.py): a crash costs milliseconds, not an interpreter start
+        self.use_fork_server = fork_server
         self.inventory: dict[str, Any] = {}
         self.capabilities: frozenset[Capability] = frozenset()
         self.restarts = 0  # fresh children started after the first (crash, timeout)
@@ -432,23 +439,13 @@ class DeviceWorker:
         self.restarts += self._starts > 0
         self._starts += 1
         self.history, self.history_dropped = [], 0
-        fd, self._stderr_path = tempfile.mkstemp(prefix="conform-worker-", suffix=".stderr")
-        # A fresh interpreter (not fork: the parent may hold threads and ggml state; not
-        # multiprocessing's spawn: it re-imports the caller's __main__). ggml prints its failed
-        # assert on stderr, which goes to a file the parent reads after a crash.
-        parent_sock, child_sock = socket.socketpair()
-        env = dict(os.environ)
-        env.setdefault("GGML_NO_BACKTRACE", "1")  # no gdb attach on abort: slow and noisy
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "device.worker", str(child_sock.fileno())],
-            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, pass_fds=(child_sock.fileno(),), env=env,
-        )
-        os.close(fd)
-        child_sock.close()
-        parent = Connection(parent_sock.detach())
-        parent.send(OpenRequest(self.spec, self.options))
-        self._conn = parent
+        child = self._spawn()
+        self._proc, self._conn, self._stderr_fd = child.proc, child.conn, child.stderr_fd
+        parent = child.conn
+        try:
+            parent.send(OpenRequest(self.spec, self.options))
+        except OSError:
+            pass  # it died before it could be asked: recv below says so with its stderr
         if not parent.poll(max(self.timeout, 60.0)):
             self._stop()
             raise DeviceError(f"{self.spec}: the device worker did not start in time")
@@ -466,6 +463,43 @@ class DeviceWorker:
         self.capabilities = answer.capabilities
         self.memory.opened(answer.rss_bytes)
         return answer.info
+
+    def _spawn(self) -> _Child:
+        """A new worker process, its device not opened yet (no OpenRequest sent): forked by the fork
+        server, else a fresh interpreter running this module.
+
+        Never a fork of this process: it may hold threads and ggml state; not multiprocessing's
+        spawn: it re-imports the caller's __main__. ggml prints its failed assert on stderr, which
+        goes to a file the parent reads after a crash."""
+        fd, stderr_path = tempfile.mkstemp(prefix="conform-worker-", suffix=".stderr")
+        unlink_quietly(stderr_path)  # the child writes and the parent reads it through descriptors
+        parent_sock, child_sock = socket.socketpair()
+        env = dict(os.environ)
+        env.setdefault("GGML_NO_BACKTRACE", "1")  # no gdb attach on abort: slow and noisy
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+        arena = Arena.create()
+        arena_path = arena.path if arena else ""
+        try:
+            proc: subprocess.Popen[bytes] | ForkedWorker | None = None
+            server = fork_server(env) if self.use_fork_server else None
+            if server is not None:
+                try:
+                    proc = server.spawn(child_sock.fileno(), fd, arena_path, env)
+                except ForkServerError:
+                    proc = None  # a fresh interpreter, as without one
+            if proc is None:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "device.worker", str(child_sock.fileno()), arena_path],
+                    stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, pass_fds=(child_sock.fileno(),), env=env,
+                )
+        except BaseException:
+            if arena is not None:
+                arena.close()
+            os.close(fd)
+            raise
+        finally:
+            child_sock.close()
+        return _Child(proc, Channel(Connection(parent_sock.detach()), arena), fd)
 
     def reopen(self) -> None:
         """Close the device and open it again in its process (a fresh process if none is running):
@@ -506,7 +540,7 @@ class DeviceWorker:
             del self.history[0]
             self.history_dropped += 1
 
-    def _running(self) -> Connection:
+    def _running(self) -> Channel:
         if self._proc is None or self._proc.poll() is not None or self._conn is None:
             self.start()
         assert self._conn is not None
@@ -586,14 +620,7 @@ class DeviceWorker:
         )
 
     def _stderr_tail(self) -> str:
-        try:
-            with open(self._stderr_path, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                fh.seek(max(0, size - STDERR_TAIL_BYTES))
-                return fh.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return _tail(self._stderr_fd)
 
     def _kill(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -617,15 +644,54 @@ class DeviceWorker:
                 self._proc.kill()
                 self._proc.wait()
             self._proc = None
-        if self._stderr_path:
-            try:
-                os.unlink(self._stderr_path)
-            except OSError:
-                pass
-            self._stderr_path = ""
+        if self._stderr_fd >= 0:
+            os.close(self._stderr_fd)
+            self._stderr_fd = -1
 
     def close(self) -> None:
         self._stop()
+
+
+@dataclass
+class _Child:
+    """A started worker process, the parent's end of its channel, and the (unlinked) file its stderr goes to."""
+
+    proc: subprocess.Popen[bytes] | ForkedWorker
+    conn: Channel
+    stderr_fd: int
+
+
+_FORK_SERVER: ForkServer | None = None
+
+
+def close_fork_server() -> None:
+    """End this process' fork server now (it also ends when this process does)."""
+    global _FORK_SERVER
+    if _FORK_SERVER is not None:
+        _FORK_SERVER.close()
+        _FORK_SERVER = None
+
+
+def fork_server(env: dict[str, str]) -> ForkServer | None:
+    """This process' fork server (shared by its workers), started on first use or after it died;
+    None where it cannot start."""
+    global _FORK_SERVER
+    if _FORK_SERVER is None or not _FORK_SERVER.alive:
+        try:
+            _FORK_SERVER = ForkServer(env)
+        except OSError:
+            return None
+        atexit.register(_FORK_SERVER.close)
+    return _FORK_SERVER
+
+
+def _tail(fd: int) -> str:
+    """The last STDERR_TAIL_BYTES of what a child wrote to its stderr file."""
+    try:
+        size = os.fstat(fd).st_size
+        return os.pread(fd, STDERR_TAIL_BYTES, max(0, size - STDERR_TAIL_BYTES)).decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def open_runner(spec: DeviceSpec | str, options: dict[str, Any], timeout: float) -> InProcessRunner | DeviceWorker:
@@ -640,12 +706,22 @@ def open_runner(spec: DeviceSpec | str, options: dict[str, Any], timeout: float)
     return worker
 
 
-def main() -> None:
-    conn = Connection(int(sys.argv[1]))
-    request = conn.recv()
+def serve(conn_fd: int, arena_path: str) -> None:
+    """A worker's life: its socket and arena, the OpenRequest, then requests until Stop."""
+    arena = Arena(arena_path) if arena_path else None
+    unlink_quietly(arena_path)  # both ends hold it mapped; no file is left behind whatever happens
+    conn = Channel(Connection(conn_fd), arena)
+    try:
+        request = conn.recv()
+    except EOFError:  # the harness went away before it asked for a device
+        return
     if not isinstance(request, OpenRequest):
         raise SystemExit(f"device worker: expected an OpenRequest, got {type(request).__name__}")
     _child_main(conn, request)
+
+
+def main() -> None:
+    serve(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ values has the reversed shape ``(ne3, ne2, ne1, ne0)``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,8 +127,8 @@ class OpCase:
             raise KeyError(f"{self.op} case has no parameter {name!r} (it has: {have})")
         return default
 
-    @property
-    def case_id(self) -> str:
+    @functools.cached_property
+    def case_id(self) -> str:  # cached: the harness, the worker's history and the record all ask for it
         parts = []
         for i, t in enumerate(self.inputs):
             tag = "" if len(self.inputs) == 1 else str(i)

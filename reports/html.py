@@ -40,6 +40,7 @@ from reports.load import (
     load_many,
     paused_gc,
 )
+from reports.perf import REGRESSION_FACTOR, PerfSection, build_perf_section, format_quantity, format_seconds
 from reports.plots import pass_rate_svg, ratio_histogram_svg
 from reports.schema import OUTCOMES
 
@@ -151,6 +152,8 @@ def _make_environment() -> jinja2.Environment:
         describes_cpu=describes_cpu,
         ratio_histogram=ratio_histogram_svg,
         pass_rate_plot=pass_rate_svg,
+        seconds=format_seconds,
+        quantity=format_quantity,
     )
     return env
 
@@ -167,8 +170,9 @@ def _distinct_headers(data: ReportData) -> list[dict[str, Any]]:
     return [dict(header, _workers=workers[key]) for key, header in seen.items()]
 
 
-def render_report(data: ReportData, title: str | None = None) -> str:
-    """Render analysed report data to a complete HTML document; the title names the devices in it."""
+def render_report(data: ReportData, title: str | None = None, perf: PerfSection | None = None) -> str:
+    """Render analysed report data to a complete HTML document; the title names the devices in it.
+    ``perf``: the perf-mode part (reports/perf.py), where records were timed."""
     env = _make_environment()
     template = env.get_template("report.html.j2")
     powers = range(int(BAR_LOG_MIN), int(BAR_LOG_MAX) + 1)
@@ -195,6 +199,8 @@ def render_report(data: ReportData, title: str | None = None) -> str:
         unexpected_failures=data.unexpected_failures,
         known_failure_count=data.known_failures,
         device_list=", ".join(dict.fromkeys(data.device_names)) or "no device",
+        perf=perf,
+        regression_factor=REGRESSION_FACTOR,
     )
 
 
@@ -239,7 +245,7 @@ def build_report(
         )
         data.input_warnings = warnings + run_warnings + [f"baseline {w}" for w in baseline_warnings]
         attach_error_plots(data.clusters)
-        html = render_report(data)
+        html = render_report(data, perf=build_perf_section(files, baseline_files))
     out_html.parent.mkdir(parents=True, exist_ok=True)
     try:
         tmp.write_text(html, encoding="utf-8")

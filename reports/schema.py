@@ -41,7 +41,10 @@ def _clean(value: Any) -> Any:
 
 
 def dumps_record(record: dict[str, Any]) -> str:
-    return json.dumps(_clean(record), separators=(",", ":"), allow_nan=False)
+    try:  # most records hold only JSON's own types: no need to walk them first
+        return json.dumps(record, separators=(",", ":"), allow_nan=False)
+    except (ValueError, TypeError):  # NaN/inf, numpy scalars
+        return json.dumps(_clean(record), separators=(",", ":"), allow_nan=False)
 
 
 class ResultsWriter:

@@ -42,10 +42,10 @@ def test_absent_capabilities_are_none() -> None:
     assert capabilities_of(GoldenDevice) == {Capability.IN_PROCESS}
 
 
-def test_ggml_cpu_declares_transfer_only() -> None:
+def test_ggml_cpu_declares_transfer_and_perf_only() -> None:
     cpu = open_device("ggml:CPU", {})
     try:
-        assert capabilities_of(cpu) == {Capability.TRANSFER}  # not CANN's layout, and no raw reader
+        assert capabilities_of(cpu) == {Capability.TRANSFER, Capability.PERF}  # not CANN's layout, no raw reader
     finally:
         cpu.close()
 

@@ -59,6 +59,18 @@ def test_many_cheap_attempts_also_open_it() -> None:
     assert breaker.open
 
 
+def test_known_crashes_do_not_trip_it() -> None:
+    """A crash a known bug explains fails no test: the breaker stays shut, and Hypothesis keeps drawing
+    valid examples (an open breaker rejects every later one: a crash-heavy known bug would otherwise
+    spend its test's time on thousands of rejected examples)."""
+    breaker = Breaker("t")
+    for i in range(3 * BREAKER_EXTRA_DEATHS[Outcome.CRASH]):
+        breaker.saw(_record(f"K{i}", Outcome.CRASH), None)  # failure None: expected
+    assert not breaker.tripped and not breaker.open
+    breaker.saw(_record("T", Outcome.TIMEOUT), None)  # a known hang still costs its timeout
+    assert breaker.tripped
+
+
 def _suite(tmp_path: Path, device: str, op: str, *extra: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
     results = tmp_path / "r.jsonl"
     proc = subprocess.run(

@@ -10,6 +10,7 @@ suite: ``conformance/suite.py`` turns every op × signature into a test.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -43,12 +44,14 @@ class OpCases:
 
 _ENTRIES: dict[str, OpCases] = {}
 _FAMILY_DEFAULTS: dict[str, OpCases] = {}
+_LOOKED_UP: dict[str, OpCases] = {}  # lookup()'s answers, forgotten whenever an entry changes
 
 
 def register(*ops: str, group: str | None = None, draw: CaseStrategy | None = None,
              quantized: CaseStrategy | None = None, make_inputs: InputMaker | None = None,
              judge: Comparator | None = None) -> None:
     """Add (or complete) the entries of ``ops``; only the given pieces change."""
+    _forget_answers()
     for op in ops:
         old = _ENTRIES.get(op) or OpCases(op, group or "")
         _ENTRIES[op] = OpCases(
@@ -58,12 +61,25 @@ def register(*ops: str, group: str | None = None, draw: CaseStrategy | None = No
 
 def family_default(family: str, *, group: str, draw: CaseStrategy) -> None:
     """The strategy (and test group) for ops of a golden family that register nothing of their own."""
+    _forget_answers()
     _FAMILY_DEFAULTS[family] = OpCases("", group, draw)
+
+
+def _forget_answers() -> None:
+    _LOOKED_UP.clear()
+    strategy_for.cache_clear()
 
 
 def lookup(op: str) -> OpCases:
     """The op's entry with its family default filled in (no check that it is complete)."""
     load_all()
+    found = _LOOKED_UP.get(op)
+    if found is None:
+        found = _LOOKED_UP[op] = _lookup(op)
+    return found
+
+
+def _lookup(op: str) -> OpCases:
     spec = catalogue.get(op)
     own = _ENTRIES.get(spec.name)
     default = _FAMILY_DEFAULTS.get(spec.family)
@@ -94,7 +110,10 @@ def entry(op: str) -> OpCases:
     return found
 
 
+@functools.cache
 def strategy_for(op: str, signature: Signature) -> st.SearchStrategy[OpCase]:
+    """The op's case strategy for one signature, built once (Hypothesis validates each new strategy
+    object on its first draw)."""
     found = entry(op)
     draw = found.quantized if signature.quantized else found.draw
     assert draw is not None  # entry() checked it

@@ -39,9 +39,12 @@ def elementwise_shape(draw: st.DrawFn) -> Ne:
     return (ne0, max(1, total // ne0), 1, 1)
 
 
+ELEMENTWISE_SHAPE = elementwise_shape()  # one strategy object (a new one per draw costs Hypothesis' checks)
+
+
 @st.composite
 def binary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne = draw(elementwise_shape())
+    ne = draw(ELEMENTWISE_SHAPE)
     a = spec(sig.srcs[0], ne, draw(input_layouts(catalogue.get(op).input_layouts)))
     if sig.srcs[0] == sig.srcs[1] and one_in(draw, 6):  # src1 is src0 itself
         return finish(draw, OpCase(op, (a, a), out_dtype=sig.dst, variant="self"))
@@ -72,7 +75,7 @@ UNARY_PARAMS = {"SCALE": _scale_params, "CLAMP": _clamp_params, "LEAKY_RELU": _l
 
 @st.composite
 def unary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    ne = draw(elementwise_shape())
+    ne = draw(ELEMENTWISE_SHAPE)
     params = UNARY_PARAMS.get(op, _no_params)(draw)
     variant = "inplace" if op in INPLACE_OPS and one_in(draw, 4) else ""
     lay = Layout() if variant else draw(input_layouts(catalogue.get(op).input_layouts))

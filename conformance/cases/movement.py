@@ -8,6 +8,7 @@ stay at or under 32k elements so the ci profile runs in about a minute on two co
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import replace
 
@@ -16,7 +17,19 @@ from hypothesis import strategies as st
 
 from conformance.cases import register
 from conformance.data import plain_input
-from conformance.strategies import ALL_PERMS, f32, finish, input_layouts, nightly_sizes, one_in, shapes, spec
+from conformance.strategies import (
+    ALL_PERMS,
+    OFFSETS,
+    PADS,
+    divisor_of,
+    f32,
+    finish,
+    input_layouts,
+    nightly_sizes,
+    one_in,
+    shapes,
+    spec,
+)
 from conformance.verdict import Metrics
 from golden import catalogue
 from golden.case import Layout, Ne, OpCase
@@ -35,18 +48,28 @@ def _layout(op: str) -> st.SearchStrategy[Layout]:
     return input_layouts(catalogue.get(op).input_layouts)
 
 
+@functools.lru_cache(maxsize=4096)
+def factorisation(n: int) -> st.SearchStrategy[Ne]:
+    """Four sizes whose product is ``n`` (a reshape target), in any order."""
+    return _factorisation(n)
+
+
 @st.composite
-def factorisation(draw: st.DrawFn, n: int) -> Ne:
-    """Four sizes whose product is ``n`` (a reshape target)."""
+def _factorisation(draw: st.DrawFn, n: int) -> Ne:
     dims = []
     rest = n
     for _ in range(3):
-        divisors = [d for d in range(1, rest + 1) if rest % d == 0]
-        d = draw(st.sampled_from(divisors))
+        d = draw(divisor_of(rest))
         dims.append(d)
         rest //= d
     dims.append(rest)
-    return tuple(draw(st.permutations(dims)))  # type: ignore[return-value]
+    return draw(_arrangements(tuple(sorted(dims))))
+
+
+@functools.lru_cache(maxsize=4096)
+def _arrangements(dims: Ne) -> st.SearchStrategy[Ne]:
+    """Every distinct order of four sizes (one draw; the sorted order first)."""
+    return st.sampled_from(sorted(set(itertools.permutations(dims))))
 
 
 @st.composite
@@ -101,19 +124,28 @@ def strided_view_case(draw: st.DrawFn, dtype: str) -> OpCase:
 
 
 # ---- CPY: conversions, reshaping and strided destinations ----------------------------------------
+@functools.lru_cache(maxsize=4096)
+def cpy_destination(ne: Ne) -> st.SearchStrategy[tuple]:
+    """CPY's destination params for a source of shape ``ne`` (one strategy object per shape)."""
+    return _cpy_destination(ne)
+
+
 @st.composite
-def cpy_destination(draw: st.DrawFn, ne: Ne) -> tuple:
+def _cpy_destination(draw: st.DrawFn, ne: Ne) -> tuple:
     """CPY's destination params for a source of shape ``ne``: the same shape or another of as many
     elements; contiguous, a padded view at an offset, or a permuted view (ggml_cpy takes any)."""
-    dst_ne = draw(st.one_of(st.just(ne), factorisation(_count(ne))))
-    kind = draw(st.sampled_from(["contiguous", "strided", "permuted"]))
-    dst_pad = draw(st.lists(st.integers(0, 3), min_size=4, max_size=4).map(tuple)) if kind != "contiguous" \
-        else (0, 0, 0, 0)
-    dst_offset = draw(st.integers(0, 5)) if kind != "contiguous" else 0
+    dst_ne = draw(factorisation(_count(ne))) if draw(st.booleans()) else ne
+    kind = draw(DESTINATION_KINDS)
+    dst_pad = draw(PADS) if kind != "contiguous" else (0, 0, 0, 0)
+    dst_offset = draw(OFFSETS) if kind != "contiguous" else 0
     params: tuple = (("dst_ne", dst_ne), ("dst_pad", dst_pad), ("dst_offset", dst_offset))
     if kind == "permuted":
-        params += (("dst_perm", draw(st.sampled_from(ALL_PERMS))),)
+        params += (("dst_perm", draw(ANY_PERM)),)
     return params
+
+
+DESTINATION_KINDS = st.sampled_from(["contiguous", "strided", "permuted"])
+ANY_PERM = st.sampled_from(ALL_PERMS)
 
 
 @st.composite
@@ -231,6 +263,11 @@ TALL_TABLE_ROWS: tuple[int, ...] = (1001, 1024, 1025, 2048, 4097, 8191)  # past 
 NIGHTLY_TABLE_ROWS = (32000, 65536, 65537, 70000)  # vocabularies of real models
 
 
+@functools.cache
+def _table_rows(edges: tuple[int, ...]) -> st.SearchStrategy[int]:
+    return st.one_of(st.sampled_from(edges), st.integers(1001, max(edges)))
+
+
 @st.composite
 def tall_table(draw: st.DrawFn) -> Ne:
     """A tall, narrow table within the element budget: over a thousand rows of a few elements (tens of
@@ -238,16 +275,18 @@ def tall_table(draw: st.DrawFn) -> Ne:
     budget, edges = MAX_ELEMENTS // 2, TALL_TABLE_ROWS
     if nightly_sizes():
         budget, edges = 1 << 21, TALL_TABLE_ROWS + NIGHTLY_TABLE_ROWS
-    top = max(edges)
-    ne1 = draw(st.one_of(st.sampled_from(edges), st.integers(1001, top)))
+    ne1 = draw(_table_rows(edges))
     ne0 = draw(st.integers(1, max(1, min(16, budget // ne1))))
     return (ne0, ne1, 1, 1)
+
+
+TALL_TABLE = tall_table()
 
 
 @st.composite
 def get_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     if one_in(draw, 3):
-        ne = draw(tall_table())
+        ne = draw(TALL_TABLE)
         n_rows = draw(st.integers(1, 64))
     else:
         ne = draw(shapes(max_elements=MAX_ELEMENTS // 2, max_outer=6))

@@ -18,6 +18,7 @@ from conformance.cases import register
 from conformance.data import floats, plain_input
 from conformance.strategies import (
     ROW_KEEPING_PERMS,
+    divisor_of,
     f32,
     finish,
     input_layouts,
@@ -41,7 +42,7 @@ EPS = st.sampled_from([1e-5, 1e-6, 1e-12, 1e-3, 0.5])
 
 
 def _divisor(draw: st.DrawFn, n: int) -> int:
-    return draw(st.sampled_from([d for d in range(1, n + 1) if n % d == 0]))
+    return draw(divisor_of(n))
 
 
 # ---- NORM, RMS_NORM, GROUP_NORM --------------------------------------------------------------------
@@ -64,6 +65,9 @@ def norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 # ---- SOFT_MAX, DIAG_MASK_INF -----------------------------------------------------------------------
 VOCAB_ROWS = (4096, 8192, 32000, 32768)  # long softmax rows the ci profile keeps
 NIGHTLY_VOCAB_ROWS = (151936, 200000, 202048, 262144)  # vocabulary-wide rows (Qwen, Llama-4, Gemma)
+MASK_EXTRA_ROWS = st.sampled_from([0, 0, 1, 3])
+MAX_BIASES = st.sampled_from([0.0, 0.0, 8.0, 0.5, 2.0, 1.0, 3.0])
+SOFT_MAX_SCALES = st.one_of(st.sampled_from([1.0, 0.125, 0.08838835, 2.0]), st.floats(0.015625, 4.0, width=32))
 
 
 @st.composite
@@ -80,13 +84,13 @@ def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     inputs = [spec("f32", ne)]
     has_mask = len(sig.srcs) > 1
     if has_mask:
-        mask_ne = (ne0, ne1 + draw(st.sampled_from([0, 0, 1, 3])), _divisor(draw, heads), _divisor(draw, ne3))
+        mask_ne = (ne0, ne1 + draw(MASK_EXTRA_ROWS), _divisor(draw, heads), _divisor(draw, ne3))
         inputs.append(spec(sig.srcs[1], mask_ne))
     has_sinks = draw(st.booleans())
     if has_sinks:
         inputs.append(spec("f32", (heads, 1, 1, 1)))
-    max_bias = draw(st.sampled_from([0.0, 0.0, 8.0, 0.5, 2.0, 1.0, 3.0])) if has_mask else 0.0
-    scale = draw(st.one_of(st.sampled_from([1.0, 0.125, 0.08838835, 2.0]), st.floats(0.015625, 4.0, width=32)))
+    max_bias = draw(MAX_BIASES) if has_mask else 0.0
+    scale = draw(SOFT_MAX_SCALES)
     params = (("scale", f32(scale)), ("max_bias", f32(max_bias)), ("mask", has_mask), ("sinks", has_sinks))
     variant = draw(INPLACE_FORM)
     return finish(draw, OpCase("SOFT_MAX", tuple(inputs), params=params, out_dtype=sig.dst, variant=variant))

@@ -3,6 +3,8 @@ MUL_MAT with Q weights. Quantized tensors keep whole 32-element blocks per row."
 
 from __future__ import annotations
 
+import functools
+
 from hypothesis import strategies as st
 
 from conformance.cases import register
@@ -13,12 +15,18 @@ from golden.dtypes import QUANT_TYPES
 from golden.spec import Signature
 
 FINITE = st.sampled_from(["uniform", "dense", "wide"])
-QUANT_ROW_SIZES = st.sampled_from([32, 64, 96, 256, 512, 544, 1024, 2048, 4096])
+QUANT_ROW_SIZE_LIST = (32, 64, 96, 256, 512, 544, 1024, 2048, 4096)
+QUANT_ROW_SIZES = st.sampled_from(QUANT_ROW_SIZE_LIST)
+
+
+@functools.cache
+def _quant_row_sizes(max_elements: int) -> st.SearchStrategy[int]:
+    return st.sampled_from([n for n in QUANT_ROW_SIZE_LIST if n <= max_elements])
 
 
 @st.composite
 def quant_shape(draw: st.DrawFn, max_elements: int = 1 << 15) -> tuple[int, int, int, int]:
-    ne0 = draw(QUANT_ROW_SIZES.filter(lambda n: n <= max_elements))
+    ne0 = draw(_quant_row_sizes(max_elements))
     budget = max(1, max_elements // ne0)
     ne1 = draw(st.integers(1, min(9, budget)))
     ne2 = draw(st.integers(1, max(1, min(3, budget // ne1))))
@@ -27,11 +35,14 @@ def quant_shape(draw: st.DrawFn, max_elements: int = 1 << 15) -> tuple[int, int,
 
 def quant_layout() -> st.SearchStrategy[Layout]:
     """Whole blocks: no permute; row/plane padding and offsets in whole blocks."""
-    return st.one_of(
-        st.just(Layout()),
-        st.builds(lambda p0, p1, o: Layout(pad=(32 * p0, p1, 0, 0), offset=32 * o),
-                  st.integers(0, 2), st.integers(0, 2), st.integers(0, 2)),
-    )
+    return QUANT_LAYOUTS
+
+
+QUANT_LAYOUTS = st.one_of(
+    st.just(Layout()),
+    st.builds(lambda p0, p1, o: Layout(pad=(32 * p0, p1, 0, 0), offset=32 * o),
+              st.integers(0, 2), st.integers(0, 2), st.integers(0, 2)),
+)
 
 
 def permuted_quant_layout() -> st.SearchStrategy[Layout]:

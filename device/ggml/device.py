@@ -12,6 +12,7 @@ import numpy as np
 from device.base import Capability, DeviceBytes, DeviceError, RawMemoryReader, RunResult, output_dtype
 from device.ggml import lib as ggml_lib
 from device.ggml.graph import GraphBuilder, GraphBuildError, InputTensor, builders, read_tensor, tensor_dtype
+from device.ggml.perf import PerfSettings, time_case
 from golden import dtypes
 from golden.case import OpCase, TensorSpec
 from golden.geometry import pack, unpack
@@ -47,7 +48,7 @@ class GgmlDevice:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        caps = {Capability.TRANSFER}
+        caps = {Capability.TRANSFER, Capability.PERF}
         if self.backend_name == "CANN":
             caps.add(Capability.CANN_QUANT_LAYOUT)
         if self.raw_reader is not None:
@@ -142,12 +143,15 @@ class GgmlDevice:
                 raise DeviceError(f"{self.name}: graph compute returned status {status}")
             # the contract's array type for the tensor's dtype (read_tensor gives float64 values)
             output = read_tensor(lib, out).astype(output_dtype(tensor_dtype(out)), copy=False)
-            after, intact = [], []
+            backs, intact = [], []
             for t, raw in zip(tensors, sent, strict=True):
                 back = np.empty(raw.nbytes, dtype=np.uint8)
                 lib.ggml_backend_tensor_get(t.base, back.ctypes.data, 0, back.nbytes)
-                after.append(unpack(back, t.spec))
+                backs.append(back)
                 intact.append(bool(np.array_equal(back, raw)))
+            # every byte read back as sent (padding included) says more than the values would: they
+            # travel back only when some input changed, for the record's detail
+            after = None if all(intact) else [unpack(b, t.spec) for b, t in zip(backs, tensors, strict=True)]
             extra = {"compute_s": elapsed, "input_bytes_intact": intact}
             return RunResult(output, after, extra, raw_inputs)
         finally:
@@ -193,6 +197,10 @@ class GgmlDevice:
             if buffer:
                 lib.ggml_backend_buffer_free(buffer)
             g.free()
+
+    def time_case(self, case: OpCase, inputs: list[np.ndarray], settings: PerfSettings) -> dict[str, Any]:
+        """Perf mode: warm, repeated, synchronised compute times of the case (``device/ggml/perf.py``)."""
+        return time_case(self, case, inputs, settings)
 
     def close(self) -> None:
         self._drop_pending()

@@ -127,3 +127,37 @@ def test_nothing_injected_runs_and_the_page_draws(report: tuple[ReportData, Path
     png = screenshot(CHROMIUM, page, tmp / "report.png", width=1024, height=1600)
     head = png.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", head[16:24]) == (1024, 1600)
+
+
+def perf_report(tmp_path: Path) -> Path:
+    """A perf run on ggml:CPU and a long-named plug-in over a baseline in which one case was faster."""
+    def timed(device: str, label: str, median: float, run_id: str, index: int) -> dict[str, Any]:
+        block = {"role": label, "median_s": median, "min_s": median, "max_s": median, "mean_s": median,
+                 "repeats": 5, "warmup": 2, "bytes": 33 << 20, "flops": 34 << 30, "gb_per_s": 1.0, "gflop_per_s": 9.0}
+        return make_case("MUL_MAT", device=device, index=index, run_id=run_id,
+                         test_id=f"perf::llama-7b {label} attn_q f16 with a rather long role name",
+                         case_id=f"MUL_MAT(type0=f16,ne0=[4096,4096,1,1],name0=blk.0.attn_q.weight,type1=f32,"
+                                 f"ne1=[4096,{index},1,1],dst=f32,data=uniform:20240601)", perf=block)
+
+    now, before = [], []
+    for index, (label, n) in enumerate((("decode", 1), ("prefill", 512))):
+        for device, scale in (("ggml:CPU", 1.0), (LONG_PLUGIN, 0.1)):
+            now.append(timed(device, label, 1e-3 * n * scale, "now", n + index))
+            faster = 0.5 if (label, device) == ("prefill", LONG_PLUGIN) else 1.0  # one regression
+            before.append(timed(device, label, 1e-3 * n * scale * faster, "base", n + index))
+    results = write_results(tmp_path / "perf" / "results.jsonl", now, header_record=header(run_id="now"))
+    baseline = write_results(tmp_path / "perf-base.jsonl", before, header_record=header(run_id="base"))
+    out = tmp_path / "perf-html" / "report.html"
+    build_report([results], out, baseline_paths=[baseline])
+    return out
+
+
+@needs_chromium
+def test_perf_section_lays_out_and_draws(tmp_path: Path) -> None:
+    page = perf_report(tmp_path)
+    html = page.read_text()
+    assert html.count('class="regressed"') == 1 and 'id="perf-regressions"' in html
+    m = measure(page, 1024, tmp_path)
+    assert m["scrollWidth"] <= m["clientWidth"], "the perf section makes the page scroll sideways"
+    charts = [(w, h) for cls, w, h in m["plots"] if cls == "plot perf"]
+    assert len(charts) == 1 and all(w > 0 and h > 0 for w, h in charts)  # one op: one chart, drawn
