@@ -274,15 +274,20 @@ class Harness:
                 if not metrics.passed:
                     record.message = metrics.detail
                 record.extra = extra
+        corrupting = False
         if bug is not None and (record.outcome.value in bug.outcomes or record.outcome is Outcome.PASS):
             # a failure this device and release are known to give, or a pass where one was expected
             # (the report lists the latter as a stale expectation)
             record.expected = ExpectedFailure.of(bug)
-            if bug.corrupts_process and isinstance(self.runner, DeviceWorker):
-                try:
-                    self.runner.start()  # the kernel wrote past a buffer: later cases get a clean process
-                except Exception as exc:  # the next case tries again; this one keeps its record
-                    record.message = f"{record.message} (device restart failed: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
+            corrupting = bug.corrupts_process
+        # A kernel that computed a wrong result may also have written past its buffer (on lavapipe
+        # device memory is host heap: a later, correct case then died in malloc), so a wrong result
+        # also gets the next case a clean process: every record stays independent of its history.
+        if (corrupting or record.outcome is Outcome.FAIL) and isinstance(self.runner, DeviceWorker):
+            try:
+                self.runner.start()
+            except Exception as exc:  # the next case tries again; this one keeps its record
+                record.message = f"{record.message} (device restart failed: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
         if record.failing and self.keep_artefacts:
             try:
                 record.artefact = self._save_artefact(case, inputs, golden, reply)

@@ -175,3 +175,20 @@ def test_a_history_without_a_crash_is_one_line(crash_results: Path, tmp_path: Pa
     passing.write_text("\n".join(crash_results.read_text().splitlines()[:-1]) + "\n")
     code, out = conform("repro", "--history", str(passing))
     assert code == 2 and "no crash or timeout record" in out, out
+
+
+def test_a_wrong_result_gets_the_next_case_a_fresh_process(tmp_path: Path) -> None:
+    """A kernel that computed a wrong result may have written past its buffer too (on lavapipe, device
+    memory is host heap), so the case after a FAIL runs in a new process: no record depends on it."""
+    device = "tests.plugins.faulty_unary:elu_alpha_zero"  # ELU's negative side comes out 0
+    with ResultsWriter(str(tmp_path / "results.jsonl")) as writer:
+        harness = Harness(device, {}, writer=writer, out_dir=str(tmp_path), timeout=60, run_id="r1")
+        try:
+            before = harness.evaluate(unary("RELU", 1))
+            wrong = harness.evaluate(unary("ELU", 2))
+            assert isinstance(harness.runner, DeviceWorker) and harness.runner.restarts == 1
+            after = harness.evaluate(unary("RELU", 3))
+            assert harness.runner.history == [after.case_id]  # the fresh process ran only this case
+        finally:
+            harness.close()
+    assert [before.outcome, wrong.outcome, after.outcome] == [Outcome.PASS, Outcome.FAIL, Outcome.PASS]
