@@ -8,14 +8,17 @@ tensor: 16M elements in the nightly profile (one case in 128), 128k in dev and c
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import strategies as st
 
 from conformance.cases import family_default, register
 from conformance.strategies import f32, finish, input_layouts, nightly_sizes, one_in, shapes, spec, tiling_shape
+from conformance.verdict import Metrics, compare
 from device.ggml.ops_elementwise import UNARY_OPS
 from golden import catalogue
 from golden.case import Layout, Ne, OpCase
 from golden.spec import InputLayouts, Signature
+from golden.unary import clamp_undefined_choices
 
 # ops with an in-place constructor the ggml builders call for form=inplace (CLAMP is in place already)
 INPLACE_OPS = frozenset({"SCALE", "LEAKY_RELU", "SQR", "SQRT", "SIN", "COS", "LOG", *UNARY_OPS})
@@ -96,3 +99,15 @@ def add1_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 
 
 register("ADD1", group="binary", draw=add1_case)
+
+
+def judge_clamp(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray) -> Metrics:
+    """CLAMP's elementwise verdict, with the device's choice standing where ggml leaves the value open
+    (NaN input, min > max: see golden.unary.clamp_undefined_choices)."""
+    out = np.asarray(device, dtype=np.float64)
+    if out.size == np.size(golden):
+        golden = clamp_undefined_choices(inputs[0], case.param("min"), case.param("max"), out)
+    return compare(case, inputs, golden, out, catalogue.tolerance_of(case))
+
+
+register("CLAMP", judge=judge_clamp)
