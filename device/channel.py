@@ -21,9 +21,16 @@ import pickle
 import select
 import struct
 import tempfile
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+# How long a side waiting for the other's next message checks the socket without sleeping. A blocked
+# process that is woken costs tens of µs (in a VM, a halted vCPU's wake-up), as much as a small
+# case's whole compute; spinning, with a yield per check so a process with work gets the core, avoids
+# it when the answer is that close: a 16-element case's round trip went from 314 to 193 µs.
+REPLY_SPIN_S = 1e-3  # the harness, after sending a case: most small cases answer sooner
+REQUEST_SPIN_S = 2e-3  # the worker, after answering: the harness' next case usually comes sooner
 ARENA_BYTES = 8 << 20  # reserved per worker process: a case's tensors and its output fit many times over
 _ALIGN = 64
 _FRAME = struct.Struct("<II")  # pickle length, buffer count
@@ -130,6 +137,18 @@ class Channel:
         if self.conn.closed:
             raise OSError("handle is closed")
         return bool(self._poller.poll(None if timeout is None else max(0, math.ceil(timeout * 1000))))
+
+    def spin(self, seconds: float) -> bool:
+        """Check for a message for up to ``seconds`` without blocking, yielding the core between
+        checks; whether one (or the end of the stream) is waiting."""
+        if self._poller.poll(0):
+            return True
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            os.sched_yield()
+            if self._poller.poll(0):
+                return True
+        return False
 
     def close(self) -> None:
         self.conn.close()

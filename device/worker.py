@@ -48,7 +48,7 @@ from device.base import (
     json_safe,
     result_problem,
 )
-from device.channel import Arena, Channel, unlink_quietly
+from device.channel import REPLY_SPIN_S, REQUEST_SPIN_S, Arena, Channel, unlink_quietly
 from device.outcome import Outcome
 from device.spec import DeviceKind, DeviceSpec
 from device.zygote import ForkedWorker, ForkServer, ForkServerError
@@ -290,6 +290,8 @@ def _child_main(conn: Connection | Channel, request: OpenRequest) -> None:
     if device is None:
         return
     while True:
+        if isinstance(conn, Channel):
+            conn.spin(REQUEST_SPIN_S)
         try:
             message = conn.recv()
         except EOFError:
@@ -553,7 +555,7 @@ class DeviceWorker:
         start = time.perf_counter()
         try:
             conn.send(request)
-            if conn.poll(limit):
+            if conn.spin(REPLY_SPIN_S) or conn.poll(limit):
                 reply = conn.recv()
                 if not isinstance(reply, Reply):
                     raise DeviceError(f"{self.spec}: the device worker answered {type(reply).__name__}")
