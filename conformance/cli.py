@@ -581,7 +581,9 @@ def cmd_perf(args: argparse.Namespace) -> int:
         raise UsageError(f"{results} exists: give another --out (perf results are never appended to)")
     settings = PerfSettings(warmup=args.warmup, min_repeats=min(5, args.repeats), max_repeats=args.repeats,
                             target_s=args.target)
-    print(f"conform: perf on {', '.join(d.text for d in devices)} (and ggml:CPU) -> {out}", flush=True)
+    names = ", ".join(d.text for d in devices)
+    reference = "" if any(d.text == "ggml:CPU" for d in devices) else " (and ggml:CPU, the reference)"
+    print(f"conform: perf on {names}{reference} -> {out}", flush=True)
     code = perf_main(devices, _device_options(args), str(results), settings, roofline, args.shapes, ops,
                      args.case_timeout, run_id=os.environ.get("CONFORM_RUN_ID") or f"perf-{stamp}",
                      progress=lambda line: print(line, flush=True))
