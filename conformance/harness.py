@@ -62,12 +62,15 @@ class CaseFailed(AssertionError):
 class Breaker:
     """One test's failures on one device, and its circuit breaker once a case crashed or timed out.
 
-    ``failures`` keeps each failing case's CaseFailed text: when Hypothesis replays an example the
-    breaker no longer runs (its final report of the shrunk example), the known answer is given again.
+    ``failures`` keeps each failing case's CaseFailed text and ``passed`` each passing case id: when
+    Hypothesis replays an example once the breaker no longer runs the device (its final report of the
+    shrunk example, or a recheck of one that passed), the known answer is given again — rejecting it
+    instead would read to Hypothesis as a flaky test.
     """
 
     test_id: str
     failures: dict[str, str] = field(default_factory=dict)
+    passed: set[str] = field(default_factory=set)
     tripped_by: str = ""  # the case id of the first crash or timeout
     outcome: Outcome | None = None
     deaths: int = 0  # crashes and timeouts, the first included
@@ -91,6 +94,8 @@ class Breaker:
             self.attempts_after += 1
         if failure is not None and len(self.failures) < 10_000:
             self.failures[record.case_id] = failure
+        elif failure is None and len(self.passed) < 10_000:
+            self.passed.add(record.case_id)
         # a known bug's crash fails no test (nothing to shrink) and costs one quick restart: only
         # unexpected deaths, and every timeout (each costs its timeout), count toward the budget
         if record.outcome.process_died and (failure is not None or record.outcome is Outcome.TIMEOUT):
@@ -406,17 +411,21 @@ class Harness:
                     np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
         return os.path.join("artefacts", name)
 
-    def check(self, case: OpCase) -> CaseRecord:
+    def check(self, case: OpCase) -> CaseRecord | None:
+        """Judge ``case`` on the device and raise CaseFailed if it fails; None where an open breaker
+        gave a passing case's known answer without running it."""
         __tracebackhide__ = True
         return self._checked(case.case_id, lambda: self.evaluate(case))
 
-    def _checked(self, case_id: str, evaluate: Any) -> CaseRecord:
+    def _checked(self, case_id: str, evaluate: Any) -> CaseRecord | None:
         __tracebackhide__ = True
         breaker = self._breaker()
         if breaker is not None and breaker.open:
             known = breaker.failures.get(case_id)
             if known is not None:  # hypothesis replays an example whose answer is known: give it again
                 _fail(known)
+            if case_id in breaker.passed:
+                return None
             from hypothesis import reject
 
             breaker.skipped += 1
@@ -495,14 +504,14 @@ class Harness:
         if problems:
             record.message = "; ".join(problems[:5])
 
-    def check_set_get(self, case: SetGetCase, raw: np.ndarray | None = None) -> CaseRecord:
+    def check_set_get(self, case: SetGetCase, raw: np.ndarray | None = None) -> CaseRecord | None:
         __tracebackhide__ = True
         return self._checked(case.case_id, lambda: self.evaluate_set_get(case, raw))
 
     def check_transfer(
         self, spec: TensorSpec, raw: np.ndarray, writes: list[tuple[int, int]], reads: list[tuple[int, int]],
         data_seed: int = 0,
-    ) -> CaseRecord:
+    ) -> CaseRecord | None:
         """:meth:`check_set_get` for a tensor, its bytes and the chunks (the suite's call)."""
         __tracebackhide__ = True
         case = SetGetCase(spec, tuple((int(o), int(s)) for o, s in writes),

@@ -73,6 +73,7 @@ def test_the_harness_judges_device_bytes_through_the_worker() -> None:
     try:
         assert good.capabilities == {Capability.RAW_MEMORY, Capability.CANN_QUANT_LAYOUT}
         record = good.check(GET_ROWS_Q4)
+        assert record is not None  # outside a Hypothesis test every case runs
         raw = record.extra["cann_raw"] if record.extra else {}
         assert raw["src0_layout"]["ok"] and raw["src0_padding"]["ok"]
         assert raw["src0_padding"]["alloc_size"] == quant.cann_alloc_size("q4_0", (64, 5, 1, 1))
@@ -99,6 +100,7 @@ def test_set_get_alloc_size_is_checked_only_where_the_layout_is_cann() -> None:
     h = Harness("ggml:CPU", {}, timeout=60, keep_artefacts=False)
     try:
         record = h.check_set_get(case)
+        assert record is not None
         assert record.metrics is not None and record.metrics["alloc_size"] == 72  # no padding on the CPU
     finally:
         h.close()

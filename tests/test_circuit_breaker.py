@@ -9,6 +9,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from conformance.harness import BREAKER_EXTRA_ATTEMPTS, BREAKER_EXTRA_DEATHS, Breaker
 from conformance.record import CaseDescription, CaseRecord
 from device.outcome import Outcome
@@ -117,3 +119,35 @@ def test_known_bug_crashes_leave_the_breaker_closed(tmp_path: Path) -> None:
     assert known, "the ci draw no longer reaches the known crash: pick another known bug"
     assert lines[-1]["breakers"] == []
     assert sum(r["outcome"] == "pass" for r in cases) > len(known)
+
+
+@pytest.mark.filterwarnings("ignore:Using `reject` outside a property-based test")  # the rejection is the point
+def test_an_open_breaker_answers_a_replayed_case_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the breaker is open, Hypothesis may still replay an example that ran before (a passing one
+    while shrinking, the failing one for its report): it gets its earlier answer without the device. A
+    rejection there would read to Hypothesis as a flaky test and hide the real failure."""
+    from hypothesis.errors import UnsatisfiedAssumption
+
+    from conformance.harness import CaseFailed, Harness
+
+    monkeypatch.setattr("conformance.harness._in_hypothesis_test", lambda: True)
+    harness = Harness("golden", {}, keep_artefacts=False)
+    try:
+        harness.current_test_id = "t"
+        breaker = harness._breaker()
+        assert breaker is not None
+        breaker.saw(_record("A", Outcome.PASS), None)
+        for i in range(BREAKER_EXTRA_DEATHS[Outcome.CRASH] + 1):
+            breaker.saw(_record(f"C{i}", Outcome.CRASH), f"CRASH C{i}")
+        assert breaker.open
+
+        def device_runs() -> CaseRecord:
+            raise AssertionError("an open breaker ran the device")
+
+        assert harness._checked("A", device_runs) is None
+        with pytest.raises(CaseFailed, match="CRASH C0"):
+            harness._checked("C0", device_runs)
+        with pytest.raises(UnsatisfiedAssumption):  # a new example: rejected, no device time
+            harness._checked("new", device_runs)
+    finally:
+        harness.close()

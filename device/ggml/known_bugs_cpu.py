@@ -102,9 +102,11 @@ BUGS: list[KnownBug] = [
         repro="SUM_ROWS(type=f32,ne=[78,2,2,3],lay=perm[1,0,2,3],dst=f32,data=uniform:916964)"),
     KnownBug(
         id="cpu-diag-mask-inf-not-contiguous", devices="CPU", op="DIAG_MASK_INF", releases=R0202,
-        outcomes=("crash",), applies=_src0_not_packed,
+        outcomes=("crash",), applies=lambda c: _src0_not_packed(c) or _src0_rows_strided(c),
         reason="ops.cpp asserts contiguous src0 and dst (the out-of-place path memcpy's the source), although "
-               "ggml_diag_mask_inf accepts any layout",
+               "ggml_diag_mask_inf accepts any layout, and src0->nb[0] == sizeof(float) literally: a one-element "
+               "tensor permuted so that nb0 is another dim's stride (ggml_is_contiguous ignores size-1 dims) "
+               "aborts too",
         repro="DIAG_MASK_INF(type=f32,ne=[31,6,3,2],lay=perm[2,0,1,3],dst=f32,n_past=9,data=uniform:421)"),
     KnownBug(
         id="cpu-rope-row-stride", devices="CPU", op="ROPE", releases=R0202, outcomes=("crash",),
