@@ -18,7 +18,7 @@ def test_repro_is_matched_by_its_own_entry(bug: known_bugs.KnownBug) -> None:
     case = parse_case_id(bug.repro)
     assert case.op == bug.op
     assert bug.matches(case, "Vulkan0", "0.25.1")
-    assert known_bugs.find(case, "Vulkan0", "0.25.1", BUGS) is not None
+    assert known_bugs.find(case, "Vulkan0", "0.25.1", BUGS) is bug  # no earlier entry shadows it
     assert not bug.matches(case, "CPU", "0.25.1")  # a Vulkan defect, not the CPU's
     assert not bug.matches(case, "Vulkan0", "0.20.2")  # only the releases it was measured on
 

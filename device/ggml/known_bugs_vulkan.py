@@ -20,8 +20,8 @@ import numpy as np
 from device.ggml.known_bugs_cpu import dequantizing_cpy_into_unaligned_view
 from device.known_bugs import KnownBug
 from golden import catalogue
-from golden.case import OpCase
-from golden.geometry import rows_unit_stride, storage_of
+from golden.case import OpCase, TensorSpec
+from golden.geometry import ggml_contiguous, logical_nb, rows_unit_stride, storage_of
 from golden.matmul import abs_dot
 from golden.tolerance import F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs
 
@@ -58,6 +58,37 @@ def _src1_planes_gapped(case: OpCase) -> bool:
     """An unpermuted src1 padded in dim 1: a gap between its dim-2 planes (nb12 > ne11·nb11)."""
     src1 = case.inputs[1]
     return src1.layout.perm == (0, 1, 2, 3) and src1.layout.pad[1] > 0 and src1.ne[2] * src1.ne[3] > 1
+
+
+def _permuted(spec: TensorSpec) -> bool:
+    """``ggml_is_permuted``: some stride out of ggml's order."""
+    nb = logical_nb(spec)
+    return nb[0] > nb[1] or nb[1] > nb[2] or nb[2] > nb[3]
+
+
+def _mul_mat_vec_path(case: OpCase) -> bool:
+    """ggml_vk_mul_mat takes a matrix-vector shader: one src1 column, or up to 8 in a single plane."""
+    src1 = case.inputs[1]
+    return src1.ne[1] == 1 or (src1.ne[1] <= 8 and src1.ne[2] * src1.ne[3] == 1)
+
+
+def _f16_weights_vec_shader(case: OpCase) -> bool:
+    """ggml_vk_mul_mat's matrix-vector shaders for permuted (p021) or non-contiguous (nc) F16 weights:
+    they index src1 from its misaligned start, and take only an F32 src1."""
+    src0, src1 = case.inputs[:2]
+    if src0.dtype != "f16" or src1.ne[1] != 1:
+        return False
+    nb0, nb1 = logical_nb(src0), logical_nb(src1)
+    p021 = (_permuted(src0) and _permuted(src1) and src0.ne[3] == 1 and src1.ne[3] == 1
+            and nb0[0] <= nb0[2] <= nb0[1] <= nb0[3] and nb1[0] <= nb1[2] <= nb1[1] <= nb1[3])
+    nc = not ggml_contiguous(src0) and not _permuted(src0) and not _permuted(src1)
+    return p021 or nc
+
+
+def _mul_mat_vec_misaligned(case: OpCase) -> bool:
+    if not _mul_mat_vec_path(case):
+        return False
+    return _misaligned(0)(case) or (_misaligned(1)(case) and not _f16_weights_vec_shader(case))
 
 
 def _window_before_the_input(case: OpCase) -> bool:
@@ -229,6 +260,31 @@ BUGS: list[KnownBug] = [
                               "against vulkan-mul-mat-f16-intermediates' bound",
         repro="MUL_MAT(type0=f16,ne0=[2276,1,2,2],lay0=pad[3,1,3,0]/offs[1],type1=f16,ne1=[2276,1,4,2],"
               "lay1=perm[0,2,1,3],dst=f32,data=wide:86160)"),
+    KnownBug(
+        id="vulkan-mul-mat-vec-misaligned-view", devices="Vulkan*", op="MUL_MAT", releases=R0251,
+        outcomes=("crash",), applies=_mul_mat_vec_misaligned,
+        reason=_ABORT + ". MUL_MAT hits it where ggml_vk_mul_mat picks a matrix-vector shader (src1 with one "
+               "column, or up to 8 in one plane) and src0 or src1 is a view at an offset that is not a multiple "
+               "of 16 bytes (the F16 shaders for permuted or non-contiguous weights take a misaligned src1); "
+               "the matrix-matrix path takes the same views (F32 src0 at 4 bytes: no abort)",
+        repro="MUL_MAT(type0=f32,ne0=[4096,1,3,2],lay0=pad[0,1,2,0]/offs[5],type1=f32,ne1=[4096,1,3,2],"
+              "lay1=pad[0,1,2,0]/offs[5],dst=f32,data=dense:3)"),
+    KnownBug(
+        id="vulkan-mul-mat-f16-vec-f16-src1", devices="Vulkan*", op="MUL_MAT", releases=R0251,
+        outcomes=("crash",),
+        applies=lambda case: case.inputs[1].dtype == "f16" and _f16_weights_vec_shader(case),
+        reason="F16 weights that are permuted (0213) or not contiguous, times one F16 src1 column, go to the "
+               "p021/nc matrix-vector shaders, which assert src1 is F32 (GGML_ASSERT(src1->type == "
+               "GGML_TYPE_F32)); supports_op accepts the case; ggml:CPU passes",
+        repro="MUL_MAT(type0=f16,ne0=[16,2,1,1],lay0=pad[2,0,0,0],type1=f16,ne1=[16,1,1,1],dst=f32,data=dense:0)"),
+    KnownBug(
+        id="vulkan-mul-mat-bf16-src1", devices="Vulkan*", op="MUL_MAT", releases=R0251,
+        outcomes=("crash",), applies=lambda case: case.inputs[1].dtype == "bf16",
+        reason="supports_op accepts BF16·BF16, but the matrix multiply asserts src1 is F32, F16 or Q8_1 "
+               "(GGML_ASSERT(b_type == GGML_TYPE_F32 || b_type == GGML_TYPE_F16 || b_type == GGML_TYPE_Q8_1), "
+               "ggml-vulkan.cpp:5300): every BF16·BF16 case aborts, the 1×1 one included; BF16·F32 passes; "
+               "ggml:CPU passes",
+        repro="MUL_MAT(type0=bf16,ne0=[1,1,1,1],type1=bf16,ne1=[1,1,1,1],dst=f32,data=dense:0)"),
     KnownBug(
         id="vulkan-mul-mat-src1-plane-gap", devices="Vulkan*", op="MUL_MAT", releases=R0251,
         applies=_src1_planes_gapped,
