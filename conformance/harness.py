@@ -269,7 +269,7 @@ class Harness:
         except Exception as exc:
             return self._finish(self._error_record(case, f"harness error while {step}: {_one_line(exc)}"))
         timeout = self.timeout
-        if bug is not None and bug.corrupts_process:
+        if bug is not None and bug.corrupts_process and bug.may_hang:
             timeout = min(timeout, known_bugs.CORRUPTING_CASE_TIMEOUT_S)  # a known heap overrun may hang
         try:
             reply = self.runner.attempt(case, inputs, timeout)
