@@ -23,10 +23,10 @@ from device.ggml.known_bugs_cpu import (
     dequantizing_cpy_into_unaligned_view,
 )
 from device.known_bugs import KnownBug
-from golden import catalogue
+from golden import catalogue, dtypes, glu
 from golden.case import OpCase, TensorSpec
 from golden.geometry import ggml_contiguous, logical_nb, rows_unit_stride, storage_of
-from golden.matmul import abs_dot
+from golden.matmul import abs_dot, routed_pairs
 from golden.tolerance import F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs
 
 R0251 = ("0.25.1",)
@@ -98,6 +98,13 @@ def _mul_mat_vec_misaligned(case: OpCase) -> bool:
 def _mul_mat_misaligned_matrix_path(case: OpCase) -> bool:
     return (not _mul_mat_vec_path(case) and not _src1_planes_gapped(case)
             and (_misaligned(0)(case) or _misaligned(1)(case)))
+
+
+def _storage_dense(spec: TensorSpec) -> bool:
+    """The elements fill one packed block of storage (in some order): span = nelements · element size."""
+    nb = logical_nb(spec)
+    span = sum((n - 1) * stride for n, stride in zip(spec.ne, nb, strict=True)) + dtypes.type_size(spec.dtype)
+    return span == int(np.prod(spec.ne)) * dtypes.type_size(spec.dtype)
 
 
 def _window_before_the_input(case: OpCase) -> bool:
@@ -270,17 +277,35 @@ VULKAN_GELU_ERF = _vulkan_row("Abramowitz–Stegun 7.1.26 erf (within 1.5e-7)", 
                               "vulkan_gelu_erf")
 
 
+def _gated_vulkan(model: ErrorModel, name: str) -> ErrorModel:
+    """A unary shader model as the activation error of a GLU (geglu.comp, swiglu.comp, ... evaluate the
+    same formula on x), times |gate|."""
+    return glu.gated(lambda case, x, act: model(case, [x], act), name)
+
+
+VULKAN_PREFIX = "ggml-vulkan's "
+VULKAN_GLU_ROWS: dict[str, Tolerance] = {
+    op: Tolerance(f"ggml-vulkan's {op} shader: {unary_row.reason.removeprefix(VULKAN_PREFIX)} for the "
+                  "activation, its own f32 rounding (u·|y|) and the product's (½ulp), times |gate|", ulp=0.5, rtol=u,
+                  model=_gated_vulkan(unary_model, name),
+                  model_name=f"gated({name})")
+    for op, unary_row, unary_model, name in (
+        ("SWIGLU", VULKAN_SILU, vulkan_silu_model, "vulkan_silu"),
+        ("GEGLU", VULKAN_GELU, vulkan_gelu_model, "vulkan_gelu"),
+        ("GEGLU_QUICK", VULKAN_GELU_QUICK, vulkan_gelu_quick_model, "vulkan_gelu_quick"),
+        ("GEGLU_ERF", VULKAN_GELU_ERF, vulkan_gelu_erf_model, "vulkan_gelu_erf"),
+    )
+}
+
+
 F16_MAX = 65504.0
 
 
-def vulkan_mul_mat_f16_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
-    """MUL_MAT through ggml-vulkan's F16 pipelines (at ggml's default precision on an fp16 device: src1
-    converted to F16, F16/quantized weights dequantized to F16 and accumulated in F16): both operands
-    rounded to F16 (2^-11 relative, or half an F16 subnormal step 2^-25) and each of the K partial sums
-    rounded to F16, on top of the catalogue row's f32 model:
-    ``(K+2)·2^-11·Σ|a||b| + 2^-25·(Σ|a| + Σ|b| + K)``. Where an operand or Σ|a||b| leaves F16's range the
-    F16 intermediates saturate (−65504 for −81180): those elements are not judged."""
-    a, b = (finite_abs(v) for v in inputs[:2])
+def _f16_intermediates(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Both operands rounded to F16 (2^-11 relative, or half an F16 subnormal step 2^-25) and each of the
+    K partial sums rounded to F16: ``(K+2)·2^-11·Σ|a||b| + 2^-25·(Σ|a| + Σ|b| + K)``; inf where an
+    operand or Σ|a||b| leaves F16's range (the intermediates saturate: −65504 for −81180)."""
+    a, b = finite_abs(a), finite_abs(b)
     k = a.shape[-1]
     with np.errstate(invalid="ignore", over="ignore"):
         scale = abs_dot(a, b)
@@ -288,15 +313,36 @@ def vulkan_mul_mat_f16_model(case: OpCase, inputs: list[np.ndarray], golden: np.
                  + 2.0**-25 * (abs_dot(a, np.ones_like(b)) + abs_dot(np.ones_like(a), b) + k))
         beyond = (scale > F16_MAX) | (abs_dot((a > F16_MAX).astype(float), np.ones_like(b)) > 0) | (
             abs_dot(np.ones_like(a), (b > F16_MAX).astype(float)) > 0)
-        row = catalogue.tolerance_of(case).model
-        base = row(case, inputs, golden) if row is not None else 0.0
-    return np.where(beyond, np.inf, bound + base)
+    return np.where(beyond, np.inf, bound)
+
+
+def _catalogue_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray | float:
+    row = catalogue.tolerance_of(case).model
+    return row(case, inputs, golden) if row is not None else 0.0
+
+
+def vulkan_mul_mat_f16_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """MUL_MAT through ggml-vulkan's F16 pipelines (at ggml's default precision on an fp16 device: src1
+    converted to F16, F16/quantized weights dequantized to F16 and accumulated in F16): the F16
+    intermediates' bound on top of the catalogue row's f32 model."""
+    return _f16_intermediates(inputs[0], inputs[1]) + _catalogue_model(case, inputs, golden)
+
+
+def vulkan_mul_mat_id_f16_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """MUL_MAT_ID through the same F16 pipelines: the F16 bound per routed (expert, src1 row) pair."""
+    pairs = routed_pairs(inputs)
+    return (np.reshape(_f16_intermediates(pairs[0], pairs[1]), np.shape(golden))
+            + _catalogue_model(case, inputs, golden))
 
 
 VULKAN_MUL_MAT_F16 = Tolerance(
     "ggml-vulkan at GGML_PREC_DEFAULT: F16 operands and F16 accumulation, (K+2)·2^-11·Σ|a||b| + 2^-25·(Σ|a| + "
     "Σ|b| + K) on top of the f32 model; beyond F16's range not judged", ulp=0.5, model=vulkan_mul_mat_f16_model,
     model_name="vulkan_mul_mat_f16")
+VULKAN_MUL_MAT_ID_F16 = Tolerance(
+    "ggml-vulkan's MUL_MAT_ID at GGML_PREC_DEFAULT: MUL_MAT's F16-intermediates bound per routed (expert, src1 row) "
+    "pair, on top of the f32 model; beyond F16's range not judged", ulp=0.5, model=vulkan_mul_mat_id_f16_model,
+    model_name="vulkan_mul_mat_id_f16")
 
 
 def _dst(*dtypes: str) -> Callable[[OpCase], bool]:
@@ -323,6 +369,7 @@ BUGS: list[KnownBug] = [
                       "p0=0,p1=0,d0=2,d1=0,is_2d=False,data=dense:3)"),
         ("DIAG_MASK_INF", 0, "DIAG_MASK_INF(type=f32,ne=[7,1,1,1],lay=pad[2,1,0,1]/offs[5],dst=f32,n_past=0,"
                              "data=special:0)"),
+        ("ARGMAX", 0, "ARGMAX(type=f32,ne=[1,5,1,1],lay=pad[0,3,1,2]/offs[1],dst=i32,data=wide:5)"),
     )
 ] + [
     KnownBug(
@@ -404,6 +451,29 @@ BUGS: list[KnownBug] = [
                "ggml's CPU aborts on the same a (cpu-set-src0-not-contiguous)",
         repro="SET(type0=i32,ne0=[1,2,2,535],lay0=perm[0,2,1,3],type1=i32,ne1=[2137,1,1,1],dst=i32,nb1=8548,"
               "nb2=8548,nb3=8548,offset=4,data=dense:0)"),
+    KnownBug(
+        id="vulkan-ssm-conv-misaligned-view", devices="Vulkan*", op="SSM_CONV", releases=R0251, outcomes=("crash",),
+        applies=lambda case: _misaligned(0)(case) or _misaligned(1)(case),
+        reason=_ABORT + "; here src1 (GGML_ASSERT(!src1 || get_misalign_bytes(ctx, src1) == 0))",
+        repro="SSM_CONV(type0=f32,ne0=[12,7,3,1],lay0=pad[0,1,3,3]/offs[4],type1=f32,ne1=[2,7,1,1],"
+              "lay1=perm[0,3,2,1]/pad[1,1,1,0]/offs[3],dst=f32,data=uniform:1712)"),
+    KnownBug(
+        id="vulkan-conv-transpose-1d-src1-row-stride", devices="Vulkan*", op="CONV_TRANSPOSE_1D", releases=R0251,
+        outcomes=("crash",), applies=lambda case: not rows_unit_stride(case.inputs[1]),
+        reason="a src1 whose dim 0 is permuted away aborts on GGML_ASSERT(nb10 == sizeof(float)) "
+               "(ggml-vulkan.cpp:11533) although supports_op accepts it; ggml's CPU asserts the same "
+               "(cpu-conv-transpose-1d-row-stride)",
+        repro="CONV_TRANSPOSE_1D(type0=f32,ne0=[13,6,7,1],lay0=perm[3,1,2,0],type1=f32,ne1=[2,7,1,1],"
+              "lay1=perm[3,1,2,0],dst=f32,s0=14,data=uniform:3)"),
+    KnownBug(
+        id="vulkan-sum-reads-storage-as-packed", devices="Vulkan*", op="SUM", releases=R0251,
+        applies=lambda case: not _storage_dense(case.inputs[0]),
+        reason="ggml_vk_sum runs the sum_rows shader over one row of ggml_nelements(src0) elements from the "
+               "view's start, so a source whose elements do not fill one packed block (padded rows or planes) "
+               "sums other storage (the NaN fill: out = NaN); any permutation of a packed block passes (the same "
+               "elements); supports_op checks only ggml_is_contiguous_rows; 505 fails, and 120 such cases passed "
+               "(not explained)",
+        repro="SUM(type=f32,ne=[1159,5,3,1],lay=pad[1,1,1,1],dst=f32,data=wide:5)"),
     KnownBug(
         id="vulkan-get-rows-row-stride", devices="Vulkan*", op="GET_ROWS", releases=R0251,
         applies=_src0_rows_strided,
@@ -502,6 +572,55 @@ BUGS: list[KnownBug] = [
                "(cpu-upscale-antialias-align-corners-window): |Δ| up to 5.6e-3 (3.5e3× the row)",
         repro="UPSCALE(type=f32,ne=[1,2,1,1],dst=f32,sf=2,mode=bilinear,align_corners=True,antialias=True,"
               "data=uniform:0)"),
+] + [
+    KnownBug(
+        id="vulkan-mul-mat-id-f16-src1", devices="Vulkan*", op="MUL_MAT_ID", releases=R0251, outcomes=("crash",),
+        applies=lambda case: case.inputs[1].dtype == "f16" and case.inputs[2].ne[1] == 1,
+        reason="F16 src1 with one token goes to the matrix-vector shader, which asserts src1 is F32 or Q8_1 "
+               "(GGML_ASSERT(b_type == GGML_TYPE_F32 || b_type == GGML_TYPE_Q8_1), ggml-vulkan.cpp:5389); "
+               "supports_op accepts it; ggml:CPU passes",
+        repro="MUL_MAT_ID(type0=f16,ne0=[1,1,1,1],type1=f16,ne1=[1,1,1,1],type2=i32,ne2=[1,1,1,1],dst=f32,"
+              "data=dense:0)"),
+    KnownBug(
+        id="vulkan-mul-mat-id-many-tokens", devices="Vulkan*", op="MUL_MAT_ID", releases=R0251,
+        outcomes=("fail", "crash"), applies=lambda case: case.inputs[2].ne[1] > 32 and case.inputs[1].ne[1] > 1,
+        reason="more than 32 tokens with several src1 rows per token: some outputs are 0 or of the wrong sign "
+               "(0.0 for 2374.8, −334 for 251.4; Q8_0 and F16 experts, 7 of the 28 such failing cases far outside any "
+               "F16 bound, the others within it); 32 tokens or fewer pass; a case of this kind died of heap "
+               "corruption ('malloc(): unsorted double linked list corrupted'); ggml:CPU passes",
+        repro="MUL_MAT_ID(type0=f16,ne0=[1,4,5,1],type1=f32,ne1=[1,3,44,1],type2=i32,ne2=[3,44,1,1],dst=f32,"
+              "data=dense:4)"),
+    KnownBug(
+        id="vulkan-mul-mat-id-misaligned-view", devices="Vulkan*", op="MUL_MAT_ID", releases=R0251,
+        outcomes=("crash", "fail"), tolerance=VULKAN_MUL_MAT_ID_F16, corrupts_process=True, may_hang=False,
+        applies=lambda case: any(_misaligned(i)(case) for i in range(3)),
+        reason=_ABORT + "; for MUL_MAT_ID with one token (every input), or a misaligned src1; where it does not abort "
+               "it is judged against vulkan-mul-mat-id-f16-intermediates' bound, and treated as corrupting as "
+               "vulkan-mul-mat-misaligned-view-heap-corruption (a MUL_MAT_ID case died of 'malloc(): unsorted double "
+               "linked list corrupted' in the run)",
+        repro="MUL_MAT_ID(type0=q8_0,ne0=[32,3,7,1],type1=f32,ne1=[32,7,1,1],type2=i32,ne2=[7,1,1,1],lay2=offs[1],"
+              "dst=f32,data=dense:0)"),
+    KnownBug(
+        id="vulkan-mul-mat-id-f16-intermediates", devices="Vulkan*", op="MUL_MAT_ID", releases=R0251,
+        applies=lambda case: True, tolerance=VULKAN_MUL_MAT_ID_F16,
+        reason="the same F16 pipelines as vulkan-mul-mat-f16-intermediates (up to 1.8× the γ_K row per routed pair)",
+        repro="MUL_MAT_ID(type0=f16,ne0=[1,1,1,1],type1=f32,ne1=[1,1,33,1],type2=i32,ne2=[1,33,1,1],dst=f32,"
+              "data=dense:0)"),
+] + [
+    KnownBug(
+        id=f"vulkan-{op.lower().replace('_', '-')}-f32-builtin-exp", devices="Vulkan*", op=op, releases=R0251,
+        applies=_dst("f32"), tolerance=tol,
+        reason=f"{op} of F32: the activation from the same exp-based formula as the unary op, at Vulkan's stated "
+               "builtin precision, times the gate; judged against that bound (docs/findings-vulkan.md)",
+        repro=repro)
+    for op, tol, repro in (
+        ("SWIGLU", VULKAN_GLU_ROWS["SWIGLU"], "SWIGLU(type=f32,ne=[4,1,1,1],dst=f32,swapped=False,data=wide:0)"),
+        ("GEGLU", VULKAN_GLU_ROWS["GEGLU"], "GEGLU(type=f32,ne=[6000,1,5,1],dst=f32,swapped=False,data=dense:0)"),
+        ("GEGLU_QUICK", VULKAN_GLU_ROWS["GEGLU_QUICK"],
+         "GEGLU_QUICK(type=f32,ne=[2050,7,1,1],dst=f32,swapped=True,data=wide:7)"),
+        ("GEGLU_ERF", VULKAN_GLU_ROWS["GEGLU_ERF"],
+         "GEGLU_ERF(type=f32,ne=[4296,1,7,1],dst=f32,swapped=True,data=dense:0)"),
+    )
 ] + [
     KnownBug(
         id="vulkan-mul-mat-f16-intermediates", devices="Vulkan*", op="MUL_MAT", releases=R0251,
