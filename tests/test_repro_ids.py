@@ -13,7 +13,8 @@ from conformance.cli import check_case
 from golden import catalogue
 from golden.case import OpCase
 
-OPS = [(spec.name, spec.all_signatures[0]) for spec in catalogue.OPS.values() if spec.implemented and spec.all_signatures]
+OPS = [(spec.name, spec.all_signatures[0])
+       for spec in catalogue.OPS.values() if spec.implemented and spec.all_signatures]
 
 
 @pytest.mark.parametrize(("op", "sig"), OPS, ids=[op for op, _ in OPS])
