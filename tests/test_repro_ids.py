@@ -12,6 +12,7 @@ from conformance import cases
 from conformance.cli import check_case
 from golden import catalogue
 from golden.case import OpCase
+from golden.spec import Signature
 
 OPS = [(spec.name, spec.all_signatures[0])
        for spec in catalogue.OPS.values() if spec.implemented and spec.all_signatures]
@@ -20,8 +21,8 @@ OPS = [(spec.name, spec.all_signatures[0])
 @pytest.mark.parametrize(("op", "sig"), OPS, ids=[op for op, _ in OPS])
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_a_drawn_case_id_is_accepted_by_repro(op: str, sig: object, data: st.DataObject) -> None:
-    case = data.draw(cases.strategy_for(op, sig))  # type: ignore[arg-type]
+def test_a_drawn_case_id_is_accepted_by_repro(op: str, sig: Signature, data: st.DataObject) -> None:
+    case = data.draw(cases.strategy_for(op, sig))
     parsed = check_case(case.case_id)
     assert isinstance(parsed, OpCase)
     assert parsed.case_id == case.case_id
