@@ -453,9 +453,9 @@ BUGS: list[KnownBug] = [
         id="vulkan-flash-attn-ext-v-rows-padded", devices="Vulkan*", op="FLASH_ATTN_EXT", releases=R0251,
         applies=lambda case: case.inputs[2].ne[1] > 1 and logical_nb(case.inputs[2])[1] != (
             case.inputs[2].ne[0] * dtypes.type_size(case.inputs[2].dtype)),
-        reason="an F16 V whose rows are not adjacent (nb1 > ne0·2: padded rows) is read as if they were: the padding "
-               "comes out (−65504 for −4.39 on dense data; up to 4,096 of 4,096 outputs, 22 fails in the run); "
-               "ggml:CPU passes",
+        reason="a V whose rows are not adjacent (nb1 > ne0 · element size: padded rows; F16 and F32) is read as if "
+               "they were: the padding comes out (−65504 for −4.39 on dense data; up to 4,096 of 4,096 outputs wrong, "
+               "58 fails in two runs); ggml:CPU passes",
         repro="FLASH_ATTN_EXT(type0=f32,ne0=[64,1,1,1],type1=f16,ne1=[64,2,1,1],type2=f16,ne2=[64,2,1,1],"
               "lay2=pad[1,0,0,1],dst=f32,scale=0.125,max_bias=0.0,logit_softcap=0.0,prec=default,mask=False,"
               "sinks=False,data=dense:0)"),
