@@ -8,6 +8,9 @@ libggml-python wheel) with the ci and nightly profiles; the repro lines reproduc
 from __future__ import annotations
 
 import dataclasses
+import math
+
+import numpy as np
 
 from device.known_bugs import KnownBug
 from golden import glu, unary
@@ -248,10 +251,7 @@ def antialias_window_drops_a_pixel(case: OpCase) -> bool:
     window ends at trunc(x + support) in f32, before pixel ⌊x + support⌋ (which has a positive weight
     whenever x + support is not an integer), and before pixel x + support − 1 too where the f32 support
     1/f32(1/7) rounds just below 7."""
-    import math
     from fractions import Fraction
-
-    import numpy as np
 
     from golden.resample import ScaleMode, out_shape, sample_positions
 
@@ -510,10 +510,12 @@ CHECKED_IN_0251 = frozenset({
     "cpu-set-src0-not-contiguous", "cpu-set-src1-row-stride", "cpu-ssm-conv-asserted-layout",
     "cpu-ssm-conv-kernel-ignores-nb1", "cpu-sum-row-stride", "cpu-upscale-antialias-align-corners-window",
 })
-BUGS = [dataclasses.replace(bug, releases=bug.releases + SAME_KERNELS_RELEASES)
-        if bug.id in CHECKED_IN_OTHER_RELEASES and bug.releases == R0202
-        else dataclasses.replace(bug, releases=bug.releases + ("0.25.1",))
-        if bug.id in CHECKED_IN_0251 and bug.releases == R0202 else bug
+ALSO_IN: dict[str, tuple[str, ...]] = {
+    **{bug_id: ("0.25.1",) for bug_id in CHECKED_IN_0251},
+    **{bug_id: SAME_KERNELS_RELEASES for bug_id in CHECKED_IN_OTHER_RELEASES},
+}
+BUGS = [dataclasses.replace(bug, releases=bug.releases + ALSO_IN[bug.id])
+        if bug.id in ALSO_IN and bug.releases == R0202 else bug
         for bug in BUGS]
 BUGS.append(KnownBug(
     id="cpu-concat-i64-row-stride", devices="CPU", op="CONCAT", releases=("0.25.1",), outcomes=("crash",),

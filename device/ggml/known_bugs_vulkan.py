@@ -42,6 +42,10 @@ def _misaligned(index: int, alignment: int = STORAGE_OFFSET_ALIGNMENT) -> Callab
     return applies
 
 
+def _any_input_misaligned(case: OpCase) -> bool:
+    return any(_misaligned(i)(case) for i in range(len(case.inputs)))
+
+
 def _src0_rows_strided(case: OpCase) -> bool:
     return case.inputs[0].ne[0] > 1 and not rows_unit_stride(case.inputs[0])
 
@@ -451,7 +455,7 @@ BUGS: list[KnownBug] = [
               "data=uniform:404)"),
     KnownBug(
         id="vulkan-flash-attn-ext-misaligned-view", devices="Vulkan*", op="FLASH_ATTN_EXT", releases=R0251,
-        outcomes=("crash",), applies=lambda case: any(_misaligned(i)(case) for i in range(len(case.inputs))),
+        outcomes=("crash",), applies=_any_input_misaligned,
         reason=_ABORT + "; here k or v (q and the mask were misaligned only alongside them in the run)",
         repro="FLASH_ATTN_EXT(type0=f32,ne0=[256,2,3,1],type1=f32,ne1=[256,255,1,1],type2=f32,ne2=[256,255,1,1],"
               "lay2=pad[1,2,2,1]/offs[2],type3=f16,ne3=[255,67,3,1],dst=f32,scale=1.2280112504959106,max_bias=8.0,"
@@ -638,7 +642,7 @@ BUGS: list[KnownBug] = [
     KnownBug(
         id="vulkan-mul-mat-id-misaligned-view", devices="Vulkan*", op="MUL_MAT_ID", releases=R0251,
         outcomes=("crash", "fail"), corrupts_process=True, may_hang=False,
-        applies=lambda case: any(_misaligned(i)(case) for i in range(3)),
+        applies=_any_input_misaligned,
         reason=_ABORT + "; for MUL_MAT_ID with one token (every input), or a misaligned src1; where it does not abort "
                "the outputs can be wrong (0.0 for 18.23 with misaligned ids and 33 tokens); treated as corrupting as "
                "vulkan-mul-mat-misaligned-view-heap-corruption (a MUL_MAT_ID case died of 'malloc(): unsorted double "
