@@ -121,11 +121,16 @@ class Arena:
         return self.size - _CONTROL_BYTES
 
     def close(self) -> None:
-        if self.map is not None:
-            del self.control
-            self.view.release()
-            self.map.close()
-            self.map = None
+        mapping, self.map = self.map, None
+        if mapping is not None:
+            self.control = np.zeros(_CONTROL_BYTES // 8, np.int64)  # reads after close find no message
+            try:
+                self.view.release()
+                mapping.close()
+            except BufferError:
+                # a traceback still holds a view of it (a peer died while this side was reading):
+                # the mapping goes when that view does
+                pass
         unlink_quietly(self.path)  # the worker unlinks it once mapped; this covers one that died first
 
 

@@ -192,3 +192,15 @@ def test_arrays_without_a_plain_form_still_cross() -> None:
     finally:
         harness.close()
         worker.close()
+
+
+def test_closing_while_a_view_of_the_arena_is_alive() -> None:
+    """A peer that dies while this side holds a view of the arena (a traceback's frame keeps one):
+    closing must not raise, or the crash would be recorded as a harness error."""
+    harness, worker = _pair()
+    assert harness.arena is not None
+    held = harness.arena.control  # what a traceback's frame of poll() keeps alive
+    view = harness.arena.view[0:16]
+    worker.close()
+    harness.close()
+    assert held.shape == (8,) and view.nbytes == 16
