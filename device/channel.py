@@ -57,7 +57,7 @@ _SLOT = struct.Struct("<qQ")  # offset of the buffer (-1: the bytes follow over 
 _WAKE = b""  # an empty socket frame: "look at the arena"
 
 
-def plain_array(obj: Any) -> bool:
+def _plain_array(obj: Any) -> bool:
     """A C-contiguous numpy array of a plain dtype: its bytes and (shape, dtype string) say it all."""
     return (type(obj) is np.ndarray and obj.flags.c_contiguous and obj.dtype.fields is None
             and obj.dtype.subdtype is None and not obj.dtype.hasobject)
@@ -68,7 +68,7 @@ class _Pickler(pickle.Pickler):
     instead of numpy's reduce, whose dtype object alone takes several pickled calls to rebuild."""
 
     def reducer_override(self, obj: Any) -> Any:
-        if plain_array(obj):
+        if _plain_array(obj):
             return np.ndarray, (obj.shape, obj.dtype.str, pickle.PickleBuffer(memoryview(obj)))
         return NotImplemented
 
@@ -115,10 +115,6 @@ class Arena:
             return cls(path, create=True)
         except OSError:
             return None
-
-    @property
-    def data_bytes(self) -> int:
-        return self.size - _CONTROL_BYTES
 
     def close(self) -> None:
         mapping, self.map = self.map, None
@@ -175,17 +171,17 @@ class Channel:
         if arena is not None:
             header = _FRAME.size + _SLOT.size * len(raws) + len(data)
             offset = _CONTROL_BYTES + (header + _ALIGN - 1) // _ALIGN * _ALIGN
-            slots = []
+            offsets = []
             for raw in raws:
-                slots.append(_SLOT.pack(offset, raw.nbytes))
+                offsets.append(offset)
                 offset += (raw.nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
             if offset <= arena.size:
+                slots = (_SLOT.pack(at, raw.nbytes) for at, raw in zip(offsets, raws, strict=True))
                 frame = b"".join([_FRAME.pack(len(data), len(raws)), *slots, data])
                 view = arena.view
                 view[_CONTROL_BYTES : _CONTROL_BYTES + len(frame)] = frame
-                for slot, raw in zip(slots, raws, strict=True):
-                    at, size = _SLOT.unpack(slot)
-                    view[at : at + size] = raw
+                for at, raw in zip(offsets, raws, strict=True):
+                    view[at : at + raw.nbytes] = raw
                 control = arena.control
                 control[_LENGTH + self._side] = len(frame)
                 self._sent += 1
@@ -233,7 +229,7 @@ class Channel:
                 if self._arena_waiting():
                     return True
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                wait = left if control is None else min(SLEEP_SLICE_S, SLEEP_SLICE_S if left is None else left)
+                wait = left if control is None else SLEEP_SLICE_S if left is None else min(SLEEP_SLICE_S, left)
                 if self._poller.poll(None if wait is None else math.ceil(wait * 1000)):
                     if self._take_socket_frame():
                         return True
@@ -278,33 +274,36 @@ class Channel:
     def _decode_arena_message(self) -> Any:
         arena = self.arena
         assert arena is not None
-        length = int(arena.control[_LENGTH + self._peer])
-        frame = arena.view[_CONTROL_BYTES : _CONTROL_BYTES + length]
-        data_length, count = _FRAME.unpack_from(frame)
-        at = _FRAME.size
-        buffers: list[bytearray] = []
-        for _ in range(count):
-            offset, size = _SLOT.unpack_from(frame, at)
-            at += _SLOT.size
+
+        def arena_bytes(offset: int, size: int) -> bytearray:
             if offset < _CONTROL_BYTES or offset + size > arena.size:
                 raise ValueError("a message names arena bytes outside the arena's data")
-            buffers.append(bytearray(arena.view[offset : offset + size]))  # a copy: the arena is reused
-        message = pickle.loads(frame[at : at + data_length], buffers=buffers)
+            return bytearray(arena.view[offset : offset + size])  # a copy: the arena is reused
+
+        frame = arena.view[_CONTROL_BYTES : _CONTROL_BYTES + int(arena.control[_LENGTH + self._peer])]
+        message = self._unpickle(frame, arena_bytes)
         frame.release()
         self._seen += 1
-        return self._decode(message)
+        return message
 
     def _decode_socket_message(self, frame: bytes) -> Any:
-        data_length, count = _FRAME.unpack_from(frame)
-        at = _FRAME.size
-        buffers: list[bytearray] = []
-        for _ in range(count):
-            offset, _size = _SLOT.unpack_from(frame, at)
-            at += _SLOT.size
+        def socket_bytes(offset: int, _size: int) -> bytearray:
             if offset >= 0:
                 raise ValueError("a socket message names arena bytes")
-            buffers.append(bytearray(self.conn.recv_bytes()))
-        return self._decode(pickle.loads(memoryview(frame)[at : at + data_length], buffers=buffers))
+            return bytearray(self.conn.recv_bytes())
+
+        return self._unpickle(memoryview(frame), socket_bytes)
+
+    def _unpickle(self, frame: memoryview, buffer_at: Callable[[int, int], bytearray]) -> Any:
+        """The message of a frame (header, buffer slots, pickle); ``buffer_at(offset, size)`` gives
+        each out-of-band buffer."""
+        data_length, count = _FRAME.unpack_from(frame)
+        at = _FRAME.size
+        buffers = []
+        for _ in range(count):
+            buffers.append(buffer_at(*_SLOT.unpack_from(frame, at)))
+            at += _SLOT.size
+        return self._decode(pickle.loads(frame[at : at + data_length], buffers=buffers))
 
     def close(self) -> None:
         self.conn.close()

@@ -49,7 +49,7 @@ from device.base import (
     json_safe,
     result_problem,
 )
-from device.channel import REPLY_SPIN_S, REQUEST_SPIN_S, WORKER, Arena, Channel, plain_array, unlink_quietly
+from device.channel import REPLY_SPIN_S, REQUEST_SPIN_S, WORKER, Arena, Channel, unlink_quietly
 from device.outcome import Outcome
 from device.spec import DeviceKind, DeviceSpec
 from device.zygote import ForkedWorker, ForkServer, ForkServerError
@@ -161,29 +161,9 @@ class Reply:
 # A pickled dataclass names its class, and each name costs a module lookup when it is written and
 # again when it is read: with a few µs per name, the four or five names of a case's request and
 # reply were a quarter of a small case's round trip. These two messages therefore cross as tuples of
-# plain values, arrays as (shape, dtype string, out-of-band buffer); all others pickle as themselves.
+# plain values (their arrays in the channel's short array form); all others pickle as themselves.
 
 _RUN_WIRE, _REPLY_WIRE = "run", "reply"
-
-
-def _wire_array(array: Any) -> Any:
-    return (array.shape, array.dtype.str, pickle.PickleBuffer(memoryview(array))) if plain_array(array) else array
-
-
-def _from_wire_array(wire: Any) -> np.ndarray:
-    if type(wire) is tuple:
-        shape, dtype, buffer = wire
-        return np.ndarray(shape, dtype, buffer)
-    array: np.ndarray = wire
-    return array
-
-
-def _wire_arrays(arrays: list[np.ndarray] | None) -> list[Any] | None:
-    return None if arrays is None else [_wire_array(a) for a in arrays]
-
-
-def _from_wire_arrays(wires: list[Any] | None) -> list[np.ndarray] | None:
-    return None if wires is None else [_from_wire_array(w) for w in wires]
 
 
 def encode_message(message: Any) -> Any:
@@ -194,13 +174,13 @@ def encode_message(message: Any) -> Any:
         case = message.case
         specs = tuple((t.dtype, t.ne, t.layout.perm, t.layout.pad, t.layout.offset, t.name) for t in case.inputs)
         return (_RUN_WIRE, case.op, specs, case.params, case.out_dtype, case.variant, case.data_seed,
-                case.distribution, _wire_arrays(message.inputs))
+                case.distribution, message.inputs)
     if kind is Reply and message.crash is None:
         result = message.result
         if result is None:
             wire_result: Any = None
         elif type(result) is RunResult and result.raw_inputs is None:
-            wire_result = (_wire_array(result.output), _wire_arrays(result.inputs_after), result.extra)
+            wire_result = (result.output, result.inputs_after, result.extra)
         else:
             return message
         outcome = None if message.outcome is None else message.outcome.value
@@ -222,13 +202,10 @@ def decode_message(wire: Any) -> Any:
             for dtype, ne, perm, pad, offset, name in specs
         )
         case = OpCase(op, tensors, params, out_dtype, variant, data_seed, distribution)
-        return RunRequest(case, _from_wire_arrays(inputs) or [])
+        return RunRequest(case, inputs)
     if wire[0] == _REPLY_WIRE:
         _, outcome, supported, wire_result, text, duration_s, history, dropped, rss = wire
-        result = None
-        if wire_result is not None:
-            output, inputs_after, extra = wire_result
-            result = RunResult(_from_wire_array(output), _from_wire_arrays(inputs_after), extra)
+        result = None if wire_result is None else RunResult(*wire_result)
         return Reply(None if outcome is None else Outcome(outcome), supported, result, text, duration_s,
                      None, history, dropped, rss)
     return wire

@@ -62,10 +62,6 @@ class Layout:
             offset=fields.get("offs", (0,))[0],
         )
 
-    def __reduce__(self) -> str | tuple[Any, ...]:
-        # compact pickles: every case crosses to a device worker, and field names cost time there
-        return "CONTIGUOUS" if self is CONTIGUOUS else (Layout, (self.perm, self.pad, self.offset))
-
 
 CONTIGUOUS = Layout()
 
@@ -89,9 +85,6 @@ class TensorSpec:
     @property
     def np_shape(self) -> tuple[int, int, int, int]:
         return tuple(reversed(self.ne))  # type: ignore[return-value]
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (TensorSpec, (self.dtype, self.ne, self.layout, self.name))
 
 
 def _fmt(value: Any) -> str:
@@ -133,11 +126,6 @@ class OpCase:
             have = ", ".join(k for k, _ in self.params) or "none"
             raise KeyError(f"{self.op} case has no parameter {name!r} (it has: {have})")
         return default
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # positional fields, without the cached case_id (the worker does not ask for it)
-        return (OpCase, (self.op, self.inputs, self.params, self.out_dtype, self.variant, self.data_seed,
-                         self.distribution))
 
     @functools.cached_property
     def case_id(self) -> str:  # cached: the harness, the worker's history and the record all ask for it
