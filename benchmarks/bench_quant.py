@@ -15,7 +15,8 @@ it prints every golden operation's time and its speed ratio against
   quantizers), the memory floor.
 
 A ratio is the other side's time divided by golden's: 1.00x or more means golden is at least as
-fast. ggml's own C quantizers (through ``device.ggml.quant``) are printed for context. Each figure
+fast. ggml's own C quantizers (through ``device.ggml.quant``) are printed for context, and last,
+Q8_0's layout change per block with each of NumPy's strided copies next to the C loop. Each figure
 is the best of ``--repeat`` rounds; the calls of one row take turns, so the sides of a ratio see the
 same machine load. ``--clock cpu`` (the default) counts the calling thread's CPU time, page faults
 of fresh outputs included, and ignores time spent waiting for a core on a shared machine; ``wall``
@@ -257,6 +258,61 @@ def run_size(
             print(f"{'':5} ggml's own C: " + ", ".join(f"{c.label} {ms(c.call):.2f} ms" for c in context))
 
 
+FLOOR_BLOCKS = 8192  # 272 KiB of Q8_0 blocks: in cache, so the figures are NumPy's per-item cost
+
+
+def q8_0_numpy_floor(lib: ctypes.CDLL | None, rounds: int, clock: Callable[[], float]) -> None:
+    """Q8_0's layout change per block, as NumPy can do it, next to the C loop: why ``to_cann`` stays
+    below 1.0x. The change is one 2-byte and one 32-byte move per block at a 34-byte stride. NumPy's
+    cheapest strided copies move one item per step; the figures bound any formulation made of them."""
+    n = FLOOR_BLOCKS
+    src = np.zeros(n * 34 + 64, np.uint8)
+    dst = np.zeros(n * 34 + 64, np.uint8)
+    base, out = src.ctypes.data % 16, dst.ctypes.data % 16  # offsets that make 16-byte items aligned
+
+    def strided(buffer: np.ndarray, dtype: str | type, offset: int, stride: int) -> np.ndarray:
+        return np.ndarray((n,), dtype=dtype, buffer=buffer, offset=offset, strides=(stride,))
+
+    def copy(dst_view: np.ndarray, src_view: np.ndarray) -> Call:
+        def run() -> np.ndarray:
+            np.copyto(dst_view, src_view)
+            return dst_view
+        return run
+
+    rows: list[tuple[str, Call, int]] = [
+        ("scales: 2-byte item at a 34-byte stride (every formulation)",
+         copy(strided(dst, np.uint16, 0, 2), strided(src, np.uint16, 0, 34)), 1),
+        ("quants: one 32-byte item a block (golden's)",
+         copy(strided(dst, "V32", 0, 32), strided(src, "V32", 2, 34)), 1),
+        ("quants: 16-byte items, aligned (best case; 1 block in 8 is)",
+         copy(strided(dst, np.longdouble, (16 - out) % 16, 32), strided(src, np.longdouble, (16 - base) % 16, 32)), 2),
+        ("quants: 8-byte items at a 34-byte stride",
+         copy(strided(dst, np.uint64, 0, 32), strided(src, np.uint64, 2, 34)), 4),
+        ("quants: 2-byte items (always aligned)",
+         copy(strided(dst, np.uint16, 0, 32), strided(src, np.uint16, 2, 34)), 16),
+    ]
+    calls = [call for _, call, _ in rows]
+    c_loop = None
+    if lib is not None:
+        blocks = np.zeros(n * 34, np.uint8)
+        c_loop = c_transform(lib, "q8_0_to_cann", "q8_0", blocks)
+        calls.append(c_loop)
+    repeat = max(rounds, 50)
+    seconds = best_of_rounds(calls, repeat, clock)
+    print(f"\nq8_0 to_cann per block, {n} blocks in cache, best of {repeat}: NumPy's strided copies")
+    per_block = []
+    for (label, _, items), sec in zip(rows, seconds, strict=False):
+        per_item = sec / n * 1e9  # each view holds one item per block
+        per_block.append(per_item * items)
+        print(f"  {label:62} {per_item * items:6.2f} ns a block ({items} x {per_item:.2f} ns)")
+    if c_loop is not None:
+        c_ns = seconds[-1] / n * 1e9
+        floor = per_block[0] + per_block[2]
+        print(f"  {'the C loop (gcc -O2), scales and quants':62} {c_ns:6.2f} ns a block")
+        print(f"  NumPy's floor, scales + aligned 16-byte quants (reachable for 1 block in 8 only): "
+              f"{floor:.2f} ns a block, {c_ns / floor:.2f}x the C loop's speed at best")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--elements", type=int, nargs="+", default=[4096 * 1024, 32 * 2**20],
@@ -283,6 +339,7 @@ def main() -> None:
         print(f"best of {args.repeat} rounds, {args.clock} clock; speed = other's time / golden's time")
         for n in args.elements:
             run_size(n, args.repeat, clock, lib, gguf, ggml)
+        q8_0_numpy_floor(lib, args.repeat, clock)
 
 
 if __name__ == "__main__":
