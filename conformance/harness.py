@@ -76,6 +76,7 @@ class Breaker:
     deaths: int = 0  # crashes and timeouts, the first included
     attempts_after: int = 0  # device attempts after the first crash or timeout
     skipped: int = 0  # examples not run because the breaker was open
+    repeats: int = 0  # suite cases drawn again after they passed, not run again (Harness.check(once=True))
 
     @property
     def tripped(self) -> bool:
@@ -106,7 +107,7 @@ class Breaker:
     def to_json(self, device: str) -> dict[str, Any]:
         return {"test_id": self.test_id, "device": device, "case_id": self.tripped_by,
                 "outcome": self.outcome.value if self.outcome else None, "deaths": self.deaths,
-                "attempts_after": self.attempts_after, "skipped": self.skipped}
+                "attempts_after": self.attempts_after, "skipped": self.skipped, "repeats": self.repeats}
 
 
 def _fail(text: str) -> NoReturn:
@@ -411,13 +412,21 @@ class Harness:
                     np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
         return os.path.join("artefacts", name)
 
-    def check(self, case: OpCase) -> CaseRecord | None:
+    def check(self, case: OpCase, *, once: bool = False) -> CaseRecord | None:
         """Judge ``case`` on the device and raise CaseFailed if it fails; None where an open breaker
-        gave a passing case's known answer without running it."""
-        __tracebackhide__ = True
-        return self._checked(case.case_id, lambda: self.evaluate(case))
+        gave a passing case's known answer without running it, or, with ``once``, where the case
+        already passed in this test.
 
-    def _checked(self, case_id: str, evaluate: Any) -> CaseRecord | None:
+        ``once`` is for independent cases (the catalogue suite): Hypothesis maps several choice
+        sequences to one case (every value but the last of a "one in 16" draw gives the common
+        branch), so a test draws some cases again; a pass is not run twice. A failing case is, so
+        that Hypothesis still sees a failure that does not repeat. Sequences (the stateful tests)
+        leave ``once`` off: there a repeat after other cases is the point.
+        """
+        __tracebackhide__ = True
+        return self._checked(case.case_id, lambda: self.evaluate(case), once=once)
+
+    def _checked(self, case_id: str, evaluate: Any, once: bool = False) -> CaseRecord | None:
         __tracebackhide__ = True
         breaker = self._breaker()
         if breaker is not None and breaker.open:
@@ -430,6 +439,9 @@ class Harness:
 
             breaker.skipped += 1
             reject()  # the breaker is open: this example does not count, and costs no device time
+        if once and breaker is not None and case_id in breaker.passed:
+            breaker.repeats += 1
+            return None
         return self._raise_if_failing(evaluate(), breaker)
 
     def _breaker(self) -> Breaker | None:

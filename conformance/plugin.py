@@ -199,10 +199,12 @@ class ConformSession:
         counts: dict[str, int] = {}
         memory: list[dict[str, Any]] = []
         breakers: list[dict[str, Any]] = []
+        repeats = 0
         for h in self.harnesses.values():
             for k, v in h.counts.items():
                 counts[k] = counts.get(k, 0) + v
             breakers += h.breaker_summary()
+            repeats += sum(b.repeats for b in h.breakers.values())
             if exitstatus in _NORMAL_END:
                 memory.append(_memory_at_end(h))
             try:
@@ -217,6 +219,8 @@ class ConformSession:
                     "exitstatus": int(exitstatus), "pytest_failed": self.pytest_failed,
                     "pytest_errors": self.pytest_errors, "pytest_failed_tests": self.failed_tests,
                     "breakers": breakers, "devices_end": memory,
+                    # suite cases Hypothesis drew again after they had passed: not run twice, no record
+                    "repeats_not_rerun": repeats,
                 })
             self.writer.close()
 
