@@ -8,12 +8,16 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from conformance.harness import BREAKER_EXTRA_ATTEMPTS, BREAKER_EXTRA_DEATHS, Breaker
+from conformance.harness import BREAKER_EXTRA_ATTEMPTS, BREAKER_EXTRA_DEATHS, Breaker, CaseFailed
 from conformance.record import CaseDescription, CaseRecord
 from device.outcome import Outcome
+from golden.case import OpCase, TensorSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -149,5 +153,56 @@ def test_an_open_breaker_answers_a_replayed_case_as_before(monkeypatch: pytest.M
             harness._checked("C0", device_runs)
         with pytest.raises(UnsatisfiedAssumption):  # a new example: rejected, no device time
             harness._checked("new", device_runs)
+    finally:
+        harness.close()
+
+
+def _draw_same_case(harness: Any, case: OpCase, once: bool, examples: int = 4) -> list[Any]:
+    """Run ``case`` in every example of a Hypothesis test (a dummy draw makes the examples differ)."""
+    answers: list[Any] = []
+
+    @settings(max_examples=examples, database=None, derandomize=True, deadline=None)
+    @given(st.integers(0, examples - 1))
+    def drawn(_: int) -> None:
+        try:
+            answers.append(harness.check(case, once=once))
+        except CaseFailed:
+            answers.append("failed")
+
+    drawn()
+    return answers
+
+
+def test_a_passed_case_is_not_run_again_in_its_test() -> None:
+    from conformance.harness import Harness
+
+    harness = Harness("golden", {}, timeout=60)
+    harness.current_test_id = "test_unary[relu-f32]"
+    case = OpCase("RELU", (TensorSpec("f32", (8, 1, 1, 1)),), data_seed=1)
+    try:
+        answers = _draw_same_case(harness, case, once=True)
+        assert answers[0] is not None and answers[1:] == [None] * (len(answers) - 1)
+        assert harness.counts == {"pass": 1}  # one device run, one record
+        assert harness.breakers["test_unary[relu-f32]"].repeats == len(answers) - 1
+        # without once (the stateful sequences) every draw runs
+        again = _draw_same_case(harness, case, once=False)
+        assert all(a is not None for a in again) and harness.counts == {"pass": 1 + len(again)}
+    finally:
+        harness.close()
+
+
+def test_a_failing_case_is_run_again() -> None:
+    """A failure is rerun when drawn again, so one that does not repeat still reads as flaky."""
+    from conformance.harness import Harness
+
+    harness = Harness("tests.plugins.faulty:erf_gelu_quick", {}, timeout=60)
+    harness.current_test_id = "test_unary[gelu_quick-f32]"
+    case = OpCase("GELU_QUICK", (TensorSpec("f32", (256, 4, 1, 1)),), out_dtype="f32", data_seed=1,
+                  distribution="dense")
+    try:
+        answers = _draw_same_case(harness, case, once=True, examples=3)
+        assert answers and set(answers) == {"failed"}
+        assert harness.counts == {"fail": len(answers)}
+        assert harness.breakers["test_unary[gelu_quick-f32]"].repeats == 0
     finally:
         harness.close()
