@@ -24,15 +24,20 @@ CASE_FIELDS = ("run_id", "worker", "test_id", "case_id", "device", "op", "dtypes
                "distribution", "data_seed", "supported", "outcome", "tolerance", "duration_s", "repro", "message")
 
 
-def start_run(results: Path, profile: str = "dev") -> subprocess.Popen:
+def start_run(results: Path, profile: str = "dev", stderr: Path | None = None) -> subprocess.Popen:
+    """The run under test; with ``stderr``, its stderr goes there and faulthandler is on (a SIGABRT
+    then writes every thread's stack: what a run that does not stop was doing)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("CONFORM_RUN_ID", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "-k", "tanh or relu",
-         "--results", str(results), "--conform-profile", profile],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C works even if we ignore it
-    )
+    if stderr is not None:
+        env["PYTHONFAULTHANDLER"] = "1"
+    with open(stderr if stderr is not None else os.devnull, "wb") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "-k", "tanh or relu",
+             "--results", str(results), "--conform-profile", profile],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C works even if we ignore it
+        )
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -104,15 +109,22 @@ def test_sigkill_after_three_cases_leaves_a_valid_partial_file(tmp_path: Path) -
 
 def test_ctrl_c_leaves_a_partial_file(tmp_path: Path) -> None:
     """An interrupted run is not a complete one: pytest still runs its session end, but writes no footer."""
-    results = tmp_path / "results.jsonl"
-    proc = start_run(results, profile="nightly")  # long enough to be interrupted mid-run
+    results, stderr = tmp_path / "results.jsonl", tmp_path / "stderr.txt"
+    proc = start_run(results, profile="nightly", stderr=stderr)  # long enough to be interrupted mid-run
     try:
         deadline = time.monotonic() + 60
         while case_lines(results) < 3:
             assert proc.poll() is None and time.monotonic() < deadline, "no 3 case records"
             time.sleep(0.02)
         os.killpg(proc.pid, signal.SIGINT)
-        assert proc.wait(30) == 2  # pytest's INTERRUPTED
+        try:
+            code = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGABRT)  # faulthandler writes where it is stuck
+            proc.wait(10)
+            pytest.fail("the interrupted run did not end within 30 s; its stacks:\n"
+                        + stderr.read_text(errors="replace")[-6000:])
+        assert code == 2, stderr.read_text(errors="replace")[-3000:]  # pytest's INTERRUPTED
     finally:
         kill_group(proc)
     wait_group_gone(proc)
