@@ -37,3 +37,17 @@ def test_a_documented_deviation_covers_only_what_it_documents(factory: str, outc
     assert (record.expected is not None) is expected
     if expected:
         assert record.expected is not None and record.expected.id == "cpu-gelu-f16-table"
+
+
+@pytest.mark.parametrize(("dtype", "perm", "known"), [
+    ("f16", (0, 3, 2, 1), True),  # F16 data whose rows are not ne0 elements apart: the kernel ignores nb1
+    ("f32", (0, 3, 2, 1), True),
+    ("f16", (0, 1, 2, 3), False),  # packed F16 rows: the kernel handles them (the predicate once took 4-byte rows)
+    ("f32", (0, 1, 2, 3), False),
+])
+def test_the_im2col_row_stride_bug_measures_rows_in_the_data_type(dtype: str, perm: tuple, known: bool) -> None:
+    params = (("s0", 1), ("s1", 1), ("p0", 0), ("p1", 0), ("d0", 1), ("d1", 1), ("is_2d", True))
+    case = OpCase("IM2COL", (TensorSpec(dtype, (1, 1, 1, 1)), TensorSpec(dtype, (1, 2, 1, 2), Layout(perm=perm))),
+                  params=params, out_dtype=dtype)
+    bug = find(case, "CPU", "0.20.2")
+    assert (bug is not None and bug.id == "cpu-im2col-2d-ignores-nb1") is known

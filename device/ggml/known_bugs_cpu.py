@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from device.known_bugs import KnownBug
-from golden import glu, unary
+from golden import dtypes, glu, unary
 from golden.case import Layout, OpCase, TensorSpec
 from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride, strictly_packed
 
@@ -38,7 +38,8 @@ def _src1_rows_strided(case: OpCase) -> bool:
 
 def _im2col_2d_rows_padded(case: OpCase) -> bool:
     data = case.inputs[1]
-    return bool(case.param("is_2d")) and data.ne[1] > 1 and logical_nb(data)[1] != data.ne[0] * 4
+    row_bytes = data.ne[0] * dtypes.type_size(data.dtype)  # F16 data too (was 4 bytes, F32 only)
+    return bool(case.param("is_2d")) and data.ne[1] > 1 and logical_nb(data)[1] != row_bytes
 
 
 BUGS: list[KnownBug] = [
