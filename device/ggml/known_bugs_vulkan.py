@@ -387,6 +387,9 @@ BUGS: list[KnownBug] = [
         ("ARGMAX", 0, "ARGMAX(type=f32,ne=[1,5,1,1],lay=pad[0,3,1,2]/offs[1],dst=i32,data=wide:5)"),
         ("CONV_TRANSPOSE_1D", 0, "CONV_TRANSPOSE_1D(type0=f32,ne0=[300,3,3,1],lay0=pad[1,2,2,3]/offs[5],type1=f32,"
                                  "ne1=[19,3,1,1],dst=f32,s0=1,data=uniform:1645881)"),
+        # NORM, RMS_NORM and L2_NORM take the same views (offs[3]) and pass
+        ("GROUP_NORM", 0, "GROUP_NORM(type=f32,ne=[8,3,4,1],lay=offs[3],dst=f32,n_groups=2,"
+                          "eps=9.999999747378752e-06,data=dense:1)"),
     )
 ] + [
     KnownBug(
