@@ -199,6 +199,10 @@ class Harness:
         """The tests whose breaker tripped: first crash/timeout, what shrinking cost, examples skipped."""
         return [b.to_json(self.device_spec.text) for b in self.breakers.values() if b.tripped]
 
+    def repeats_not_rerun(self) -> int:
+        """Suite cases drawn again after they had passed in their test, and not run again."""
+        return sum(b.repeats for b in self.breakers.values())
+
     def _new_record(self, case_id: str, op: str, description: CaseDescription, distribution: str, data_seed: int,
                     reply: Reply, tolerance: dict[str, Any]) -> CaseRecord:
         """The record's common part; the outcome is the reply's until a verdict replaces it."""

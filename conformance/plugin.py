@@ -204,7 +204,7 @@ class ConformSession:
             for k, v in h.counts.items():
                 counts[k] = counts.get(k, 0) + v
             breakers += h.breaker_summary()
-            repeats += sum(b.repeats for b in h.breakers.values())
+            repeats += h.repeats_not_rerun()
             if exitstatus in _NORMAL_END:
                 memory.append(_memory_at_end(h))
             try:

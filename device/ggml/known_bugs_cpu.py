@@ -38,7 +38,7 @@ def _src1_rows_strided(case: OpCase) -> bool:
 
 def _im2col_2d_rows_padded(case: OpCase) -> bool:
     data = case.inputs[1]
-    row_bytes = data.ne[0] * dtypes.type_size(data.dtype)  # F16 data too (was 4 bytes, F32 only)
+    row_bytes = data.ne[0] * dtypes.type_size(data.dtype)  # in the data's own type: IM2COL takes F16 data too
     return bool(case.param("is_2d")) and data.ne[1] > 1 and logical_nb(data)[1] != row_bytes
 
 
