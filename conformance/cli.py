@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from conformance.record import CaseRecord
     from conformance.set_get import SetGetCase
     from device.spec import DeviceSpec
     from golden.case import OpCase
+    from results.record import CaseRecord
 
 PROFILES = ("dev", "ci", "nightly")
 
@@ -247,8 +247,8 @@ def _sequence_ids(items: list[str]) -> list[str]:
 
 def _history_record(results: str, case_id: str | None) -> CaseRecord:
     """The crash/timeout record with a history in ``results`` (the one for ``case_id``, or the only one)."""
-    from conformance.record import CaseRecord
-    from device.outcome import Outcome
+    from results.outcome import Outcome
+    from results.record import CaseRecord
 
     DIED = {o.value for o in Outcome if o.process_died}
     try:
@@ -283,8 +283,8 @@ def _history_record(results: str, case_id: str | None) -> CaseRecord:
 
 def _repro_sequence(args: argparse.Namespace) -> int:
     from conformance.sequence import SequenceRunner, Step, shrink
-    from device.outcome import Outcome
     from device.registry import check_spec
+    from results.outcome import Outcome
 
     if args.sequence and args.history:
         raise UsageError("give either --sequence or --history, not both")

@@ -1,7 +1,7 @@
 """Running one case on one device end to end: inputs, golden, device attempt, verdict, record.
 
 :class:`Harness` is what the pytest fixture ``conform`` hands to tests and what ``conform repro``
-uses. ``check(case)`` returns the :class:`~conformance.record.CaseRecord` and raises
+uses. ``check(case)`` returns the :class:`~results.record.CaseRecord` and raises
 :class:`CaseFailed` (an AssertionError) for fail/crash/timeout/error outcomes, with the one-line
 repro attached. ``check_set_get`` does the same for a set/get round trip
 (:class:`~conformance.set_get.SetGetCase`).
@@ -28,7 +28,6 @@ import numpy as np
 
 from conformance import cases
 from conformance.data import as_stored, make_inputs
-from conformance.record import CaseDescription, CaseRecord, ExpectedFailure
 from conformance.set_get import SetGetCase
 from conformance.stages import Stage, StageClock
 from conformance.verdict import Metrics, compare, same_values
@@ -36,11 +35,12 @@ from conformance.verdict_raw import judge_raw_inputs
 from device import known_bugs
 from device.base import Capability, DeviceError, RunResult
 from device.known_bugs import KnownBug
-from device.outcome import Outcome
 from device.spec import DeviceSpec
 from device.worker import DeviceWorker, InProcessRunner, Reply, open_runner
 from golden import catalogue, dtypes, quant
 from golden.case import OpCase, TensorSpec
+from results.outcome import Outcome
+from results.record import CaseDescription, CaseRecord, ExpectedFailure
 
 # RunResult.extra keys that are the verdict's input rather than measurements worth recording
 VERDICT_ONLY_EXTRA = ("input_bytes_intact",)

@@ -20,9 +20,7 @@ marks its JUnit XML with the property ``conform_partial``.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
-import socket
 import sys
 import uuid
 from collections.abc import Iterator
@@ -33,10 +31,11 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from device.spec import DeviceSpec
+from results.record import FooterRecord, HeaderRecord
 
 if TYPE_CHECKING:
     from conformance.harness import Harness
-    from reports.schema import ResultsWriter
+    from results.schema import ResultsWriter
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
              HealthCheck.function_scoped_fixture]
@@ -152,30 +151,17 @@ class ConformSession:
         if not self.results_path:
             return
         from device.inventory import acl_devices
-        from reports.schema import SCHEMA, SCHEMA_VERSION, ResultsWriter
+        from results.schema import ResultsWriter
 
         if self.writer is None:
             self.writer = ResultsWriter(self.results_path)
         # the spec each harness opened (never info()'s own), and a plug-in's import_root: see header_inventory
         inventory = [h.inventory for h in self.harnesses.values()]
-        self.writer.write({
-            "type": "header",
-            "schema": SCHEMA,
-            "schema_version": SCHEMA_VERSION,
-            "run_id": self.run_id,
-            "worker": self.worker,
-            "harness_version": HARNESS_VERSION,
-            "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "host": socket.gethostname(),
-            "profile": _profile_name(),
-            "hypothesis_seed": _hypothesis_seed(self.config),
-            "hypothesis_db": _database_in_use(self.config),
-            "devices": inventory,
-            "cwd": os.getcwd(),
-            "acl_devices": acl_devices(),
-            "env": {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))},
-            "argv": sys.argv,
-        })
+        self.writer.write(HeaderRecord(
+            run_id=self.run_id, worker=self.worker, harness_version=HARNESS_VERSION, profile=_profile_name(),
+            hypothesis_seed=_hypothesis_seed(self.config), hypothesis_db=_database_in_use(self.config),
+            devices=inventory, acl_devices=acl_devices(), argv=sys.argv,
+        ).to_json())
 
     def note_report(self, report: pytest.TestReport) -> None:
         """Count pytest's failures (call) and errors (setup, teardown) for the footer."""
@@ -213,15 +199,12 @@ class ConformSession:
                 pass
         if self.writer is not None:
             if exitstatus in _NORMAL_END:
-                self.writer.write({
-                    "type": "footer", "run_id": self.run_id, "worker": self.worker,
-                    "ended": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "counts": counts,
-                    "exitstatus": int(exitstatus), "pytest_failed": self.pytest_failed,
-                    "pytest_errors": self.pytest_errors, "pytest_failed_tests": self.failed_tests,
-                    "breakers": breakers, "devices_end": memory,
-                    # suite cases Hypothesis drew again after they had passed: not run twice, no record
-                    "repeats_not_rerun": repeats,
-                })
+                self.writer.write(FooterRecord(
+                    run_id=self.run_id, worker=self.worker, counts=counts, exitstatus=int(exitstatus),
+                    pytest_failed=self.pytest_failed, pytest_errors=self.pytest_errors,
+                    pytest_failed_tests=self.failed_tests, breakers=breakers, devices_end=memory,
+                    repeats_not_rerun=repeats,
+                ).to_json())
             self.writer.close()
 
 

@@ -50,10 +50,11 @@ from device.base import (
     result_problem,
 )
 from device.channel import REPLY_SPIN_S, REQUEST_SPIN_S, WORKER, Arena, Channel, unlink_quietly
-from device.outcome import Outcome
 from device.spec import DeviceKind, DeviceSpec
 from device.zygote import ForkedWorker, ForkServer, ForkServerError
 from golden.case import CONTIGUOUS, Layout, OpCase, TensorSpec
+from results.outcome import Outcome
+from results.record import CrashInfo
 
 STDERR_TAIL_BYTES = 4000
 # A crash record carries at most this many of the latest case ids; earlier ones are only counted.
@@ -116,18 +117,6 @@ class OpenFailed:
 @dataclass(frozen=True)
 class InfoReply:
     info: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class CrashInfo:
-    """How the device process ended: the signal (``SIGABRT``), or the exit code, and its stderr tail."""
-
-    signal: str | None
-    exitcode: int | None
-    stderr_tail: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"signal": self.signal, "exitcode": self.exitcode, "stderr_tail": self.stderr_tail}
 
 
 @dataclass

@@ -31,7 +31,6 @@ from reports.clusters import (
     input_elements,
 )
 from reports.expectations import Expectation
-from reports.load import FAILING_OUTCOMES, ResultsFile, as_float, load_artefact
 from reports.matrix import (  # noqa: F401  (re-exported: the matrix's names are the report's vocabulary)
     ALL_PASS,
     CELL_EXPLANATIONS,
@@ -52,6 +51,8 @@ from reports.matrix import (  # noqa: F401  (re-exported: the matrix's names are
 from reports.plots import HIST_BINS, error_points, error_scatter_svg, ratio_bin, thin
 from reports.repro import header_inventory
 from reports.runstatus import RunStatus, run_status
+from results.load import FAILING_OUTCOMES, ResultsFile, as_float, load_artefact
+from results.outcome import Outcome
 
 
 def op_params_text(case_id: str) -> str:
@@ -240,7 +241,7 @@ class DeviceSummary:
 
     @property
     def ran(self) -> int:
-        return self.total - self.counts["unsupported"]
+        return self.total - self.counts[Outcome.UNSUPPORTED]
 
     @property
     def failing(self) -> int:
@@ -252,7 +253,7 @@ class DeviceSummary:
 
     @property
     def pass_rate(self) -> float | None:
-        return self.counts["pass"] / self.ran if self.ran else None
+        return self.counts[Outcome.PASS] / self.ran if self.ran else None
 
 
 @dataclass
@@ -504,16 +505,16 @@ def analyse(
                 if bug is None:
                     bug = known_bugs[cause.id] = KnownBugStats(cause=cause)
                 bug.devices.add(spec)
-                if outcome == "pass":
+                if outcome == Outcome.PASS:
                     bug.passing += 1
-                elif outcome == "unsupported":
+                elif outcome == Outcome.UNSUPPORTED:
                     bug.declined += 1
                 else:
                     bug.failures += 1
-            elif outcome != "pass":
+            elif outcome != Outcome.PASS:
                 matched = next((e for e in expectations if e.matches(case)), None)
                 if matched is not None:
-                    if outcome == "unsupported":
+                    if outcome == Outcome.UNSUPPORTED:
                         matched.matched_unsupported += 1
                     else:
                         matched.matched_failures += 1
@@ -593,9 +594,9 @@ def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) ->
         stats = op.per_device[column] = OpDeviceStats()
     stats.cases += 1
     outcome = case["outcome"]
-    if outcome != "unsupported":
+    if outcome != Outcome.UNSUPPORTED:
         stats.ran += 1
-        if outcome == "pass":
+        if outcome == Outcome.PASS:
             stats.passed += 1
         else:
             stats.failed += 1
@@ -612,7 +613,7 @@ def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) ->
             if stats.worst_ratio is None or ratio > stats.worst_ratio:
                 stats.worst_ratio = ratio
                 stats.worst_case_id = case["case_id"]
-            if outcome == "pass" and (stats.worst_passing_ratio is None or ratio > stats.worst_passing_ratio):
+            if outcome == Outcome.PASS and (stats.worst_passing_ratio is None or ratio > stats.worst_passing_ratio):
                 stats.worst_passing_ratio = ratio
 
     params = case.get("params")

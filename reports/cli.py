@@ -13,7 +13,7 @@ import sys
 
 from reports.csv_export import write_support_csv
 from reports.html import build_report
-from reports.load import ReportInputError
+from results.load import ReportInputError
 
 PROG = "conform report"
 EXIT_BAD_INPUT = 2

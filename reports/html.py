@@ -31,7 +31,9 @@ from reports.analysis import (
 )
 from reports.baseline import ERROR_GROWTH_FACTOR, ERROR_GROWTH_FLOOR, PASS_RATE_SIGMAS
 from reports.expectations import load_expectations
-from reports.load import (
+from reports.perf import REGRESSION_FACTOR, PerfSection, build_perf_section, format_quantity, format_seconds
+from reports.plots import pass_rate_svg, ratio_histogram_svg
+from results.load import (
     ResultsError,
     as_float,
     check_outputs_are_not_inputs,
@@ -40,9 +42,7 @@ from reports.load import (
     load_many,
     paused_gc,
 )
-from reports.perf import REGRESSION_FACTOR, PerfSection, build_perf_section, format_quantity, format_seconds
-from reports.plots import pass_rate_svg, ratio_histogram_svg
-from reports.schema import OUTCOMES
+from results.schema import OUTCOMES
 
 # Next to this module (not in a subfolder) so pyproject's package-data "*.j2" ships it.
 TEMPLATE_DIR = Path(__file__).parent
@@ -214,7 +214,7 @@ def build_report(
 ) -> ReportData:
     """Read results (and optionally baseline runs and an expectations file) and write one HTML file.
 
-    Raises :class:`reports.load.ReportInputError` (a one-line, user-facing message) for missing,
+    Raises :class:`results.load.ReportInputError` (a one-line, user-facing message) for missing,
     malformed or foreign inputs, and for an output that would overwrite an input. The same file
     given twice, or two copies of one run, are read once; ``ReportData.input_warnings`` says so.
     ``other_outputs`` are further files the caller will write (the CSV), checked the same way.

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from results.outcome import Outcome
+
 # Cell kinds of the support matrix, most alarming first (the legend and sort order follow this).
 CLAIMED_FAIL = "claimed-fail"
 NONE_PASS = "none-pass"
@@ -82,9 +84,9 @@ class CellStats:
     def add(self, case: dict[str, Any], known: bool) -> None:
         self.total += 1
         outcome = case["outcome"]
-        if outcome == "pass":
+        if outcome == Outcome.PASS:
             self.passed += 1
-        elif outcome == "unsupported":
+        elif outcome == Outcome.UNSUPPORTED:
             self.unsupported += 1
         else:
             self.failed += 1

@@ -16,9 +16,9 @@ import pytest
 
 from device.base import RunResult
 from device.channel import HARNESS, WORKER, Arena, Channel
-from device.outcome import Outcome
 from device.worker import Reply, RunRequest, decode_message, encode_message
 from golden.case import CONTIGUOUS, Layout, OpCase, TensorSpec
+from results.outcome import Outcome
 
 
 def _pair(arena_bytes: int | None = 1 << 16) -> tuple[Channel, Channel]:

@@ -17,7 +17,7 @@ from device.base import DeviceError, RunResult, output_dtype
 from device.ggml.device import open_ggml_device
 from device.golden_device import GoldenDevice
 from golden.case import OpCase, TensorSpec
-from reports.schema import ResultsWriter
+from results.schema import ResultsWriter
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGINS = "tests.plugins.contract_breakers"

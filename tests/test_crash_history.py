@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from conformance.harness import Harness
-from conformance.record import CaseRecord
 from conformance.sequence import Replay, Step, shrink
-from device.outcome import Outcome
 from device.worker import DeviceWorker
 from golden.case import OpCase, TensorSpec
-from reports.schema import ResultsWriter
+from results.outcome import Outcome
+from results.record import CaseRecord
+from results.schema import ResultsWriter
 
 ROOT = Path(__file__).parent.parent
 DEVICE = "tests.plugins.stateful_crash:crashes_third_call_after_scale"

@@ -7,8 +7,8 @@ import pytest
 
 from conformance.harness import Harness
 from device.known_bugs import find
-from device.outcome import Outcome
 from golden.case import Layout, OpCase, TensorSpec
+from results.outcome import Outcome
 
 GELU = OpCase("GELU", (TensorSpec("f32", (64, 3, 1, 1)),), distribution="dense", data_seed=5)
 

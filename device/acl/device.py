@@ -72,7 +72,7 @@ class AclDevice:
             memory = self.runtime.mem_info(HBM_MEM)
         soc_name = self.runtime.soc_name()
         return {
-            # the keys every device reports in the results header (reports/RESULTS.md)
+            # the keys every device reports in the results header (results/RESULTS.md)
             "spec": self.name,
             "name": self.name,
             "description": f"{soc_name or 'Ascend NPU'} via aclnn (no ggml)",

@@ -8,7 +8,7 @@ from pathlib import Path
 from reports.analysis import analyse
 from reports.expectations import load_expectations
 from reports.html import build_report
-from reports.load import load_results
+from results.load import load_results
 from tests.reports.synth import make_case, write_results
 
 BUG = {"id": "vulkan-silu-ulp", "reason": "lavapipe's expf is 4 ulp off at |y| ≈ 0.006",

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from reports.analysis import analyse
-from reports.load import load_results
+from results.load import load_results
 from tests.reports.fixture_figures import report_figures
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -1,20 +1,50 @@
 """The results record of one case on one device: one typed value for every writer and reader.
 
 :class:`CaseRecord` holds exactly what a ``case`` line of a results file holds
-(``reports/RESULTS.md``, schema version 1); :meth:`CaseRecord.to_json` writes it and
+(``results/RESULTS.md``, schema version 1); :meth:`CaseRecord.to_json` writes it and
 :meth:`CaseRecord.from_json` reads it back. The harness builds one for every op case and every
 set/get round trip; ``conform repro`` reads them back for their crash history.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import datetime as dt
+import os
+import socket
+from dataclasses import dataclass, field
 from typing import Any
 
-from device.known_bugs import KnownBug
-from device.outcome import Outcome
-from device.worker import CrashInfo
+from collections.abc import Sequence
+from typing import Protocol
+
 from golden.case import OpCase
+from results.outcome import Outcome
+from results.schema import SCHEMA, SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class CrashInfo:
+    """How the device process ended: the signal (``SIGABRT``), or the exit code, and its stderr tail."""
+
+    signal: str | None
+    exitcode: int | None
+    stderr_tail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signal": self.signal, "exitcode": self.exitcode, "stderr_tail": self.stderr_tail}
+
+
+class BugDescription(Protocol):
+    """What a record keeps of a known bug (``device.known_bugs.KnownBug`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def repro(self) -> str: ...
+    @property
+    def outcomes(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True)
@@ -27,7 +57,7 @@ class ExpectedFailure:
     outcomes: tuple[str, ...] = ("fail",)  # what the bug gives: fail, crash, timeout, error
 
     @classmethod
-    def of(cls, bug: KnownBug) -> ExpectedFailure:
+    def of(cls, bug: BugDescription) -> ExpectedFailure:
         return cls(bug.id, bug.reason, bug.repro, tuple(bug.outcomes))
 
     def to_json(self) -> dict[str, Any]:
@@ -153,3 +183,71 @@ class CaseRecord:
             if isinstance(expected, dict) else None,
             perf=data.get("perf") if isinstance(data.get("perf"), dict) else None,
         )
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _run_env() -> dict[str, str]:
+    """The environment variables that change what a run measures (ggml's, CANN's, hypothesis')."""
+    return {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))}
+
+
+@dataclass
+class HeaderRecord:
+    """The first line each writing process puts in a results file (``results/RESULTS.md``)."""
+
+    run_id: str
+    worker: str | None
+    harness_version: str
+    profile: str | None
+    hypothesis_seed: Any
+    hypothesis_db: Any
+    devices: list[dict[str, Any]]
+    acl_devices: Any
+    argv: list[str]
+    started: str = field(default_factory=_now)
+    host: str = field(default_factory=socket.gethostname)
+    cwd: str = field(default_factory=os.getcwd)
+    env: dict[str, str] = field(default_factory=_run_env)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "header", "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "run_id": self.run_id,
+            "worker": self.worker, "harness_version": self.harness_version, "started": self.started,
+            "host": self.host, "profile": self.profile, "hypothesis_seed": self.hypothesis_seed,
+            "hypothesis_db": self.hypothesis_db, "devices": self.devices, "cwd": self.cwd,
+            "acl_devices": self.acl_devices, "env": self.env, "argv": self.argv,
+        }
+
+
+@dataclass
+class FooterRecord:
+    """The last line of a process that ended normally; ``breakers`` and ``repeats_not_rerun`` are the
+    pytest plug-in's (None: left out, as the perf process writes it)."""
+
+    run_id: str
+    worker: str | None
+    counts: dict[str, int]
+    exitstatus: int
+    pytest_failed: int
+    pytest_errors: int
+    pytest_failed_tests: list[dict[str, Any]]
+    devices_end: list[dict[str, Any]]
+    breakers: list[dict[str, Any]] | None = None
+    repeats_not_rerun: int | None = None  # suite cases drawn again after they had passed: not run twice
+    ended: str = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": "footer", "run_id": self.run_id, "worker": self.worker, "ended": self.ended,
+            "counts": self.counts, "exitstatus": int(self.exitstatus), "pytest_failed": self.pytest_failed,
+            "pytest_errors": self.pytest_errors, "pytest_failed_tests": self.pytest_failed_tests,
+        }
+        if self.breakers is not None:
+            out["breakers"] = self.breakers
+        out["devices_end"] = self.devices_end
+        if self.repeats_not_rerun is not None:
+            out["repeats_not_rerun"] = self.repeats_not_rerun
+        return out

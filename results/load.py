@@ -1,4 +1,4 @@
-"""Reading results files (see ``reports/RESULTS.md``).
+"""Reading results files (see ``results/RESULTS.md``).
 
 Parsing is strict JSON per line and never executes anything (no ``eval``, no pickle). The one
 leniency is the last line of a file: a run killed mid-write (SIGKILL, full disk) can leave a final
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from device.outcome import Outcome
-from reports.schema import OUTCOMES, SCHEMA, SCHEMA_VERSION
+from results.outcome import Outcome
+from results.schema import OUTCOMES, SCHEMA, SCHEMA_VERSION
 
 RECORD_TYPES = ("header", "case", "footer")
 FAILING_OUTCOMES: tuple[str, ...] = tuple(outcome.value for outcome in Outcome if outcome.failing)
