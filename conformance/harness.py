@@ -27,16 +27,18 @@ from typing import Any, NoReturn
 import numpy as np
 
 from conformance import cases
-from conformance.data import as_stored, make_inputs
+from conformance.data import as_stored
+from conformance.inputs import make_inputs
 from conformance.set_get import SetGetCase
 from conformance.stages import Stage, StageClock
 from conformance.verdict import Metrics, compare, same_values
 from conformance.verdict_raw import judge_raw_inputs
-from device import known_bugs
+from device import known_bug, known_bugs
 from device.base import Capability, DeviceError, RunResult
-from device.known_bugs import KnownBug
+from device.known_bug import KnownBug
+from device.messages import Reply
 from device.spec import DeviceSpec
-from device.worker import DeviceWorker, InProcessRunner, Reply, open_runner
+from device.worker import DeviceWorker, InProcessRunner, open_runner
 from golden import catalogue, dtypes, quant
 from golden.case import OpCase, TensorSpec
 from results.outcome import Outcome
@@ -275,7 +277,7 @@ class Harness:
             return self._finish(self._error_record(case, f"harness error while {step}: {_one_line(exc)}"))
         timeout = self.timeout
         if bug is not None and bug.corrupts_process and bug.may_hang:
-            timeout = min(timeout, known_bugs.CORRUPTING_CASE_TIMEOUT_S)  # a known heap overrun may hang
+            timeout = min(timeout, known_bug.CORRUPTING_CASE_TIMEOUT_S)  # a known heap overrun may hang
         try:
             reply = self.runner.attempt(case, inputs, timeout)
         except Exception as exc:  # the worker could not be (re)started, or answered nonsense

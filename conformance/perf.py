@@ -117,7 +117,7 @@ def _seed_where(case: OpCase, wanted: Callable[[list[np.ndarray]], bool], tries:
     function of the case id (``conform repro`` rebuilds them), and still look like a model's."""
     from dataclasses import replace
 
-    from conformance.data import make_inputs
+    from conformance.inputs import make_inputs
 
     for seed in range(case.data_seed, case.data_seed + tries):
         candidate = replace(case, data_seed=seed)

@@ -12,52 +12,15 @@ collected here.
 
 from __future__ import annotations
 
-import fnmatch
 import importlib
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 
+from device.ggml import known_bugs_cpu
+from device.known_bug import KnownBug
 from golden.case import OpCase
-from golden.tolerance import Tolerance
-
-CORRUPTING_CASE_TIMEOUT_S = 10.0
-
-
-@dataclass(frozen=True)
-class KnownBug:
-    """One backend defect, precise enough to match the cases it breaks and nothing else."""
-
-    id: str  # short, stable: "cpu-clamp-row-stride"
-    devices: str  # fnmatch over the ggml device name: "CPU", "Vulkan*"
-    op: str
-    applies: Callable[[OpCase], bool]
-    reason: str  # what the kernel does wrong, with the evidence
-    repro: str  # a minimal case id that shows it
-    releases: tuple[str, ...] = ()  # ggml versions that have it; empty: every release we know
-    outcomes: tuple[str, ...] = ("fail",)  # what it gives: fail, crash, timeout, error
-    # the kernel corrupts process memory (a write past a buffer): the case gets a short timeout (it may
-    # hang) and the worker is restarted after it
-    corrupts_process: bool = False
-    # a corrupting case may also hang, so it gets the short timeout; False where the kernel's first use
-    # legitimately takes long (lavapipe compiles a matmul pipeline for a minute in a fresh process)
-    may_hang: bool = True
-    tags: tuple[str, ...] = field(default=())
-    # a documented deviation rather than a wrong answer (ggml's CPU evaluates GELU of F32 through an
-    # F16 table): the case is judged against this row instead, so the backend stays checked against its
-    # own documented shortcut while the catalogue's row stays what any correct implementation meets
-    tolerance: Tolerance | None = None
-
-    def matches(self, case: OpCase, device_name: str, release: str) -> bool:
-        if case.op != self.op or not fnmatch.fnmatchcase(device_name, self.devices):
-            return False
-        if self.releases and release not in self.releases:
-            return False
-        return bool(self.applies(case))
 
 
 def all_known_bugs() -> list[KnownBug]:
-    from device.ggml import known_bugs_cpu
-
     bugs: list[KnownBug] = list(known_bugs_cpu.BUGS)
     try:  # a list that may not exist yet: imported by name
         known_bugs_vulkan = importlib.import_module("device.ggml.known_bugs_vulkan")

@@ -6,7 +6,7 @@ its time there. The fork server is started once, imports what a worker needs and
 (nothing that starts threads or holds device state, so forking it is safe), and forks a worker on
 request. The forked worker takes the caller's environment and ``sys.path``, points its stdout and
 stderr at the file it was given, and serves its socket exactly as a worker started by
-``python -m device.worker`` does.
+``python -m device.serve`` does.
 
 The fork server is the workers' parent, so it reaps them and reports each one's exit status to the
 harness; :class:`ForkedWorker` is the harness' ``subprocess.Popen``-like handle on one worker.
@@ -67,7 +67,7 @@ class ForkServer:
     def spawn(self, conn_fd: int, stderr_fd: int, arena_path: str, env: dict[str, str]) -> ForkedWorker:
         """Fork a worker serving ``conn_fd`` with the arena at ``arena_path``, its stdout and stderr on
         ``stderr_fd`` (the caller keeps and closes its copies), in ``env``, the current directory and
-        the module path a ``python -m device.worker`` started from here would have."""
+        the module path a ``python -m device.serve`` started from here would have."""
         path = [os.getcwd()] + [p for p in sys.path if p and os.path.isdir(p)]
         with self._lock:
             try:
@@ -199,7 +199,7 @@ def _fd_bytes(fds: list[int]) -> bytes:
 def serve(control_fd: int) -> None:
     """The fork server's loop: fork workers on request, reap them and report their exits."""
     import device.registry  # noqa: F401  (what a worker imports first: ready before the fork)
-    import device.worker
+    import device.serve
 
     try:  # the ggml device's Python side (its op builders: tens of ms); no library is loaded here
         from device.ggml.graph import builders
@@ -249,7 +249,7 @@ def serve(control_fd: int) -> None:
                         continue
                     if pid == 0:
                         selector.close()
-                        _become_worker(device.worker, sock, (wake_r, wake_w), fds, message[1:])
+                        _become_worker(device.serve, sock, (wake_r, wake_w), fds, message[1:])
                     for fd in fds:
                         os.close(fd)
                     live.add(pid)
@@ -323,7 +323,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # run as the imported module (not __main__), as device.worker does: its workers pickle by that name
+    # run as the imported module (not __main__), as device.serve does: its workers pickle by that name
     from device.zygote import main as _main
 
     _main()

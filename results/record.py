@@ -35,7 +35,7 @@ class CrashInfo:
 
 
 class BugDescription(Protocol):
-    """What a record keeps of a known bug (``device.known_bugs.KnownBug`` is one)."""
+    """What a record keeps of a known bug (``device.known_bug.KnownBug`` is one)."""
 
     @property
     def id(self) -> str: ...

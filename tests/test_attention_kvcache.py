@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from conformance.cases.kvcache import judge_set_rows
-from conformance.data import as_stored, make_inputs
+from conformance.data import as_stored
+from conformance.inputs import make_inputs
 from golden import attention, catalogue, dtypes
 from golden.case import OpCase, TensorSpec
 

@@ -16,7 +16,7 @@ import pytest
 
 from device.base import RunResult
 from device.channel import HARNESS, WORKER, Arena, Channel
-from device.worker import Reply, RunRequest, decode_message, encode_message
+from device.messages import Reply, RunRequest, decode_message, encode_message
 from golden.case import CONTIGUOUS, Layout, OpCase, TensorSpec
 from results.outcome import Outcome
 

@@ -104,7 +104,8 @@ OUTPUT_CASES = [
 
 @pytest.mark.parametrize("case", OUTPUT_CASES, ids=lambda c: f"{c.op}-{c.out_dtype}")
 def test_ggml_and_golden_return_the_destination_dtype(case: OpCase) -> None:
-    from conformance.data import as_stored, make_inputs
+    from conformance.data import as_stored
+    from conformance.inputs import make_inputs
 
     inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
     ggml = open_ggml_device("CPU", {})

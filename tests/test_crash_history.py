@@ -83,7 +83,8 @@ def test_the_history_restarts_with_the_process_and_keeps_the_latest(monkeypatch:
 
 
 def case_input(case: OpCase):  # type: ignore[no-untyped-def]
-    from conformance.data import as_stored, make_inputs
+    from conformance.data import as_stored
+    from conformance.inputs import make_inputs
 
     return as_stored(make_inputs(case)[0], case.inputs[0].dtype)
 

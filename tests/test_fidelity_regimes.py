@@ -15,7 +15,7 @@ from hypothesis.errors import NoSuchExample
 from conformance.cases.elementwise import elementwise_shape
 from conformance.cases.movement import get_rows_inputs, long_rows, tall_table
 from conformance.cases.numerics import big_mul_mat_case, mul_mat_inputs
-from conformance.data import make_inputs
+from conformance.inputs import make_inputs
 from conformance.strategies import NIGHTLY_MIN_EXAMPLES
 from golden import quant
 from golden.case import Layout, OpCase, TensorSpec

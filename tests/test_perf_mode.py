@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conformance.data import make_inputs
+from conformance.inputs import make_inputs
 from conformance.perf import LLAMA_TINY, bytes_moved, flops, llama, tensor_bytes
 from golden.case import parse_case_id
 from reports.perf import REGRESSION_FACTOR, build_perf_section

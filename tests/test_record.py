@@ -12,7 +12,7 @@ import pytest
 
 from conformance.harness import Harness
 from conformance.set_get import SetGetCase
-from device.known_bugs import KnownBug
+from device.known_bug import KnownBug
 from golden import dtypes, quant
 from golden.case import OpCase, TensorSpec
 from results.outcome import Outcome

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.strategies import ALL_PERMS, ROW_KEEPING_PERMS, f32, finish, layouts, spec
 from golden import dtypes
 from golden.case import Layout, OpCase

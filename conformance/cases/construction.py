@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
 from conformance.cases.movement import factorisation, grown
+from conformance.cases.registry import register
 from conformance.strategies import f32, finish, input_layouts, row_size, shapes, spec
 from golden import catalogue, dtypes
 from golden.case import Layout, Ne, OpCase

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import family_default, register
+from conformance.cases.registry import family_default, register
 from conformance.strategies import f32, finish, input_layouts, nightly_sizes, one_in, shapes, spec, tiling_shape
 from conformance.verdict import Metrics, compare
 from device.ggml.ops_elementwise import UNARY_OPS

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import floats, plain_input
 from conformance.strategies import finish, input_layouts, row_size, spec
 from conformance.verdict import Metrics, compare

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import plain_input
 from conformance.strategies import finish, input_layouts, shapes, spec
 from golden import catalogue, dtypes

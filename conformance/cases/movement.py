@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import plain_input
 from conformance.strategies import (
     ALL_PERMS,

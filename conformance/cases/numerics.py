@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import floats, plain_input
 from conformance.strategies import (
     ROW_KEEPING_PERMS,

@@ -7,8 +7,8 @@ import functools
 
 from hypothesis import strategies as st
 
-from conformance.cases import register
 from conformance.cases.movement import cpy_destination
+from conformance.cases.registry import register
 from conformance.strategies import ROW_KEEPING_PERMS, finish, layouts, one_in, spec, weight_names
 from golden.case import Layout, OpCase
 from golden.dtypes import QUANT_TYPES

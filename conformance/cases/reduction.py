@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import DISTRIBUTIONS, plain_input
 from conformance.strategies import f32, finish, input_layouts, row_size, shapes, spec
 from conformance.verdict import Metrics

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import floats
 from conformance.strategies import ALL_PERMS, f32, finish, input_layouts, layouts, spec
 from golden import catalogue, dtypes, ssm

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from device.known_bugs import KnownBug
+from device.known_bug import KnownBug
 from golden import dtypes, glu, unary
 from golden.case import Layout, OpCase, TensorSpec
 from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride, strictly_packed
