@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from golden.case import OpCase
     from results.record import CaseRecord
 
-PROFILES = ("dev", "ci", "nightly")
+from conformance.options import OPTIONS_BY_FLAG, RUN_OPTIONS
 
 
 class UsageError(Exception):
@@ -449,19 +449,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     suite = Path(__file__).parent
     cmd = [sys.executable, "-m", "pytest", str(suite), "-p", "no:cacheprovider", "-q", "-rN",
            "--results", str(results), "--junitxml", str(junit), "-o", "junit_family=xunit1",
-           "--conform-profile", args.profile, "--case-timeout", str(args.case_timeout),
-           "--threads", str(args.threads), "-o", "console_output_style=count", "--tb=line",
+           "-o", "console_output_style=count", "--tb=line",
            "-W", "ignore::DeprecationWarning"]
-    for d in devices:
-        cmd += ["--device", d.text]
-    if args.ggml_lib:
-        cmd += ["--ggml-lib", args.ggml_lib]
+    for option in RUN_OPTIONS:  # the devices as expanded above; every other option as given
+        value = [d.text for d in devices] if option.flag == "--device" else getattr(args, option.dest)
+        cmd += option.pytest_args(value)
     if args.k:
         cmd += ["-k", args.k]
-    for op in args.op:
-        cmd += ["--op", op]
-    if args.hypothesis_db:
-        cmd += ["--hypothesis-db", args.hypothesis_db]
     if args.hypothesis_seed is not None:
         cmd += ["--hypothesis-seed", args.hypothesis_seed]
     if workers:
@@ -634,42 +628,31 @@ def build_parser() -> argparse.ArgumentParser:
                            formatter_class=DefaultsFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
+    def declare(p: argparse.ArgumentParser, flag: str) -> None:
+        p.add_argument(flag, **OPTIONS_BY_FLAG[flag].declaration())
+
     def add(name: str, **kwargs: Any) -> argparse.ArgumentParser:
         return sub.add_parser(name, formatter_class=DefaultsFormatter, **kwargs)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--ggml-lib", default=None, metavar="DIR",
-                       help="ggml build directory (default: $GGML_LIB_DIR, else the libggml-python wheel)")
+        declare(p, "--ggml-lib")
 
-    def limits(p: argparse.ArgumentParser, threads_help: str) -> None:
-        from conformance.options import MAX_CASE_TIMEOUT_S, THREADS_PER_CORE
-
-        p.add_argument("--case-timeout", type=float, default=120.0, metavar="S",
-                       help=f"seconds a device call may take before the case is a TIMEOUT and its worker is "
-                            f"replaced (above 0, at most {MAX_CASE_TIMEOUT_S:g})")
-        p.add_argument("--threads", type=int, default=1, metavar="N",
-                       help=f"{threads_help} (1 to {THREADS_PER_CORE} per CPU core; results do not depend on it)")
+    def limits(p: argparse.ArgumentParser) -> None:
+        declare(p, "--case-timeout")
+        declare(p, "--threads")
 
     run = add("run", help="run the conformance suite and write results + report",
               description="Run the conformance suite (pytest) on one or more devices and write results.jsonl, "
                           "junit.xml and report.html into the output folder. Ctrl-C stops the run and still "
                           "writes the report and JUnit XML of what was measured, marked partial.")
-    common(run)
-    run.add_argument("--device", action="append", default=[], metavar="SPEC",
-                     help="golden, ggml:NAME, ggml:PATTERN*, acl:N or module:factory (repeatable; default: ggml:CPU)")
+    for option in RUN_OPTIONS:  # the options the pytest plug-in takes too, from the one table
+        run.add_argument(option.flag, **option.declaration())
     run.add_argument("--out", default=None, metavar="DIR", help="output folder (default: conform-out/<time>)")
-    run.add_argument("--profile", default="ci", choices=PROFILES,
-                     help="hypothesis profile: dev 12 examples per test, ci 30 (derandomized), nightly 400")
     run.add_argument("-k", default=None, metavar="EXPR",
                      help='pytest -k selection, e.g. soft_max or "add and f16" (substring: mul also selects mul_mat; '
                           'use --op for one op)')
-    run.add_argument("--op", action="append", default=[], metavar="OP",
-                     help="only the tests of these ops, exactly (MUL, not MUL_MAT; repeatable or comma-separated)")
     run.add_argument("--workers", "-n", type=int, default=None, metavar="N",
                      help="pytest-xdist workers (default: one per device when several, else none)")
-    limits(run, "CPU backend threads per worker")
-    run.add_argument("--hypothesis-db", default=None, metavar="DIR",
-                     help="keep hypothesis' example database here (failures replay first next time)")
     run.add_argument("--hypothesis-seed", default=None, metavar="SEED",
                      help="force hypothesis' seed (recorded in the results header; turns the example database off)")
     run.add_argument("--no-report", action="store_true", help="skip the HTML report")
@@ -708,7 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --sequence or --history: reduce the sequence to the shortest one whose last "
                           "case still crashes or times out, and print it")
     rep.add_argument("--out", default=".", metavar="DIR", help="where a failing case's .npz goes (artefacts/)")
-    limits(rep, "CPU backend threads")
+    limits(rep)
 
     perf = sub.add_parser("perf", help="judge and time model-shaped cases on device(s), next to ggml:CPU")
     common(perf)

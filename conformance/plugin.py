@@ -59,19 +59,13 @@ HARNESS_VERSION = "0.1.0"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from conformance.options import RUN_OPTIONS
+
     group = parser.getgroup("conform", "ggml/CANN conformance")
-    group.addoption("--device", action="append", default=[], metavar="SPEC",
-                    help="device under test: golden, ggml:NAME, acl:N, or module:factory (repeatable)")
-    group.addoption("--ggml-lib", default=None, metavar="DIR", help="ggml library directory")
-    group.addoption("--results", default=None, metavar="PATH", help="JSON Lines results file")
-    group.addoption("--case-timeout", type=float, default=120.0, metavar="S", help="per-case timeout")
-    group.addoption("--threads", type=int, default=1, help="CPU backend threads")
-    group.addoption("--op", action="append", default=[], metavar="OP",
-                    help="select the tests of these ops exactly (MUL, not MUL_MAT); repeatable or comma-separated")
-    group.addoption("--conform-profile", default=None, choices=["dev", "ci", "ci-seeded", "nightly"],
-                    help="hypothesis profile")
-    group.addoption("--hypothesis-db", default=None, metavar="DIR",
-                    help="directory for hypothesis' example database (failing examples replay first)")
+    for option in RUN_OPTIONS:
+        group.addoption(option.pytest_flag, **option.declaration(plugin=True))
+    group.addoption("--results", default=None, metavar="PATH",
+                    help="JSON Lines results file, one record per case, appended and flushed as measured")
 
 
 class ConformSession:
@@ -283,12 +277,10 @@ def _database_in_use(config: pytest.Config) -> str | None:
 
 def _check_options(config: pytest.Config) -> None:
     """The numbers and op names ``conform run`` checks, checked the same way for plain pytest."""
-    from conformance.options import check_case_timeout, check_threads, parse_ops
+    from conformance.options import check_run_options
 
     try:
-        check_case_timeout(config.getoption("case_timeout"))
-        check_threads(config.getoption("threads"))
-        parse_ops(config.getoption("op"))
+        check_run_options(lambda option: config.getoption(option.pytest_dest))
     except ValueError as exc:
         raise pytest.UsageError(f"conform: {exc}") from None
 
