@@ -253,17 +253,15 @@ class Harness:
         """Run and judge one case; always returns (and writes) a record, ERROR when a step raised.
         ``perf`` (perf mode, ``conformance/perf.py``) times the case once the device has answered;
         what it returns is the record's ``perf`` block."""
-        clock = self.clock
-        if clock is not None:
-            clock.cases += 1
-            clock.lap(Stage.GENERATION)
+        if self.clock is not None:
+            self.clock.cases += 1
+        self._lap(Stage.GENERATION)
         step = "looking the op up in the catalogue"
         try:
             spec = catalogue.get(case.op)
             step = "making the inputs"
             inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
-            if clock is not None:
-                clock.lap(Stage.INPUTS)
+            self._lap(Stage.INPUTS)
             step = "preparing the golden's inputs"
             exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
             step = "computing the golden"
@@ -271,8 +269,7 @@ class Harness:
             step = "finding the tolerance row"
             tolerance = catalogue.tolerance_of(case).describe()
             bug = self._known_bug(case)
-            if clock is not None:
-                clock.lap(Stage.GOLDEN)
+            self._lap(Stage.GOLDEN)
         except Exception as exc:
             return self._finish(self._error_record(case, f"harness error while {step}: {_one_line(exc)}"))
         timeout = self.timeout
@@ -282,32 +279,12 @@ class Harness:
             reply = self.runner.attempt(case, inputs, timeout)
         except Exception as exc:  # the worker could not be (re)started, or answered nonsense
             return self._finish(self._error_record(case, f"device error: {_one_line(exc)}"))
-        if clock is not None:
-            clock.lap(Stage.DEVICE)
+        self._lap(Stage.DEVICE)
         record = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
                                   case.data_seed, reply, tolerance)
-        if clock is not None:
-            clock.lap(Stage.RECORD)
+        self._lap(Stage.RECORD)
         if reply.answered:
-            result: RunResult = reply.result
-            try:
-                metrics, extra = self._judge(case, spec, inputs, exact_inputs, golden, result)
-                if not metrics.passed and bug is not None and bug.tolerance is not None:
-                    # a documented deviation of this backend: known only while within its own bound
-                    deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64),
-                                        bug.tolerance)
-                    extra["known_deviation_error_ratio"] = deviation.error_ratio
-                    if not deviation.passed:
-                        bug = None
-            except Exception as exc:
-                record.outcome = Outcome.ERROR
-                record.message = f"harness error while judging the result: {_one_line(exc)}"[:MESSAGE_LIMIT]
-            else:
-                record.metrics = metrics.as_dict()
-                record.outcome = Outcome.PASS if metrics.passed else Outcome.FAIL
-                if not metrics.passed:
-                    record.message = metrics.detail
-                record.extra = extra
+            bug = self._judge_into(record, case, spec, inputs, exact_inputs, golden, reply.result, bug)
         corrupting = False
         if bug is not None and (record.outcome.value in bug.outcomes or record.outcome is Outcome.PASS):
             # a failure this device and release are known to give, or a pass where one was expected
@@ -323,13 +300,9 @@ class Harness:
         # buffer (on lavapipe device memory is host heap: a later, correct case then died in malloc),
         # so it gets the next case a clean process too; a known bug says itself whether it corrupts.
         unexplained_failure = record.outcome is Outcome.FAIL and record.expected is None
-        if (corrupting or unexplained_failure) and isinstance(self.runner, DeviceWorker):
-            try:
-                self.runner.start()
-            except Exception as exc:  # the next case tries again; this one keeps its record
-                record.message = f"{record.message} (device restart failed: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
-        if clock is not None:
-            clock.lap(Stage.VERDICT)
+        if corrupting or unexplained_failure:
+            self._restart_worker(record)
+        self._lap(Stage.VERDICT)
         if record.failing and record.expected is None and self.keep_artefacts:
             # a known bug's failures are described by the bug and reproduced by the case id: an
             # artefact each (most of a crash-heavy run's record time) would add nothing
@@ -338,9 +311,46 @@ class Harness:
             except Exception as exc:  # the record matters more than its artefact
                 record.message = f"{record.message} (artefact not saved: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
         self._finish(record)
-        if clock is not None:
-            clock.lap(Stage.RECORD)
+        self._lap(Stage.RECORD)
         return record
+
+    def _lap(self, stage: Stage) -> None:
+        if self.clock is not None:
+            self.clock.lap(stage)
+
+    def _judge_into(self, record: CaseRecord, case: OpCase, spec: catalogue.OpSpec, inputs: list[np.ndarray],
+                    exact_inputs: list[np.ndarray], golden: np.ndarray, result: RunResult,
+                    bug: KnownBug | None) -> KnownBug | None:
+        """The verdict on what the device answered, into ``record``; returns the known bug that still
+        covers the case (None once a documented deviation is exceeded as well)."""
+        try:
+            metrics, extra = self._judge(case, spec, inputs, exact_inputs, golden, result)
+            if not metrics.passed and bug is not None and bug.tolerance is not None:
+                # a documented deviation of this backend: known only while within its own bound
+                deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64),
+                                    bug.tolerance)
+                extra["known_deviation_error_ratio"] = deviation.error_ratio
+                if not deviation.passed:
+                    bug = None
+        except Exception as exc:
+            record.outcome = Outcome.ERROR
+            record.message = f"harness error while judging the result: {_one_line(exc)}"[:MESSAGE_LIMIT]
+        else:
+            record.metrics = metrics.as_dict()
+            record.outcome = Outcome.PASS if metrics.passed else Outcome.FAIL
+            if not metrics.passed:
+                record.message = metrics.detail
+            record.extra = extra
+        return bug
+
+    def _restart_worker(self, record: CaseRecord) -> None:
+        """A fresh device process for the next case (a worker's; an in-process device has none)."""
+        if not isinstance(self.runner, DeviceWorker):
+            return
+        try:
+            self.runner.start()
+        except Exception as exc:  # the next case tries again; this one keeps its record
+            record.message = f"{record.message} (device restart failed: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
 
     def _known_bug(self, case: OpCase) -> KnownBug | None:
         """The device's known kernel bug covering ``case`` (ggml devices: by device name and release)."""

@@ -499,57 +499,23 @@ def analyse(
             op_name = case["op"]
             is_failure = outcome in FAILING_OUTCOMES
 
-            cause = record_known_bug(case)
-            if cause is not None:
-                bug = known_bugs.get(cause.id)
-                if bug is None:
-                    bug = known_bugs[cause.id] = KnownBugStats(cause=cause)
-                bug.devices.add(spec)
-                if outcome == Outcome.PASS:
-                    bug.passing += 1
-                elif outcome == Outcome.UNSUPPORTED:
-                    bug.declined += 1
-                else:
-                    bug.failures += 1
-            elif outcome != Outcome.PASS:
-                matched = next((e for e in expectations if e.matches(case)), None)
-                if matched is not None:
-                    if outcome == Outcome.UNSUPPORTED:
-                        matched.matched_unsupported += 1
-                    else:
-                        matched.matched_failures += 1
-                        cause = expectation_causes[id(matched)]
-            elif expectations:
+            cause = _count_known_bug(case, known_bugs)
+            if cause is None and outcome != Outcome.PASS:
+                cause = _match_expectation(case, expectations, expectation_causes)
+            elif cause is None and expectations:
                 passing_for_stale_check.append(case)
             known = is_failure and cause is not None
             if is_failure and not (cause is not None and cause.from_harness):
-                test_id = case.get("test_id")
-                if isinstance(test_id, str):
-                    failing_tests.add(test_id)
+                _add_failing_test(failing_tests, case)
 
-            summary = summaries[column]
-            summary.counts[outcome] += 1
-            summary.device_seconds += as_float(case.get("duration_s")) or 0.0
-            if known:
-                summary.known += 1
-            if is_failure and case.get("supported") is True:
-                summary.claimed_failing += 1
-
+            _add_to_summary(summaries[column], case, known, is_failure)
             cells = matrix[(op_name, dtype_key(case.get("dtypes")))]
-            cell = cells.get(column)
-            if cell is None:
-                cell = cells[column] = CellStats()
+            cell = cells.get(column) or cells.setdefault(column, CellStats())
             cell.add(case, known)
-
-            op = ops.get(op_name)
-            if op is None:
-                op = ops[op_name] = OpSummary(op=op_name)
+            op = ops.get(op_name) or ops.setdefault(op_name, OpSummary(op=op_name))
             _add_to_op(op, column, case, known)
-
             if is_failure:
-                kind, detail = failure_kind(case)
-                key = ClusterKey(op=op_name, column=column, signature=dtype_signature(case.get("dtypes")),
-                                 kind=kind, detail=detail, known=cause.id if known and cause else "")
+                key = _cluster_key(case, column, cause if known else None)
                 target = known_clusters if known else clusters
                 cluster = target.get(key)
                 if cluster is None:
@@ -586,6 +552,58 @@ def analyse(
         total_cases=total,
         listed_without_cases=_listed_without_cases(files, columns),
     )
+
+
+def _add_failing_test(failing_tests: set[str], case: dict[str, Any]) -> None:
+    test_id = case.get("test_id")
+    if isinstance(test_id, str):
+        failing_tests.add(test_id)
+
+
+def _count_known_bug(case: dict[str, Any], known_bugs: dict[str, KnownBugStats]) -> KnownCause | None:
+    """The known bug the record carries (counted by what the case did), or None."""
+    cause = record_known_bug(case)
+    if cause is None:
+        return None
+    bug = known_bugs.get(cause.id)
+    if bug is None:
+        bug = known_bugs[cause.id] = KnownBugStats(cause=cause)
+    bug.devices.add(case["device"])
+    if case["outcome"] == Outcome.PASS:
+        bug.passing += 1
+    elif case["outcome"] == Outcome.UNSUPPORTED:
+        bug.declined += 1
+    else:
+        bug.failures += 1
+    return cause
+
+
+def _match_expectation(case: dict[str, Any], expectations: list[Expectation],
+                       causes: dict[int, KnownCause]) -> KnownCause | None:
+    """The expectations file's entry that explains a case that did not pass (counted), or None."""
+    matched = next((e for e in expectations if e.matches(case)), None)
+    if matched is None:
+        return None
+    if case["outcome"] == Outcome.UNSUPPORTED:
+        matched.matched_unsupported += 1
+        return None
+    matched.matched_failures += 1
+    return causes[id(matched)]
+
+
+def _add_to_summary(summary: DeviceSummary, case: dict[str, Any], known: bool, is_failure: bool) -> None:
+    summary.counts[case["outcome"]] += 1
+    summary.device_seconds += as_float(case.get("duration_s")) or 0.0
+    if known:
+        summary.known += 1
+    if is_failure and case.get("supported") is True:
+        summary.claimed_failing += 1
+
+
+def _cluster_key(case: dict[str, Any], column: str, known_cause: KnownCause | None) -> ClusterKey:
+    kind, detail = failure_kind(case)
+    return ClusterKey(op=case["op"], column=column, signature=dtype_signature(case.get("dtypes")),
+                      kind=kind, detail=detail, known=known_cause.id if known_cause else "")
 
 
 def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) -> None:

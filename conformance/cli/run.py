@@ -67,17 +67,11 @@ def _open_each(devices: list[DeviceSpec], options: dict[str, Any], timeout: floa
                 done.result()
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _open_devices(args: argparse.Namespace) -> tuple[list[DeviceSpec], int]:
+    """The devices (globs expanded), each checked and opened once, and the xdist workers for them."""
     from device.base import DeviceError
     from device.registry import check_spec, expand_specs
 
-    check_numbers(args)
-    _check_selection(args)
-    if args.perf:
-        from conformance.perf import SHAPE_SETS
-
-        if args.perf_shapes not in SHAPE_SETS:
-            raise UsageError(f"unknown shape set {args.perf_shapes!r} (known: {', '.join(SHAPE_SETS)})")
     try:
         devices = expand_specs(args.device or ["ggml:CPU"], device_options(args))
         workers = args.workers if args.workers is not None else (len(devices) if len(devices) > 1 else 0)
@@ -89,8 +83,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         _open_each(devices, device_options(args), args.case_timeout)
     except DeviceError as exc:
         raise UsageError(str(exc)) from None
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out or f"conform-out/{stamp}")
+    return devices, workers
+
+
+def _output_folder(out: Path) -> tuple[Path, Path, Path]:
+    """The output folder with no earlier run's results.jsonl or junit.xml in it: its results and JUnit paths."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -103,6 +100,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         results.rename(kept)
         print(f"conform: kept the previous run's results as {kept}", flush=True)
     junit.unlink(missing_ok=True)  # a JUnit file in the folder is this run's, or none
+    return out, results, junit
+
+
+def _pytest_command(args: argparse.Namespace, devices: list[DeviceSpec], workers: int, results: Path,
+                    junit: Path) -> list[str]:
     suite = Path(__file__).parent.parent  # the conformance package: the suite pytest collects
     cmd = [sys.executable, "-m", "pytest", str(suite), "-p", "no:cacheprovider", "-q", "-rN",
            "--results", str(results), "--junitxml", str(junit), "-o", "junit_family=xunit1",
@@ -117,7 +119,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd += ["--hypothesis-seed", args.hypothesis_seed]
     if workers:
         cmd += ["-n", str(workers)]
-    cmd += args.pytest_args
+    return cmd + args.pytest_args
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    check_numbers(args)
+    _check_selection(args)
+    if args.perf:
+        from conformance.perf import SHAPE_SETS
+
+        if args.perf_shapes not in SHAPE_SETS:
+            raise UsageError(f"unknown shape set {args.perf_shapes!r} (known: {', '.join(SHAPE_SETS)})")
+    devices, workers = _open_devices(args)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out, results, junit = _output_folder(Path(args.out or f"conform-out/{stamp}"))
+    cmd = _pytest_command(args, devices, workers, results, junit)
     print(f"conform: running {len(devices)} device(s) {', '.join(d.text for d in devices)} -> {out}", flush=True)
     env = dict(os.environ)
     env.setdefault("CONFORM_RUN_ID", stamp)

@@ -138,7 +138,7 @@ class AclDevice:
         self.close()
 
     # -- what can be expressed ---------------------------------------------------------------
-    def _check(self, case: OpCase) -> None:
+    def _check(self, case: OpCase) -> None:  # noqa: C901  (one flat list of aclnn limits; refactor with an NPU to check it on)
         """Raise Unsupported unless aclnn can run this case as given."""
         for spec in case.inputs:
             device_dtype(spec.dtype)
