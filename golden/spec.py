@@ -92,6 +92,9 @@ class OpSpec:
     validate: Validator | None = None  # rejects cases ggml would abort on (ValueError, before any device)
     input_layouts: InputLayouts = InputLayouts.ANY  # for src0; see InputLayouts
     inplace_inputs: tuple[int, ...] = ()  # inputs the op writes by definition (CLAMP returns a view of a)
+    # ggml has an in-place constructor for the op (ggml_<op>_inplace, ggml_unary_inplace): its
+    # form=inplace is drawn too, and a device builds it with that constructor
+    inplace_form: bool = False
     specials: tuple[float, ...] = (np.nan, np.inf, -np.inf, 0.0, -0.0)
     max_abs_input: float | None = None  # inputs beyond this are outside the op's defined domain
     structured_inputs: bool = False  # inputs need a maker (indices, positions, masks): conformance registers it

@@ -14,14 +14,10 @@ from hypothesis import strategies as st
 from conformance.cases.registry import family_default, register
 from conformance.strategies import f32, finish, input_layouts, nightly_sizes, one_in, shapes, spec, tiling_shape
 from conformance.verdict import Metrics, compare
-from device.ggml.ops_elementwise import UNARY_OPS
 from golden import catalogue
 from golden.case import Layout, Ne, OpCase
 from golden.spec import InputLayouts, Signature
 from golden.unary import clamp_undefined_choices
-
-# ops with an in-place constructor the ggml builders call for form=inplace (CLAMP is in place already)
-INPLACE_OPS = frozenset({"SCALE", "LEAKY_RELU", "SQR", "SQRT", "SIN", "COS", "LOG", *UNARY_OPS})
 
 interesting_floats = st.one_of(
     st.sampled_from([0.0, 1.0, -1.0, 0.5, 1e-3, 1e3, -0.0]),
@@ -80,7 +76,7 @@ UNARY_PARAMS = {"SCALE": _scale_params, "CLAMP": _clamp_params, "LEAKY_RELU": _l
 def unary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(ELEMENTWISE_SHAPE)
     params = UNARY_PARAMS.get(op, _no_params)(draw)
-    variant = "inplace" if op in INPLACE_OPS and one_in(draw, 4) else ""
+    variant = "inplace" if catalogue.get(op).inplace_form and one_in(draw, 4) else ""
     lay = Layout() if variant else draw(input_layouts(catalogue.get(op).input_layouts))
     return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst,
                                variant=variant))
