@@ -29,6 +29,7 @@ import numpy as np
 from conformance import cases
 from conformance.data import as_stored
 from conformance.inputs import make_inputs
+from conformance.resolution import Resolution, resolve
 from conformance.set_get import SetGetCase
 from conformance.stages import Stage, StageClock
 from conformance.verdict import Metrics, compare, same_values
@@ -256,19 +257,19 @@ class Harness:
         if self.clock is not None:
             self.clock.cases += 1
         self._lap(Stage.GENERATION)
-        step = "looking the op up in the catalogue"
+        step = "resolving the case (catalogue row, suite entry, known bug)"
         try:
-            spec = catalogue.get(case.op)
+            resolution = resolve(case, self._known_bug)
             step = "making the inputs"
-            inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
+            made = make_inputs(case, resolution.entry)
+            inputs = [as_stored(x, t.dtype) for x, t in zip(made, case.inputs, strict=True)]
             self._lap(Stage.INPUTS)
             step = "preparing the golden's inputs"
             exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
             step = "computing the golden"
             golden = catalogue.evaluate(case, exact_inputs)
-            step = "finding the tolerance row"
-            tolerance = catalogue.tolerance_of(case).describe()
-            bug = self._known_bug(case)
+            tolerance = resolution.tolerance.describe()
+            bug = resolution.known_bug
             self._lap(Stage.GOLDEN)
         except Exception as exc:
             return self._finish(self._error_record(case, f"harness error while {step}: {_one_line(exc)}"))
@@ -284,7 +285,7 @@ class Harness:
                                   case.data_seed, reply, tolerance)
         self._lap(Stage.RECORD)
         if reply.answered:
-            bug = self._judge_into(record, case, spec, inputs, exact_inputs, golden, reply.result, bug)
+            bug = self._judge_into(record, case, resolution, inputs, exact_inputs, golden, reply.result)
         corrupting = False
         if bug is not None and (record.outcome.value in bug.outcomes or record.outcome is Outcome.PASS):
             # a failure this device and release are known to give, or a pass where one was expected
@@ -318,20 +319,23 @@ class Harness:
         if self.clock is not None:
             self.clock.lap(stage)
 
-    def _judge_into(self, record: CaseRecord, case: OpCase, spec: catalogue.OpSpec, inputs: list[np.ndarray],
-                    exact_inputs: list[np.ndarray], golden: np.ndarray, result: RunResult,
-                    bug: KnownBug | None) -> KnownBug | None:
+    def _judge_into(self, record: CaseRecord, case: OpCase, resolution: Resolution, inputs: list[np.ndarray],
+                    exact_inputs: list[np.ndarray], golden: np.ndarray, result: RunResult) -> KnownBug | None:
         """The verdict on what the device answered, into ``record``; returns the known bug that still
         covers the case (None once a documented deviation is exceeded as well)."""
+        bug = resolution.known_bug
         try:
-            metrics, extra = self._judge(case, spec, inputs, exact_inputs, golden, result)
-            if not metrics.passed and bug is not None and bug.tolerance is not None:
+            metrics, extra = self._judge(case, resolution, inputs, exact_inputs, golden, result)
+            by_deviation = False
+            if not metrics.passed and resolution.deviation is not None:
                 # a documented deviation of this backend: known only while within its own bound
                 deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64),
-                                    bug.tolerance)
+                                    resolution.deviation)
                 extra["known_deviation_error_ratio"] = deviation.error_ratio
+                by_deviation = deviation.passed
                 if not deviation.passed:
                     bug = None
+            record.decided_by = resolution.decided_by(by_deviation)
         except Exception as exc:
             record.outcome = Outcome.ERROR
             record.message = f"harness error while judging the result: {_one_line(exc)}"[:MESSAGE_LIMIT]
@@ -361,11 +365,12 @@ class Harness:
         return known_bugs.find(case, name, release, self._bugs)
 
     def _judge(
-        self, case: OpCase, spec: catalogue.OpSpec, inputs: list[np.ndarray], exact_inputs: list[np.ndarray],
+        self, case: OpCase, resolution: Resolution, inputs: list[np.ndarray], exact_inputs: list[np.ndarray],
         golden: np.ndarray, result: RunResult,
     ) -> tuple[Metrics, dict[str, Any]]:
         """The verdict on an answered case, and the measurements to record with it."""
-        special = cases.lookup(case.op).judge
+        spec = resolution.spec
+        special = resolution.entry.judge
         if special is not None:  # an op's own comparator, quantized destinations included (SET_ROWS)
             judged = special(case, exact_inputs, golden, result.output)
             if not isinstance(judged, Metrics):  # a harness error: the comparator broke its contract
@@ -379,7 +384,7 @@ class Harness:
             out = result.output
             if case.out_dtype != "i32":
                 out = np.asarray(out, dtype=np.float64)
-            metrics = compare(case, exact_inputs, golden, out, catalogue.tolerance_of(case))
+            metrics = compare(case, exact_inputs, golden, out, resolution.tolerance)
         extra = {k: v for k, v in result.extra.items() if k not in VERDICT_ONLY_EXTRA}
         if result.raw_inputs is not None:
             cann_layout = Capability.CANN_QUANT_LAYOUT in self.capabilities

@@ -109,12 +109,17 @@ class OpSpec:
     def all_signatures(self) -> tuple[Signature, ...]:
         return self.signatures + self.quantized_signatures
 
-    def tolerance_for(self, dst: str, signature: str = "") -> Tolerance:
-        """The row for a signature label (``q4_0_f32_to_f32``) if there is one, else for the dst dtype."""
+    def tolerance_key(self, dst: str, signature: str = "") -> str:
+        """The key of the row for a signature label (``q4_0_f32_to_f32``) if there is one, else for the
+        dst dtype, else ``*``; ``OP[key]`` names the row in records."""
         for key in (signature, dst, "*"):
             if key and key in self.tolerance:
-                return self.tolerance[key]
+                return key
         raise KeyError(f"{self.name}: no tolerance row for destination dtype {dst}")
+
+    def tolerance_for(self, dst: str, signature: str = "") -> Tolerance:
+        """The row for a signature label if there is one, else for the dst dtype (see tolerance_key)."""
+        return self.tolerance[self.tolerance_key(dst, signature)]
 
     def check_params(self, case: OpCase) -> None:
         """Unknown, missing or mistyped parameters are a ValueError naming them."""

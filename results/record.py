@@ -114,6 +114,9 @@ class CaseRecord:
     history_dropped: int = 0  # earlier ids that did not fit the worker's history limit
     expected: ExpectedFailure | None = None
     perf: dict[str, Any] | None = None  # perf mode: the device's timings of this case (conformance/perf.py)
+    # what decided a computed case's verdict, by id: "catalogue:OP[key]" (the tolerance row) or
+    # "deviation:<known bug id>" (a device's documented deviation); None where nothing was judged
+    decided_by: str | None = None
 
     @property
     def failing(self) -> bool:
@@ -158,6 +161,8 @@ class CaseRecord:
             out["expected"] = self.expected.to_json()
         if self.perf is not None:
             out["perf"] = self.perf
+        if self.decided_by is not None:
+            out["decided_by"] = self.decided_by
         return out
 
     @classmethod
@@ -182,6 +187,7 @@ class CaseRecord:
                                      tuple(expected.get("outcomes", ("fail",))))
             if isinstance(expected, dict) else None,
             perf=data.get("perf") if isinstance(data.get("perf"), dict) else None,
+            decided_by=data.get("decided_by") if isinstance(data.get("decided_by"), str) else None,
         )
 
 
