@@ -376,13 +376,13 @@ class Harness:
             if not isinstance(judged, Metrics):  # a harness error: the comparator broke its contract
                 raise TypeError(f"the {case.op} comparator returned {type(judged).__name__}, not Metrics")
             metrics = judged
-        elif dtypes.is_quantized(case.out_dtype):
+        elif dtypes.is_quantized(case.dst):
             from conformance.verdict_quant import judge_quantized
 
             metrics = judge_quantized(case, inputs, golden, result.output)
         else:
             out = result.output
-            if case.out_dtype != "i32":
+            if case.dst != "i32":
                 out = np.asarray(out, dtype=np.float64)
             metrics = compare(case, exact_inputs, golden, out, resolution.tolerance)
         extra = {k: v for k, v in result.extra.items() if k not in VERDICT_ONLY_EXTRA}

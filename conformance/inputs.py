@@ -19,7 +19,7 @@ def make_inputs(case: OpCase, entry: cases.OpCases | None = None) -> list[np.nda
     maker = (entry or cases.lookup(case.op)).make_inputs
     if maker is not None:
         return maker(case, rng)
-    if case.variant == "self":  # src1 is src0 (ggml_add(ctx, a, a)): both inputs hold the same values
+    if case.form == "self":  # src1 is src0 (ggml_add(ctx, a, a)): both inputs hold the same values
         first = plain_input(rng, case.inputs[0], case)
         return [first, np.array(first, copy=True)]
     return [plain_input(rng, spec, case) for spec in case.inputs]

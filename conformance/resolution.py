@@ -43,5 +43,5 @@ class Resolution:
 def resolve(case: OpCase, known_bug_of: Callable[[OpCase], KnownBug | None]) -> Resolution:
     """The case's resolution; KeyError for an op the catalogue lacks or a destination it has no row for."""
     spec = catalogue.get(case.op)
-    key = spec.tolerance_key(case.out_dtype, catalogue.signature_of(case).label())
+    key = spec.tolerance_key(case.dst, catalogue.signature_of(case).label())
     return Resolution(spec, cases.lookup(case.op), spec.tolerance[key], f"{spec.name}[{key}]", known_bug_of(case))

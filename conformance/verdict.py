@@ -75,14 +75,14 @@ def compare(
             return m
     if g.size == 0:
         return m
-    float_dst = case.out_dtype in dtypes.FLOAT_TYPES
+    float_dst = case.dst in dtypes.FLOAT_TYPES
     if float_dst:
         # an exact value beyond the destination's range is ±inf once stored, as IEEE rounding gives
         with np.errstate(invalid="ignore"):
-            big = np.abs(g) >= _OVERFLOW_FLOOR.get(case.out_dtype, 0.0)
+            big = np.abs(g) >= _OVERFLOW_FLOOR.get(case.dst, 0.0)
         if big.any():
             with np.errstate(invalid="ignore"):
-                g = np.where(np.isinf(dtypes.round_to(g, case.out_dtype)) & np.isfinite(g), np.sign(g) * np.inf, g)
+                g = np.where(np.isinf(dtypes.round_to(g, case.dst)) & np.isfinite(g), np.sign(g) * np.inf, g)
     g_finite, d_finite = np.isfinite(g), np.isfinite(d)
     all_finite = bool(g_finite.all()) and bool(d_finite.all())
     if all_finite:
@@ -98,7 +98,7 @@ def compare(
         finite = g_finite & d_finite
         with np.errstate(invalid="ignore", over="ignore"):
             err = np.where(finite, np.abs(d - g), 0.0)
-    allowed = tol.allowed(case, inputs, g, case.out_dtype)
+    allowed = tol.allowed(case, inputs, g, case.dst)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = err / allowed
     with np.errstate(invalid="ignore"):
@@ -123,7 +123,7 @@ def compare(
     nonzero = abs_g != 0 if finite is None else finite & (abs_g != 0)
     m.max_rel = float(rel.max(initial=0.0, where=nonzero))
     if float_dst:
-        m.max_ulp = float((err / dtypes.ulp(g, case.out_dtype)).max())
+        m.max_ulp = float((err / dtypes.ulp(g, case.dst)).max())
     num = float(np.sum(err * err))
     kept = g if finite is None else np.where(finite, g, 0.0)
     denom = float(np.sum(kept * kept))

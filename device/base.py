@@ -155,9 +155,9 @@ def result_problem(case: OpCase, result: Any) -> str | None:
     out = result.output
     if not isinstance(out, np.ndarray):
         return f"RunResult.output is {type(out).__name__}, not a numpy array"
-    want = output_dtype(case.out_dtype)
+    want = output_dtype(case.dst)
     if out.dtype != want:
-        return f"RunResult.output has dtype {out.dtype}, but a {case.out_dtype} destination is returned as {want}"
+        return f"RunResult.output has dtype {out.dtype}, but a {case.dst} destination is returned as {want}"
     if result.inputs_after is not None and (
         not isinstance(result.inputs_after, (list, tuple))
         or not all(isinstance(x, np.ndarray) for x in result.inputs_after)

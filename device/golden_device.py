@@ -33,18 +33,18 @@ class GoldenDevice:
         if not spec.implemented:
             raise Unsupported(f"{case.op}: golden not implemented")
         exact = catalogue.evaluate(case, catalogue.golden_inputs(case, inputs))
-        if dtypes.is_quantized(case.out_dtype):
+        if dtypes.is_quantized(case.dst):
             from golden import quant
 
-            if len(case.inputs) == 1 and case.inputs[0].dtype == case.out_dtype:
+            if len(case.inputs) == 1 and case.inputs[0].dtype == case.dst:
                 blocks = np.asarray(inputs[0], dtype=np.uint8)  # same-type copy: the blocks themselves
             else:  # ggml's reference quantizer on the exact values, one block of 32 at a time
-                blocks = quant.quantize(np.asarray(exact, dtype=np.float32).reshape(-1, 32), case.out_dtype)
+                blocks = quant.quantize(np.asarray(exact, dtype=np.float32).reshape(-1, 32), case.dst)
             return RunResult(blocks.reshape(-1), [np.array(x) for x in inputs])
-        if case.out_dtype in dtypes.INDEX_TYPES:
-            return RunResult(np.asarray(exact).astype(dtypes.STORAGE_DTYPE[case.out_dtype]),
+        if case.dst in dtypes.INDEX_TYPES:
+            return RunResult(np.asarray(exact).astype(dtypes.STORAGE_DTYPE[case.dst]),
                              [np.array(x) for x in inputs])
-        return RunResult(as_output(exact, case.out_dtype), [np.array(x) for x in inputs])
+        return RunResult(as_output(exact, case.dst), [np.array(x) for x in inputs])
 
     def close(self) -> None:
         pass

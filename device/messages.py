@@ -125,7 +125,7 @@ def encode_message(message: Any) -> Any:
     if kind is RunRequest:
         case = message.case
         specs = tuple((t.dtype, t.ne, t.layout.perm, t.layout.pad, t.layout.offset, t.name) for t in case.inputs)
-        return (_RUN_WIRE, case.op, specs, case.params, case.out_dtype, case.variant, case.data_seed,
+        return (_RUN_WIRE, case.op, specs, case.params, case.dst, case.form, case.data_seed,
                 case.distribution, message.inputs)
     if kind is Reply and message.crash is None:
         result = message.result
@@ -147,13 +147,13 @@ def decode_message(wire: Any) -> Any:
     if type(wire) is not tuple or not wire:
         return wire
     if wire[0] == _RUN_WIRE:
-        _, op, specs, params, out_dtype, variant, data_seed, distribution, inputs = wire
+        _, op, specs, params, dst, form, data_seed, distribution, inputs = wire
         tensors = tuple(
             TensorSpec(dtype, ne, CONTIGUOUS if offset == 0 and perm == _IDENTITY and pad == _NO_PAD
                        else Layout(perm, pad, offset), name)
             for dtype, ne, perm, pad, offset, name in specs
         )
-        case = OpCase(op, tensors, params, out_dtype, variant, data_seed, distribution)
+        case = OpCase(op, tensors, params, dst, form, data_seed, distribution)
         return RunRequest(case, inputs)
     if wire[0] == _REPLY_WIRE:
         _, outcome, supported, wire_result, text, duration_s, history, dropped, rss = wire

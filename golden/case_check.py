@@ -63,13 +63,13 @@ def _check_tensors(case: OpCase, spec: OpSpec) -> None:
             raise ValueError(f"input {i} has unknown dtype {t.dtype!r} (known: {', '.join(dtypes.ALL_TYPES)})")
         if len(t.ne) != 4 or any(n < 1 for n in t.ne):
             raise ValueError(f"input {i} shape ne={list(t.ne)} is not 4 positive sizes")
-    if case.out_dtype not in dtypes.ALL_TYPES:
-        raise ValueError(f"unknown destination dtype {case.out_dtype!r}")
+    if case.dst not in dtypes.ALL_TYPES:
+        raise ValueError(f"unknown destination dtype {case.dst!r}")
     srcs = tuple(t.dtype for t in case.inputs)
     # a signature names the leading inputs; optional ones (sinks) may follow, the validator counts them
     accepted = spec.all_signatures
-    if accepted and not any(srcs[: len(s.srcs)] == s.srcs and s.dst == case.out_dtype for s in accepted):
-        raise ValueError(f"{case.op} does not take {','.join(srcs)} -> {case.out_dtype} "
+    if accepted and not any(srcs[: len(s.srcs)] == s.srcs and s.dst == case.dst for s in accepted):
+        raise ValueError(f"{case.op} does not take {','.join(srcs)} -> {case.dst} "
                          f"(accepted: {' '.join(s.label() for s in accepted)})")
 
 

@@ -210,7 +210,7 @@ def upscale(x: np.ndarray, ne_out: Sequence[int], mode: ScaleMode) -> np.ndarray
 
 
 def out_shape(case: OpCase) -> tuple[int, int, int, int]:
-    if case.variant == "interpolate":
+    if case.form == "interpolate":
         return tuple(case.param("ne"))
     ne, sf = case.inputs[0].ne, case.param("sf")
     return (ne[0] * sf, ne[1] * sf, ne[2], ne[3])

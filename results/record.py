@@ -11,11 +11,9 @@ from __future__ import annotations
 import datetime as dt
 import os
 import socket
-from dataclasses import dataclass, field
-from typing import Any
-
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from golden.case import OpCase
 from results.outcome import Outcome
@@ -78,10 +76,10 @@ class CaseDescription:
         names = [f"src{i}" for i in range(len(case.inputs))]
         tensors = list(zip(names, case.inputs, strict=True))
         return cls(
-            dtypes={n: t.dtype for n, t in tensors} | {"dst": case.out_dtype},
+            dtypes={n: t.dtype for n, t in tensors} | {"dst": case.dst},
             shapes={n: list(t.ne) for n, t in tensors},
             layout={n: t.layout.label() for n, t in tensors},
-            params=dict(case.params) | ({"form": case.variant} if case.variant else {}),
+            params=dict(case.params) | ({"form": case.form} if case.form else {}),
         )
 
 

@@ -144,7 +144,7 @@ def _case() -> OpCase:
         (TensorSpec("f32", (5, 3, 2, 1)),
          TensorSpec("f16", (5, 3, 1, 1), Layout((0, 2, 1, 3), (1, 0, 0, 0), 3), "mask")),
         params=(("scale", 0.25), ("max_bias", 8.0), ("sinks", (1, 2))),
-        out_dtype="f32", variant="ext", data_seed=17, distribution="normal",
+        dst="f32", form="ext", data_seed=17, distribution="normal",
     )
 
 

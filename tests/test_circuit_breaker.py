@@ -197,7 +197,7 @@ def test_a_failing_case_is_run_again() -> None:
 
     harness = Harness("tests.plugins.faulty:erf_gelu_quick", {}, timeout=60)
     harness.current_test_id = "test_unary[gelu_quick-f32]"
-    case = OpCase("GELU_QUICK", (TensorSpec("f32", (256, 4, 1, 1)),), out_dtype="f32", data_seed=1,
+    case = OpCase("GELU_QUICK", (TensorSpec("f32", (256, 4, 1, 1)),), dst="f32", data_seed=1,
                   distribution="dense")
     try:
         answers = _draw_same_case(harness, case, once=True, examples=3)

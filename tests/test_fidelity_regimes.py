@@ -89,5 +89,5 @@ def test_a_table_of_several_indices_gathers_its_last_row() -> None:
 
 def test_src1_that_is_src0_holds_the_same_values() -> None:
     a = TensorSpec("f32", (33, 2, 1, 1))
-    x, y = make_inputs(OpCase("ADD", (a, a), variant="self", data_seed=5))
+    x, y = make_inputs(OpCase("ADD", (a, a), form="self", data_seed=5))
     assert np.array_equal(x, y) and x is not y

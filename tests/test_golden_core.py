@@ -96,7 +96,7 @@ def test_case_id_round_trip(ne, layout, seed, scale) -> None:
 def test_case_id_round_trip_keeps_params_named_like_tensor_fields() -> None:
     """UPSCALE, RESHAPE and REPEAT take a parameter ``ne``: it must not overwrite the input's shape."""
     case = OpCase("UPSCALE", (TensorSpec("f32", (3, 4, 1, 1)),), params=(("ne", (5, 6, 1, 1)),),
-                  variant="interpolate", data_seed=7)
+                  form="interpolate", data_seed=7)
     again = parse_case_id(case.case_id)
     assert again == case and again.inputs[0].ne == (3, 4, 1, 1)
 

@@ -46,9 +46,9 @@ def binary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(ELEMENTWISE_SHAPE)
     a = spec(sig.srcs[0], ne, draw(input_layouts(catalogue.get(op).input_layouts)))
     if sig.srcs[0] == sig.srcs[1] and one_in(draw, 6):  # src1 is src0 itself
-        return finish(draw, OpCase(op, (a, a), out_dtype=sig.dst, variant="self"))
+        return finish(draw, OpCase(op, (a, a), dst=sig.dst, form="self"))
     b = spec(sig.srcs[1], draw(tiling_shape(ne)), draw(input_layouts(InputLayouts.ANY)))
-    return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (a, b), dst=sig.dst))
 
 
 def _no_params(draw: st.DrawFn) -> tuple:
@@ -76,10 +76,10 @@ UNARY_PARAMS = {"SCALE": _scale_params, "CLAMP": _clamp_params, "LEAKY_RELU": _l
 def unary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(ELEMENTWISE_SHAPE)
     params = UNARY_PARAMS.get(op, _no_params)(draw)
-    variant = "inplace" if catalogue.get(op).inplace_form and one_in(draw, 4) else ""
-    lay = Layout() if variant else draw(input_layouts(catalogue.get(op).input_layouts))
-    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst,
-                               variant=variant))
+    form = "inplace" if catalogue.get(op).inplace_form and one_in(draw, 4) else ""
+    lay = Layout() if form else draw(input_layouts(catalogue.get(op).input_layouts))
+    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, dst=sig.dst,
+                               form=form))
 
 
 family_default("binary", group="binary", draw=binary_case)
@@ -91,7 +91,7 @@ def add1_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     """ADD1: a padded-1-d a and a one-element b (ggml_add1 asserts ggml_is_scalar(b)) at any offset."""
     a = spec(sig.srcs[0], draw(shapes()), draw(input_layouts(catalogue.get(op).input_layouts)))
     b = spec(sig.srcs[1], (1, 1, 1, 1), draw(input_layouts(InputLayouts.ANY)))
-    return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (a, b), dst=sig.dst))
 
 
 register("ADD1", group="binary", draw=add1_case)

@@ -20,7 +20,7 @@ def cross_entropy_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_ne0=4096, max_elements=1 << 14))
     logits = spec(sig.srcs[0], ne, draw(input_layouts(catalogue.get(op).input_layouts)))
     labels = spec(sig.srcs[1], ne, draw(input_layouts(InputLayouts.ANY)))
-    return finish(draw, OpCase(op, (logits, labels), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (logits, labels), dst=sig.dst))
 
 
 def label_rows(rng: np.random.Generator, np_shape: tuple[int, ...]) -> np.ndarray:

@@ -214,7 +214,7 @@ BUGS += [
         repro="DIAG(type=f32,ne=[2,1,1,1],lay=perm[2,0,1,3]/pad[2,2,2,0],dst=f32,data=dense:1)"),
     KnownBug(
         id="cpu-set-src0-not-contiguous", devices="CPU", op="SET", releases=R0202, outcomes=("crash",),
-        applies=lambda c: c.variant != "inplace" and _src0_not_packed(c),
+        applies=lambda c: c.form != "inplace" and _src0_not_packed(c),
         reason="ops.cpp asserts ggml_is_contiguous(src0) (it memcpy's a into the result) although ggml_set "
                "accepts any layout of a; ggml-cann's SET makes the same memcpy",
         repro="SET(type0=f32,ne0=[1,2,2,1],lay0=perm[0,2,1,3],type1=f32,ne1=[1,1,1,1],dst=f32,nb1=4,nb2=8,"
@@ -231,7 +231,7 @@ BUGS += [
 # ---- PAD circular --------------------------------------------------------------------------------
 def circular_pad_beyond_dim(case: OpCase) -> bool:
     """A left padding past a dim of 2 or more (C's % of a negative is negative; for a dim of 1 it is 0)."""
-    return "circular" in case.variant and any(lp > n > 1 for lp, n in zip(case.param("lp"), case.inputs[0].ne,
+    return "circular" in case.form and any(lp > n > 1 for lp, n in zip(case.param("lp"), case.inputs[0].ne,
                                                                           strict=True))
 
 
@@ -530,7 +530,7 @@ def _cpy_destination(case: OpCase) -> TensorSpec:
     """CPY's destination as the builder makes it (a padded, permuted view when the params say so)."""
     layout = Layout(perm=tuple(case.param("dst_perm", (0, 1, 2, 3))), pad=tuple(case.param("dst_pad", (0, 0, 0, 0))),
                     offset=case.param("dst_offset", 0))
-    return TensorSpec(case.out_dtype, tuple(case.param("dst_ne")), layout)
+    return TensorSpec(case.dst, tuple(case.param("dst_ne")), layout)
 
 
 def dequantizing_cpy_into_unaligned_view(case: OpCase) -> bool:

@@ -361,7 +361,7 @@ VULKAN_MUL_MAT_ID_F16 = Tolerance(
 
 
 def _dst(*dtypes: str) -> Callable[[OpCase], bool]:
-    return lambda case: case.out_dtype in dtypes
+    return lambda case: case.dst in dtypes
 
 
 _ABORT = ("ggml-vulkan binds the view at its offset rounded down to minStorageBufferOffsetAlignment "
@@ -688,7 +688,7 @@ BUGS: list[KnownBug] = [
 
 
 def _in_place(case: OpCase) -> bool:
-    return case.variant == "inplace"
+    return case.form == "inplace"
 
 
 # Not reproducible alone: the heap is found corrupted at an in-place row-reduction case inside a run.

@@ -61,7 +61,7 @@ def unary_op_number(g: GraphBuilder, op: str) -> int:
 
 def second_source(srcs: list[TensorP], case: OpCase) -> TensorP:
     """src1, or src0 itself for form=self (the case's src1 then holds the same values, unused here)."""
-    return srcs[0] if case.variant == "self" else srcs[1]
+    return srcs[0] if case.form == "self" else srcs[1]
 
 
 def in_place_copy(g: GraphBuilder, a: TensorP) -> TensorP:
@@ -79,7 +79,7 @@ def _binary(fn_name: str) -> Builder:
 def _unary(op: str) -> Builder:
     def build(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
         number = unary_op_number(g, op)
-        if case.variant == "inplace":
+        if case.form == "inplace":
             return g.call("ggml_unary_inplace", g.ctx, in_place_copy(g, srcs[0]), number)
         return g.lib.ggml_unary(g.ctx, srcs[0], number)
 
@@ -88,7 +88,7 @@ def _unary(op: str) -> Builder:
 
 def _scale(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     bias = case.param("bias", 0.0)
-    if case.variant == "inplace":
+    if case.form == "inplace":
         a = in_place_copy(g, srcs[0])
         if bias == 0.0:
             return g.call("ggml_scale_inplace", g.ctx, a, case.param("s"))
@@ -99,7 +99,7 @@ def _scale(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 
 
 def _sqr(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-    if case.variant == "inplace":
+    if case.form == "inplace":
         return g.call("ggml_sqr_inplace", g.ctx, in_place_copy(g, srcs[0]))
     return g.lib.ggml_sqr(g.ctx, srcs[0])
 
@@ -109,7 +109,7 @@ def _clamp(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 
 
 def _leaky_relu(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-    if case.variant == "inplace":
+    if case.form == "inplace":
         return g.lib.ggml_leaky_relu(g.ctx, in_place_copy(g, srcs[0]), case.param("slope"), True)
     return g.lib.ggml_leaky_relu(g.ctx, srcs[0], case.param("slope"), False)
 
