@@ -59,7 +59,8 @@ STDERR_TAIL_BYTES = 4000
 # A crash record carries at most this many of the latest case ids; earlier ones are only counted.
 HISTORY_LIMIT = 1000
 # Optional device methods the parent may call by name, and the capability that declares each.
-CALLABLE_METHODS: dict[str, Capability] = {"transfer": Capability.TRANSFER, "time_case": Capability.PERF}
+CALLABLE_METHODS: dict[str, Capability] = {"transfer": Capability.TRANSFER, "time_case": Capability.PERF,
+                                           "run_graph": Capability.GRAPH}
 
 
 # ---- messages -------------------------------------------------------------------------------------
