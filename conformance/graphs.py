@@ -28,7 +28,7 @@ from device.outcome import Outcome
 from device.worker import DeviceWorker
 from golden import catalogue
 from golden.case import OpCase
-from golden.graphs.case import GraphCase, GraphGolden, evaluate_graph
+from golden.graphs.case import GraphCase, GraphGolden, RowFor, evaluate_graph
 from golden.tolerance import ErrorModel, Tolerance
 
 if TYPE_CHECKING:
@@ -116,7 +116,9 @@ class GraphVerdict:
 
 
 def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGolden,
-                result: GraphRunResult) -> GraphVerdict:
+                result: GraphRunResult, row_for: RowFor | None = None) -> GraphVerdict:
+    """``row_for``: each node's own row, as ``evaluate_graph`` took it (default: the catalogue's)."""
+    row_for = row_for or catalogue.tolerance_of
     if not isinstance(result, GraphRunResult):
         raise TypeError(f"run_graph returned {type(result).__name__}, not a GraphRunResult")
     graph = case.graph
@@ -143,7 +145,7 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
             node_case = case.node_case(node)
             xs = [values[s] for s in node.srcs]
             expected = catalogue.evaluate(node_case, xs)
-            metrics = compare(node_case, xs, expected, values[node.name], catalogue.tolerance_of(node_case))
+            metrics = compare(node_case, xs, expected, values[node.name], row_for(node_case))
             verdict.nodes.append(NodeVerdict(node.label, GraphRun.BLOCKED.value, metrics))
             if not metrics.passed and verdict.first_wrong_node is None:
                 verdict.first_wrong_node = node.label
@@ -169,7 +171,18 @@ def _fixed(bound: np.ndarray) -> ErrorModel:
 def evaluate_graph_case(harness: Harness, case: GraphCase) -> CaseRecord:
     """Run and judge one graph case on the harness' device; always returns (and writes) a record."""
     description = CaseDescription({}, {}, {}, {"pattern": case.pattern})
-    tolerance = {"reason": GRAPH_BOUND}
+    tolerance: dict[str, Any] = {"reason": GRAPH_BOUND}
+    deviations: dict[str, str] = {}
+
+    def row_for(node_case: OpCase) -> Tolerance:
+        """A node's own row: the catalogue's, or this backend's documented deviation for the node (the
+        op tier's known bug with a bound of its own, e.g. Vulkan's F16 MUL_MAT intermediates)."""
+        bug = harness._known_bug(node_case)
+        if bug is not None and bug.tolerance is not None:
+            deviations[node_case.op] = bug.id
+            return bug.tolerance
+        return catalogue.tolerance_of(node_case)
+
     step = "expanding the pattern"
     try:
         description = describe(case)
@@ -177,7 +190,7 @@ def evaluate_graph_case(harness: Harness, case: GraphCase) -> CaseRecord:
         inputs = make_graph_inputs(case)
         exact_inputs = [np.asarray(x, np.float64) for x in inputs]
         step = "computing the golden"
-        golden = evaluate_graph(case, exact_inputs)
+        golden = evaluate_graph(case, exact_inputs, row_for)
     except Exception as exc:
         return harness._finish(_error(harness, case, description, f"harness error while {step}: {_line(exc)}"))
     try:
@@ -186,11 +199,13 @@ def evaluate_graph_case(harness: Harness, case: GraphCase) -> CaseRecord:
         return harness._finish(_error(harness, case, description, f"device error: {_line(exc)}"))
     if reply.outcome is Outcome.UNSUPPORTED and "does not declare run_graph" in reply.message:
         reply.message = "the device does not run graph cases (it declares no Capability.GRAPH)"
+    if deviations:
+        tolerance["deviations"] = dict(deviations)
     record = harness._new_record(case.case_id, case.op, description, case.distribution, case.data_seed, reply,
                                  tolerance)
     if reply.answered:
         try:
-            verdict = judge_graph(case, exact_inputs, golden, reply.result)
+            verdict = judge_graph(case, exact_inputs, golden, reply.result, row_for)
         except Exception as exc:
             record.outcome = Outcome.ERROR
             record.message = f"harness error while judging the graph: {_line(exc)}"[:MESSAGE_LIMIT]
@@ -208,6 +223,7 @@ def evaluate_graph_case(harness: Harness, case: GraphCase) -> CaseRecord:
                 "allocator_only": verdict.allocator_only,
                 "fused_span": verdict.fused_span,
                 "not_run": verdict.not_run,
+                "deviations": deviations,
                 "compute_s": dict(reply.result.extra),
             }
     if record.outcome is Outcome.FAIL and isinstance(harness.runner, DeviceWorker):
