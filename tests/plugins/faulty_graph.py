@@ -49,6 +49,7 @@ class FusedEpsFromWeight(GgmlDevice):
         return result
 
 
-@planted("test_graph and rms_norm_mul and not add", "llama.cpp #14540: Vulkan's fused RMS_NORM+MUL read eps from the wrong place")
+@planted("test_graph and rms_norm_mul and not add",
+         "llama.cpp #14540: Vulkan's fused RMS_NORM+MUL read eps from the wrong place")
 def fused_rms_norm_eps(options: dict[str, Any]) -> FusedEpsFromWeight:
     return FusedEpsFromWeight("CPU", options.get("ggml_lib"))
