@@ -447,6 +447,13 @@ class Harness:
         __tracebackhide__ = True
         return self._checked(case.case_id, lambda: self.evaluate(case), once=once)
 
+    def check_graph(self, case: Any, *, once: bool = False) -> CaseRecord | None:
+        """:meth:`check` for a graph case (``golden/graphs``; run and judged by ``conformance/graphs.py``)."""
+        __tracebackhide__ = True
+        from conformance.graphs import evaluate_graph_case
+
+        return self._checked(case.case_id, lambda: evaluate_graph_case(self, case), once=once)
+
     def _checked(self, case_id: str, evaluate: Any, once: bool = False) -> CaseRecord | None:
         __tracebackhide__ = True
         breaker = self._breaker()

@@ -38,14 +38,17 @@ def check_threads(threads: int) -> int:
 
 
 def parse_ops(values: list[str] | None) -> frozenset[str]:
-    """``--op`` values (repeatable, comma-separated, any case) as catalogue op names; ValueError for
-    a name the catalogue does not have. Empty: no selection by op."""
+    """``--op`` values (repeatable, comma-separated, any case) as catalogue op names or graph pattern
+    names (upper case); ValueError for a name that is neither. Empty: no selection by op."""
     from golden import catalogue
+    from golden.graphs.case import patterns
 
     names = [part.strip().upper() for value in values or [] for part in value.split(",") if part.strip()]
-    unknown = [name for name in names if name not in catalogue.OPS]
+    known_patterns = {name.upper() for name in patterns()}
+    unknown = [name for name in names if name not in catalogue.OPS and name not in known_patterns]
     if unknown:
-        raise ValueError(f"--op: unknown op(s) {', '.join(unknown)} (conform ops lists them)")
+        raise ValueError(f"--op: unknown op(s) {', '.join(unknown)} "
+                         "(conform ops lists the ops, golden/graphs/patterns.py the graph patterns)")
     return frozenset(names)
 
 

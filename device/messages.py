@@ -23,7 +23,8 @@ from results.outcome import Outcome
 from results.record import CrashInfo
 
 # Optional device methods the parent may call by name, and the capability that declares each.
-CALLABLE_METHODS: dict[str, Capability] = {"transfer": Capability.TRANSFER, "time_case": Capability.PERF}
+CALLABLE_METHODS: dict[str, Capability] = {"transfer": Capability.TRANSFER, "time_case": Capability.PERF,
+                                           "run_graph": Capability.GRAPH}
 
 
 # ---- messages -------------------------------------------------------------------------------------

@@ -48,6 +48,10 @@ def cmd_repro(args: argparse.Namespace) -> int:
         raise UsageError("--shrink needs a sequence to shrink: --sequence FILE|ID... or --history RESULTS")
     if not args.case_id:
         raise UsageError("repro needs a case id (or --sequence / --history)")
+    from golden.graphs.case import is_graph_id
+
+    if is_graph_id(args.case_id):
+        return _repro_graph(args)
     case = check_case(args.case_id)
     check_numbers(args)
     device = _repro_device(args, None)
@@ -70,6 +74,40 @@ def cmd_repro(args: argparse.Namespace) -> int:
         print(f"  artefact: {os.path.join(args.out, record.artefact)}")
     if record.expected:
         print(f"  known bug {record.expected.id} of this device and release: {record.expected.reason}")
+    return 1 if record.failing else 0
+
+
+def _repro_graph(args: argparse.Namespace) -> int:
+    """``conform repro 'GRAPH[pattern](...)'``: one graph case, its three runs and the localisation."""
+    from conformance.graphs import evaluate_graph_case
+    from conformance.harness import Harness
+    from device.registry import check_spec
+    from golden.graphs.case import parse_graph_id
+
+    try:
+        case = parse_graph_id(args.case_id)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise UsageError(f"malformed graph case id {args.case_id!r}: {exc}") from None
+    check_numbers(args)
+    device = _repro_device(args, None)
+    check_spec(device, device_options(args))
+    harness = Harness(device, device_options(args), out_dir=args.out, timeout=args.case_timeout)
+    try:
+        record = evaluate_graph_case(harness, case)
+    finally:
+        harness.close()
+    print(f"{record.outcome.value.upper()}  {case.case_id}  on {device}")
+    extra = record.extra or {}
+    for verdict in extra.get("outputs", []) + extra.get("nodes", []):
+        kind = "output" if verdict in extra.get("outputs", []) else "node  "
+        print(f"  {verdict['run']:<8} {kind} {verdict['node']:<14} error_ratio {verdict['error_ratio']:.3g}  "
+              f"nmse {verdict['nmse']:.3g}  {'ok' if verdict['passed'] else 'FAIL'}")
+    for run, why in extra.get("not_run", {}).items():
+        print(f"  {run} run not made: {why}")
+    if record.message:
+        print(f"  {record.message}")
+    if record.crash is not None:
+        print("  stderr tail:\n" + "\n".join("    " + ln for ln in record.crash.stderr_tail.splitlines()[-10:]))
     return 1 if record.failing else 0
 
 
