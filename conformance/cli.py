@@ -730,11 +730,16 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--no-report", action="store_true", help="skip the HTML report")
 
     sub.add_parser("report", help="build reports from results files (see conform report --help)", add_help=False)
+    sub.add_parser("model", help="judge every node of a model's forward pass (see conform model --help)", add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "model":
+        from conformance.cli_model import main as model_main
+
+        return model_main(argv[1:])
     if argv and argv[0] == "report":
         try:
             return cmd_report(argv[1:])

@@ -24,13 +24,16 @@ import numpy as np
 from conformance import cases
 from conformance.verdict import Metrics, compare
 from device import known_bugs
-from device.llama.capture import CapturedNode, CapturedTensor, ModelRun
+from device.llama.capture import CapturedNode, CapturedTensor, ModelRun, Tamper
 from device.llama.nodes import NodeCase, NotJudged, node_case
 from golden import catalogue, dtypes
 
-# test-llama-archs' bar for a toy model's logits against the CPU's (graph-and-fusion.md §4): a correct
-# backend's reordered f32 sums stay orders of magnitude below it at these sizes, a wrong kernel does not
+# End to end, the fused run's logits may differ from the golden's by what the same device's node-by-node
+# run (every node within its op's tolerance) differs, with room for fusion's own roundings: 4x its NMSE
+# (NMSE is quadratic: twice the error amplitude), and never less than test-llama-archs' bar for a toy
+# model's logits against the CPU's (1e-4, graph-and-fusion.md §4)
 LOGITS_NMSE_BAR = 1e-4
+FUSED_NMSE_FACTOR = 4.0
 
 
 @dataclass
@@ -64,6 +67,9 @@ class LogitsFigures:
         return dict(self.__dict__)
 
 
+NODE_BY_NODE = "node by node"  # the logits row of the capture run (unfused, every node observed)
+
+
 @dataclass
 class ModelVerdict:
     model: str
@@ -85,12 +91,21 @@ class ModelVerdict:
         return out
 
     @property
+    def logits_bar(self) -> float:
+        captured = next((f for f in self.logits if f.device == NODE_BY_NODE), None)
+        return max(LOGITS_NMSE_BAR, FUSED_NMSE_FACTOR * captured.nmse) if captured else LOGITS_NMSE_BAR
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.startswith("pass")
+
+    @property
     def verdict(self) -> str:
         first = self.first_failure
         if first is not None:
             return f"FAIL at node {first.index} ({first.name}, {first.op})"
-        device_figures = next((f for f in self.logits if f.device == self.device), None)
-        if device_figures is not None and not device_figures.nmse <= LOGITS_NMSE_BAR:
+        fused = next((f for f in self.logits if f.device == self.device), None)
+        if fused is not None and not fused.nmse <= self.logits_bar:
             return "FAIL: wrong only with the whole graph (fusion or allocation)"
         if self.counts.get("not judged"):
             return "pass (every judged node; some not judged)"
@@ -101,7 +116,7 @@ class ModelVerdict:
         return {"model": self.model, "device": self.device, "description": self.description,
                 "verdict": self.verdict, "counts": self.counts, "replayed_from_device": self.replayed_from_device,
                 "first_failure": first.as_dict() if first else None, "logits": [f.as_dict() for f in self.logits],
-                "logits_nmse_bar": LOGITS_NMSE_BAR, "nodes": [n.as_dict() for n in self.nodes]}
+                "logits_nmse_bar": self.logits_bar, "nodes": [n.as_dict() for n in self.nodes]}
 
 
 def _shapes(node: CapturedNode) -> str:
@@ -273,3 +288,24 @@ def logits_figures(device: str, golden: list[np.ndarray], measured: list[np.ndar
                          float(kl.mean()) if finite else math.inf,
                          float(np.percentile(kl, 99.9)) if finite else math.inf,
                          float(kl.max()) if finite else math.inf, top1, int(g.shape[0]))
+
+
+def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps: list[list[int]],
+                out_dir: Path | None, threads: int = 1, with_cpu: bool = True, tamper: Tamper | None = None,
+                ) -> ModelVerdict:
+    """The whole model tier for one model on one ggml device (``CPU``, ``Vulkan0``, ``CANN0``)."""
+    from device.llama.capture import run_model
+    from device.llama.lib import load
+
+    release = load(lib_dir).ggml.version
+    captured = run_model(lib_dir, model_path, device, steps, capture=True, tamper=tamper, threads=threads)
+    verdict = ModelVerdict(str(model_path), device, captured.description)
+    verdict.nodes = judge_nodes(captured, device, release, out_dir / "artefacts" if out_dir else None)
+    golden, verdict.replayed_from_device = golden_replay(captured)
+    verdict.logits.append(logits_figures(NODE_BY_NODE, golden, captured.logits))
+    fused = run_model(lib_dir, model_path, device, steps, threads=threads)
+    verdict.logits.append(logits_figures(device, golden, fused.logits))
+    if with_cpu and device != "CPU":
+        cpu = run_model(lib_dir, model_path, "CPU", steps, threads=threads)
+        verdict.logits.append(logits_figures("CPU", golden, cpu.logits))
+    return verdict

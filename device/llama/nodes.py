@@ -195,5 +195,6 @@ def node_case(node: CapturedNode) -> NodeCase | NotJudged | None:
     layouts_ok: list[bool] = []
     specs = tuple(_spec(s, layouts_ok) for s in srcs)
     ordered = tuple((k, params[k]) for k in spec.params if k in params)
-    case = OpCase(op, specs, ordered, node.out.dtype, form, 0, "model")
+    # the id's data part is for the op tier's repro (its own drawn data); the node's own values go to the .npz
+    case = OpCase(op, specs, ordered, node.out.dtype, form, 0, "uniform")
     return NodeCase(case, [s.values() for s in srcs], node.out.values(), all(layouts_ok))
