@@ -173,7 +173,7 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
             continue
         verdict.case_id = translated.case.case_id
         try:
-            metrics, golden, _ = judge_case(translated)
+            metrics, golden, exact = judge_case(translated)
         except Exception as exc:  # the golden refused the case (a validator) or broke: say so, never pass
             verdict.status, verdict.detail = "error", f"harness error while judging: {str(exc).splitlines()[0][:300]}"
             out.append(verdict)
@@ -183,6 +183,12 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
             verdict.status = "pass"
         else:
             bug = known_bugs.find(translated.case, device_name, release, bugs)
+            if bug is not None and bug.tolerance is not None:
+                # a documented deviation of this backend: known only while within its own bound (as the op tier)
+                deviation = compare(translated.case, exact, golden, np.asarray(translated.output, np.float64),
+                                    bug.tolerance)
+                if not deviation.passed:
+                    bug = None
             verdict.status = "expected" if bug is not None else "FAIL"
             verdict.detail = (f"known bug {bug.id}: " if bug is not None else "") + metrics.detail
             if bug is None and artefacts is not None and not saved:
