@@ -730,7 +730,7 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--no-report", action="store_true", help="skip the HTML report")
 
     sub.add_parser("report", help="build reports from results files (see conform report --help)", add_help=False)
-    sub.add_parser("model", help="judge every node of a model's forward pass (see conform model --help)", add_help=False)
+    sub.add_parser("model", help="judge every node of a model's forward pass (conform model --help)", add_help=False)
     return parser
 
 
