@@ -18,7 +18,9 @@ import pytest
 ROOT = Path(__file__).parent.parent
 LIB = ROOT / ".backends" / "ggml-0.25.1-vulkan"
 
-pytestmark = pytest.mark.skipif(not any(LIB.glob("libllama*.so")), reason="no libllama in .backends/ggml-0.25.1-vulkan (scripts/setup-vulkan.sh puts it there)")
+pytestmark = pytest.mark.skipif(
+    not any(LIB.glob("libllama*.so")),
+    reason="no libllama in .backends/ggml-0.25.1-vulkan (scripts/setup-vulkan.sh puts it there)")
 
 
 def _env() -> dict[str, str]:
