@@ -116,7 +116,7 @@ def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: 
     for f in verdict.logits:
         print(f"  {f.device:<14} {f.nmse:>10.3g} {f.kl_mean:>10.3g} {f.kl_p999:>10.3g} {f.kl_max:>10.3g} "
               f"{f.top1_agreement:>7.1%}")
-    print(f"verdict: {verdict.verdict}  (results in {out})")
+    print(f"verdict: {verdict.verdict}  (results and model.html in {out})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         for n in verdict.nodes:
             f.write(f"{n.index}\t{n.step}\t{n.name}\t{n.op}\t{n.shapes}\t{n.status}\t{n.error_ratio}\t{n.case_id}\t"
                     f"{n.detail}\n")
+    from reports.model_html import build_model_report
+
+    build_model_report([out / "model.json"], out / "model.html")
     _print_summary(verdict, args.device, args.ggml_lib, out)
     return 0 if verdict.passed else 1
 
