@@ -148,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         for n in verdict.nodes:
             f.write(f"{n.index}\t{n.step}\t{n.name}\t{n.op}\t{n.shapes}\t{n.status}\t{n.error_ratio}\t{n.case_id}\t"
                     f"{n.detail}\n")
+    # the model's distinct node cases, for the op tier: conform repro --sequence node-cases.txt
+    distinct = dict.fromkeys(n.case_id for n in verdict.nodes if n.case_id)
+    (out / "node-cases.txt").write_text("".join(f"{case_id}\n" for case_id in distinct))
     from reports.model_html import build_model_report
 
     build_model_report([out / "model.json"], out / "model.html")

@@ -55,22 +55,25 @@ def layout_of(t: CapturedTensor) -> Layout | None:
     size = ELEMENT_BYTES.get(t.dtype)
     if size is None:
         return None
-    # stored dim i is logical dim order[i]: dims that vary by stride, then the size-1 dims
-    order = sorted((d for d in range(4) if t.ne[d] > 1), key=lambda d: (t.nb[d], d))
-    order += [d for d in range(4) if t.ne[d] == 1]
+    # stored dim i is logical dim order[i]: the dims that vary, sorted by stride, in the places of the dims
+    # that vary; size-1 dims stay where they are (their strides mean nothing)
+    varying = [d for d in range(4) if t.ne[d] > 1]
+    by_stride = iter(sorted(varying, key=lambda d: (t.nb[d], d)))
+    order = [next(by_stride) if t.ne[d] > 1 else d for d in range(4)]
     pad = [0, 0, 0, 0]
-    stride = size
+    previous: int | None = None  # the stored position of the last varying dim
     for i, d in enumerate(order):
         if t.ne[d] == 1:
-            break
-        if t.nb[d] % stride or t.nb[d] < stride or (i == 0 and t.nb[d] != size):
-            return None
-        if i > 0:
-            prev = order[i - 1]
-            pad[i - 1] = t.nb[d] // t.nb[prev] - t.ne[prev]
-            if t.nb[d] % t.nb[prev]:
+            continue
+        if previous is None:
+            if t.nb[d] != size:
                 return None
-        stride = t.nb[d] * t.ne[d]
+        else:
+            below = order[previous]
+            if t.nb[d] % t.nb[below] or t.nb[d] < t.nb[below] * t.ne[below]:
+                return None
+            pad[previous] = t.nb[d] // t.nb[below] - t.ne[below]
+        previous = i
     return Layout(perm=tuple(order), pad=tuple(pad))  # type: ignore[arg-type]
 
 
