@@ -116,8 +116,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    huge = tmp_path / "huge.gguf"  # sparse: 2 TiB that take no disk
+    with huge.open("wb") as f:
+        f.write(b"GGUF")
+        f.truncate(2**41)
     cases = {
         (str(not_gguf),): "not a GGUF file",
+        (str(huge),): "of weights do not fit in CPU's",
         (str(unknown),): "unknown model architecture: 'nosucharch'",
         ("--arch", "llama", "--device", "ggml:NoSuchDevice"): "no ggml device 'NoSuchDevice'",
         ("--arch", "llama", "--tokens", "1,x"): "not a comma-separated list",
