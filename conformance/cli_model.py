@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import pickle
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_PREFILL = "1,5,9,17,33,65"
@@ -119,8 +124,70 @@ def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: 
     print(f"verdict: {verdict.verdict}  (results and model.html in {out})")
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass
+class Crash:
+    """The model run's process died (a device abort): where, by the progress it had written."""
+
+    verdict: str
+    detail: str
+    stage: str
+    node: str
+
+
+def _check_in_child(progress: TextIO, path: str, device: str, lib_dir: str | None, steps: list[list[int]],
+                    out: str, threads: int, with_cpu: bool) -> object:
     from conformance.model import check_model
+
+    return check_model(path, device, lib_dir, steps, Path(out), threads=threads, with_cpu=with_cpu,
+                       progress=progress)
+
+
+def _child_main(target: Callable[..., object], args: tuple[object, ...], out: str) -> None:
+    from device.base import DeviceError
+
+    folder = Path(out)
+    with (folder / "progress.log").open("w") as progress:
+        try:
+            result: tuple[str, object] = ("ok", target(progress, *args))
+        except DeviceError as exc:
+            result = ("error", str(exc))
+    (folder / "child-result.pickle").write_bytes(pickle.dumps(result))
+
+
+def run_isolated(target: Callable[..., object], args: tuple[object, ...], out: Path) -> object:
+    """``target(progress, *args)`` in a fresh process: a device that aborts takes only that process down, and
+    the crash is reported with the stage and the node it was in (from the progress file)."""
+    result_file = out / "child-result.pickle"
+    result_file.unlink(missing_ok=True)
+    process = multiprocessing.get_context("spawn").Process(target=_child_main, args=(target, args, str(out)))
+    process.start()
+    try:
+        process.join()
+    except KeyboardInterrupt:
+        process.terminate()
+        process.join()
+        raise
+    if result_file.exists():
+        kind, payload = pickle.loads(result_file.read_bytes())
+        result_file.unlink()
+        if kind == "error":
+            raise ModelUsageError(str(payload))
+        return payload
+    lines = (out / "progress.log").read_text().splitlines() if (out / "progress.log").exists() else []
+    stage = next((line.split("\t", 1)[1] for line in reversed(lines) if line.startswith("stage\t")), "loading")
+    node_line = next((line for line in reversed(lines) if line.startswith("node\t")), "")
+    code = process.exitcode or 0
+    how = f"signal {-code}" if code < 0 else f"exit status {code}"
+    if node_line and stage.startswith("capture"):
+        _, index, step, op, name = node_line.split("\t", 4)
+        verdict = f"CRASH at node {index} ({name}, {op}, step {step})"
+    else:
+        verdict = f"CRASH in the {stage}"
+    return Crash(verdict, f"the model process died ({how}) during the {stage}; the device's stderr is above",
+                 stage, node_line)
+
+
+def run(args: argparse.Namespace) -> int:
     from conformance.model_synthetic import write_tiny_model
 
     if (args.gguf is None) == (args.arch is None):
@@ -140,7 +207,19 @@ def run(args: argparse.Namespace) -> int:
         path = Path(args.gguf)
     _check_gguf(path)
     _check_fits(path, name, args.ggml_lib)
-    verdict = check_model(path, name, args.ggml_lib, steps, out, threads=args.threads, with_cpu=not args.no_cpu)
+    outcome = run_isolated(_check_in_child, (str(path), name, args.ggml_lib, steps, str(out), args.threads,
+                                             not args.no_cpu), out)
+    if isinstance(outcome, Crash):
+        (out / "model.json").write_text(json.dumps({"device_spec": args.device, "model": str(path), "device": name,
+                                                    "verdict": outcome.verdict, "crash": outcome.__dict__}, indent=1))
+        print(f"model {path} on {args.device}: {outcome.verdict}")
+        print(f"  {outcome.detail}")
+        return 1
+    from conformance.model import ModelVerdict
+
+    if not isinstance(outcome, ModelVerdict):
+        raise TypeError(f"the model process returned {type(outcome).__name__}, not a ModelVerdict")
+    verdict = outcome
     (out / "model.json").write_text(json.dumps({"device_spec": args.device, **verdict.as_dict()}, indent=1,
                                                default=str))
     with (out / "nodes.tsv").open("w") as f:

@@ -18,6 +18,7 @@ import ctypes as C
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -118,10 +119,12 @@ Tamper = Callable[[CapturedNode, Callable[[np.ndarray], None]], None]
 
 
 def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: list[list[int]],
-              capture: bool = False, tamper: Tamper | None = None, threads: int = 1) -> ModelRun:
+              capture: bool = False, tamper: Tamper | None = None, threads: int = 1,
+              progress: TextIO | None = None) -> ModelRun:
     """Load ``model_path`` on ``device`` (a ggml device name: CPU, Vulkan0, CANN0) and decode ``steps``: the
     first a prefill batch of several token ids, each later one a decode step (one id) that reads the KV
-    cache. The ids are given, not sampled, so every device decodes the same sequence."""
+    cache. The ids are given, not sampled, so every device decodes the same sequence. ``progress`` gets a
+    line per node before it runs (index, step, op, name), so a crash can be named by the node it died in."""
     lib = llama_lib.load(lib_dir)
     ggml = lib.ggml
     _bind_extra(ggml)
@@ -169,6 +172,11 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
                     while srcs and srcs[-1] is None:
                         srcs.pop()
                     pending[t] = srcs
+                    if progress is not None:
+                        name = tensor.name.decode(errors="replace")
+                        op = (ggml.base.ggml_op_desc(t) or b"").decode()
+                        progress.write(f"node\t{len(run.nodes)}\t{step_box[0]}\t{op}\t{name}\n")
+                        progress.flush()
                     return True  # observe every node: the scheduler then runs one node at a time
                 node = CapturedNode(index=len(run.nodes), step=step_box[0], name=tensor.name.decode(errors="replace"),
                                     op=(ggml.base.ggml_op_desc(t) or b"").decode(),
