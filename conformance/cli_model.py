@@ -19,6 +19,7 @@ from typing import TextIO
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_PREFILL = "1,5,9,17,33,65"
+FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # enum llama_flash_attn_type
 
 
 class ModelUsageError(Exception):
@@ -45,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", default=DEFAULT_PREFILL, metavar="ID,...", help="the prefill's token ids")
     p.add_argument("--decode", type=int, default=2, metavar="N", help="decode steps after the prefill (KV cache)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads")
+    p.add_argument("--flash-attn", default="off", choices=tuple(FLASH_ATTN),
+                   help="llama.cpp's flash attention: off (MUL_MAT, SOFT_MAX, MUL_MAT nodes), on (FLASH_ATTN_EXT "
+                        "nodes), auto (as llama.cpp decides for the device, as users run it)")
     p.add_argument("--no-cpu", action="store_true", help="skip ggml:CPU's logits beside the device's")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: conform-out/model-<time>)")
     return p
@@ -135,11 +139,11 @@ class Crash:
 
 
 def _check_in_child(progress: TextIO, path: str, device: str, lib_dir: str | None, steps: list[list[int]],
-                    out: str, threads: int, with_cpu: bool) -> object:
+                    out: str, threads: int, with_cpu: bool, flash_attn: int) -> object:
     from conformance.model import check_model
 
     return check_model(path, device, lib_dir, steps, Path(out), threads=threads, with_cpu=with_cpu,
-                       progress=progress)
+                       progress=progress, flash_attn=flash_attn)
 
 
 def _child_main(target: Callable[..., object], args: tuple[object, ...], out: str) -> None:
@@ -208,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     _check_gguf(path)
     _check_fits(path, name, args.ggml_lib)
     outcome = run_isolated(_check_in_child, (str(path), name, args.ggml_lib, steps, str(out), args.threads,
-                                             not args.no_cpu), out)
+                                             not args.no_cpu, FLASH_ATTN[args.flash_attn]), out)
     if isinstance(outcome, Crash):
         (out / "model.json").write_text(json.dumps({"device_spec": args.device, "model": str(path), "device": name,
                                                     "verdict": outcome.verdict, "crash": outcome.__dict__}, indent=1))

@@ -298,7 +298,7 @@ def logits_figures(device: str, golden: list[np.ndarray], measured: list[np.ndar
 
 def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps: list[list[int]],
                 out_dir: Path | None, threads: int = 1, with_cpu: bool = True, tamper: Tamper | None = None,
-                progress: TextIO | None = None) -> ModelVerdict:
+                progress: TextIO | None = None, flash_attn: int = 0) -> ModelVerdict:
     """The whole model tier for one model on one ggml device (``CPU``, ``Vulkan0``, ``CANN0``); ``progress``
     gets a line per stage and per captured node (what a crash report names)."""
 
@@ -313,17 +313,17 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
     release = load(lib_dir).ggml.version
     stage(f"capture run on {device} (every node observed)")
     captured = run_model(lib_dir, model_path, device, steps, capture=True, tamper=tamper, threads=threads,
-                         progress=progress)
+                         progress=progress, flash_attn=flash_attn)
     stage("judging the nodes")
     verdict = ModelVerdict(str(model_path), device, captured.description)
     verdict.nodes = judge_nodes(captured, device, release, out_dir / "artefacts" if out_dir else None)
     golden, verdict.replayed_from_device = golden_replay(captured)
     verdict.logits.append(logits_figures(NODE_BY_NODE, golden, captured.logits))
     stage(f"fused run on {device} (no callback)")
-    fused = run_model(lib_dir, model_path, device, steps, threads=threads)
+    fused = run_model(lib_dir, model_path, device, steps, threads=threads, flash_attn=flash_attn)
     verdict.logits.append(logits_figures(device, golden, fused.logits))
     if with_cpu and device != "CPU":
         stage("reference run on CPU")
-        cpu = run_model(lib_dir, model_path, "CPU", steps, threads=threads)
+        cpu = run_model(lib_dir, model_path, "CPU", steps, threads=threads, flash_attn=flash_attn)
         verdict.logits.append(logits_figures("CPU", golden, cpu.logits))
     return verdict

@@ -120,7 +120,7 @@ Tamper = Callable[[CapturedNode, Callable[[np.ndarray], None]], None]
 
 def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: list[list[int]],
               capture: bool = False, tamper: Tamper | None = None, threads: int = 1,
-              progress: TextIO | None = None) -> ModelRun:
+              progress: TextIO | None = None, flash_attn: int = llama_lib.FLASH_ATTN_DISABLED) -> ModelRun:
     """Load ``model_path`` on ``device`` (a ggml device name: CPU, Vulkan0, CANN0) and decode ``steps``: the
     first a prefill batch of several token ids, each later one a decode step (one id) that reads the KV
     cache. The ids are given, not sampled, so every device decodes the same sequence. ``progress`` gets a
@@ -154,8 +154,7 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
         cp.n_ctx = max(64, n_total + 8)
         cp.n_batch = cp.n_ubatch = max(8, max(len(s) for s in steps))
         cp.n_threads = cp.n_threads_batch = threads
-        # the unfused reference path; a device's flash attention is checked by the op tier
-        cp.flash_attn_type = llama_lib.FLASH_ATTN_DISABLED
+        cp.flash_attn_type = flash_attn
         step_box = [0]
         callback = None
         if capture:

@@ -159,6 +159,18 @@ def _clamp(node: CapturedNode) -> tuple[str, list[CapturedTensor], dict[str, obj
     return "CLAMP", [node.srcs[0]], {"min": f[0], "max": f[1]}, ""  # type: ignore[list-item]
 
 
+def _flash_attn_ext(node: CapturedNode) -> tuple[str, list[CapturedTensor], dict[str, object], str] | NotJudged:
+    f, i = _floats(node), _ints(node)
+    precisions = {0: "default", 10: "f32"}  # enum ggml_prec
+    if i[3] not in precisions:
+        return NotJudged(f"FLASH_ATTN_EXT with precision {i[3]}, which the golden's case does not name")
+    mask = len(node.srcs) > 3 and node.srcs[3] is not None
+    sinks = len(node.srcs) > 4 and node.srcs[4] is not None
+    srcs = [s for s in node.srcs[:5] if s is not None]
+    return "FLASH_ATTN_EXT", srcs, {"scale": f[0], "max_bias": f[1], "logit_softcap": f[2],
+                                    "prec": precisions[i[3]], "mask": mask, "sinks": sinks}, ""
+
+
 def _argsort(node: CapturedNode) -> tuple[str, list[CapturedTensor], dict[str, object], str] | NotJudged:
     return "ARGSORT", [node.srcs[0]], {"order": "desc" if _ints(node)[0] else "asc"}, ""  # type: ignore[list-item]
 
@@ -169,7 +181,8 @@ TRANSLATIONS: dict[str, Translate] = {
     "SUM_ROWS": _plain("SUM_ROWS", 1), "SILU": _plain("SILU", 1), "GELU": _plain("GELU", 1),
     "SIGMOID": _plain("SIGMOID", 1), "TANH": _plain("TANH", 1), "SQR": _plain("SQR", 1), "SQRT": _plain("SQRT", 1),
     "RMS_NORM": _norm, "NORM": _norm, "ROPE": _rope, "SOFT_MAX": _soft_max, "SCALE": _scale, "CONT": _cont,
-    "SET_ROWS": _set_rows, "ARGSORT": _argsort, "CLAMP": _clamp, "DUP": _plain("DUP", 1),
+    "SET_ROWS": _set_rows, "ARGSORT": _argsort, "CLAMP": _clamp, "FLASH_ATTN_EXT": _flash_attn_ext,
+    "DUP": _plain("DUP", 1),
     **{op: _glu for op in GLU_OPS},
 }
 
