@@ -9,7 +9,8 @@
    from its own values (weights and token inputs from the file, everything computed by the golden, the
    KV cache written by the golden's SET_ROWS), which gives golden logits; the device's logits from a run
    *without* the callback (fused, as users run it) are compared with them: NMSE, KL divergence and top-1
-   agreement per token, with ggml:CPU's figures beside them.
+   agreement per token, with ggml:CPU's figures beside them. Where the scheduler splits the graph between
+   backends, the copy of a tensor into the next split is the device's (the replay follows nodes, not copies).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class NodeVerdict:
     op: str
     shapes: str  # the sources' and output's types and shapes
     status: str  # pass, FAIL, expected (a known bug), not judged, error
+    backend: str = ""  # where the scheduler ran it (a node the device declines runs on the CPU)
     error_ratio: float | None = None
     case_id: str = ""
     detail: str = ""
@@ -166,7 +168,9 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
         translated = node_case(node)
         if translated is None:
             continue
-        verdict = NodeVerdict(node.index, node.step, node.name, node.op, _shapes(node), "not judged")
+        verdict = NodeVerdict(node.index, node.step, node.name, node.op, _shapes(node), "not judged", node.backend)
+        # a node the scheduler gave another backend (the device declined it) is that backend's to answer for
+        ran_on = "CPU" if node.backend.startswith("CPU") and device_name != "CPU" else device_name
         if isinstance(translated, NotJudged):
             verdict.detail = translated.reason
             out.append(verdict)
@@ -182,7 +186,7 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
         if metrics.passed:
             verdict.status = "pass"
         else:
-            bug = known_bugs.find(translated.case, device_name, release, bugs)
+            bug = known_bugs.find(translated.case, ran_on, release, bugs)
             if bug is not None and bug.tolerance is not None:
                 # a documented deviation of this backend: known only while within its own bound (as the op tier)
                 deviation = compare(translated.case, exact, golden, np.asarray(translated.output, np.float64),

@@ -72,6 +72,7 @@ class CapturedNode:
     op_params: bytes
     srcs: list[CapturedTensor | None]
     out: CapturedTensor
+    backend: str = ""  # the buffer the output lives in (Vulkan0, CPU...): where the scheduler ran the node
 
 
 @dataclass
@@ -91,7 +92,8 @@ def _dev_by_name(ggml: ggml_lib.GgmlLib, name: str) -> int:
 
 
 def _bind_extra(ggml: ggml_lib.GgmlLib) -> None:
-    for fn_name, restype in (("ggml_op_desc", C.c_char_p), ("ggml_nbytes", C.c_size_t)):
+    for fn_name, restype in (("ggml_op_desc", C.c_char_p), ("ggml_nbytes", C.c_size_t),
+                             ("ggml_backend_buffer_name", C.c_char_p)):
         fn = getattr(ggml.base, fn_name)
         fn.restype, fn.argtypes = restype, [C.c_void_p]
 
@@ -180,7 +182,9 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
                 node = CapturedNode(index=len(run.nodes), step=step_box[0], name=tensor.name.decode(errors="replace"),
                                     op=(ggml.base.ggml_op_desc(t) or b"").decode(),
                                     op_params=bytes(bytearray(tensor.op_params)), srcs=pending.pop(t, []),
-                                    out=_read(ggml, t))
+                                    out=_read(ggml, t),
+                                    backend=(ggml.base.ggml_backend_buffer_name(tensor.buffer) or b"").decode()
+                                    if tensor.buffer else "")
                 if tamper is not None:
                     tamper(node, lambda values: write_output(ggml, t, values))
                     node.out = _read(ggml, t)
