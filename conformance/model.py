@@ -195,6 +195,8 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
                     bug = None
             verdict.status = "expected" if bug is not None else "FAIL"
             verdict.detail = (f"known bug {bug.id}: " if bug is not None else "") + metrics.detail
+            if not translated.layout_exact:
+                verdict.detail += " (a source's strides are no Layout the op tier draws: the repro id says contiguous)"
             if bug is None and artefacts is not None and not saved:
                 verdict.artefact = _save_npz(artefacts, verdict, translated, golden)
                 saved = True

@@ -3,7 +3,7 @@
 :func:`node_case` reads a node's op, its op_params (ggml's encoding, the same in the releases bound
 here) and its sources' types, shapes and strides, and returns the :class:`golden.case.OpCase` that
 builds the same op in the op tier, with the logical input values the node computed from. A node that
-only re-describes memory (VIEW, RESHAPE, PERMUTE, TRANSPOSE) computes nothing: it is ``view``. A node
+only re-describes memory (VIEW, RESHAPE, PERMUTE, TRANSPOSE) computes nothing: it has no case (None). A node
 whose op or op_params the translation does not know is ``NotJudged`` with the reason; it is never a pass.
 """
 
