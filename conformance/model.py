@@ -168,9 +168,11 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
         translated = node_case(node)
         if translated is None:
             continue
-        verdict = NodeVerdict(node.index, node.step, node.name, node.op, _shapes(node), "not judged", node.backend)
-        # a node the scheduler gave another backend (the device declined it) is that backend's to answer for
-        ran_on = "CPU" if node.backend.startswith("CPU") and device_name != "CPU" else device_name
+        # a node in host memory was computed by the CPU backend (the device declined it, or llama.cpp keeps it
+        # there, as the token embedding's GET_ROWS): the CPU's to answer for
+        ran_on = "CPU" if node.host else device_name
+        where = node.backend + (" (CPU)" if node.host and device_name != "CPU" and node.backend != "CPU" else "")
+        verdict = NodeVerdict(node.index, node.step, node.name, node.op, _shapes(node), "not judged", where)
         if isinstance(translated, NotJudged):
             verdict.detail = translated.reason
             out.append(verdict)

@@ -73,6 +73,7 @@ class CapturedNode:
     srcs: list[CapturedTensor | None]
     out: CapturedTensor
     backend: str = ""  # the buffer the output lives in (Vulkan0, CPU...): where the scheduler ran the node
+    host: bool = False  # that buffer is host memory: the CPU backend computed the node
 
 
 @dataclass
@@ -96,6 +97,8 @@ def _bind_extra(ggml: ggml_lib.GgmlLib) -> None:
                              ("ggml_backend_buffer_name", C.c_char_p)):
         fn = getattr(ggml.base, fn_name)
         fn.restype, fn.argtypes = restype, [C.c_void_p]
+    ggml.base.ggml_backend_buffer_is_host.restype = C.c_bool
+    ggml.base.ggml_backend_buffer_is_host.argtypes = [C.c_void_p]
 
 
 def _read(ggml: ggml_lib.GgmlLib, ptr: int) -> CapturedTensor:
@@ -184,7 +187,8 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
                                     op_params=bytes(bytearray(tensor.op_params)), srcs=pending.pop(t, []),
                                     out=_read(ggml, t),
                                     backend=(ggml.base.ggml_backend_buffer_name(tensor.buffer) or b"").decode()
-                                    if tensor.buffer else "")
+                                    if tensor.buffer else "",
+                                    host=bool(tensor.buffer and ggml.base.ggml_backend_buffer_is_host(tensor.buffer)))
                 if tamper is not None:
                     tamper(node, lambda values: write_output(ggml, t, values))
                     node.out = _read(ggml, t)
