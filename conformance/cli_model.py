@@ -15,7 +15,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from conformance.model import ModelVerdict
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_PREFILL = "1,5,9,17,33,65"
@@ -39,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a synthetic tiny model of this architecture (2 layers, 128-token vocabulary, seeded weights)")
     p.add_argument("--weights", default="q8_0", choices=WEIGHT_TYPES, help="with --arch: the matrices' type")
     p.add_argument("--seed", type=int, default=0, help="with --arch: the weights' seed")
-    p.add_argument("--device", default="ggml:CPU", metavar="ggml:NAME", help="the ggml device (ggml:CPU, ggml:Vulkan0, "
-                                                                          "ggml:CANN0)")
+    p.add_argument("--device", action="append", default=[], metavar="ggml:NAME",
+                   help="the ggml device: ggml:CPU (the default), ggml:Vulkan0, ggml:CANN0; repeatable (one section "
+                        "each in model.html)")
     p.add_argument("--ggml-lib", default=None, metavar="DIR",
                    help="the llama.cpp build folder with libllama and ggml (default: $GGML_LIB_DIR)")
     p.add_argument("--tokens", default=DEFAULT_PREFILL, metavar="ID,...", help="the prefill's token ids")
@@ -125,7 +129,7 @@ def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: 
     for f in verdict.logits:
         print(f"  {f.device:<14} {f.nmse:>10.3g} {f.kl_mean:>10.3g} {f.kl_p999:>10.3g} {f.kl_max:>10.3g} "
               f"{f.top1_agreement:>7.1%}")
-    print(f"verdict: {verdict.verdict}  (results and model.html in {out})")
+    print(f"verdict: {verdict.verdict}  (results in {out})")
 
 
 @dataclass
@@ -191,14 +195,43 @@ def run_isolated(target: Callable[..., object], args: tuple[object, ...], out: P
                  stage, node_line)
 
 
+def _write_results(folder: Path, device_spec: str, verdict: ModelVerdict) -> dict[str, object]:
+    record: dict[str, object] = {"device_spec": device_spec, **verdict.as_dict()}
+    (folder / "model.json").write_text(json.dumps(record, indent=1, default=str))
+    with (folder / "nodes.tsv").open("w") as f:
+        f.write("index\tstep\tname\top\tran_on\tshapes\tstatus\terror_ratio\tcase_id\tdetail\n")
+        for n in verdict.nodes:
+            f.write(f"{n.index}\t{n.step}\t{n.name}\t{n.op}\t{n.backend}\t{n.shapes}\t{n.status}\t{n.error_ratio}\t"
+                    f"{n.case_id}\t{n.detail}\n")
+    # the model's distinct node cases, for the op tier: conform repro --sequence node-cases.txt
+    distinct = dict.fromkeys(n.case_id for n in verdict.nodes if n.case_id)
+    (folder / "node-cases.txt").write_text("".join(f"{case_id}\n" for case_id in distinct))
+    return record
+
+
+def _crash_record(folder: Path, device_spec: str, model: Path, crash: Crash) -> dict[str, object]:
+    from conformance.model import LOGITS_NMSE_BAR
+
+    record: dict[str, object] = {
+        "device_spec": device_spec, "model": str(model), "device": device_spec.partition(":")[2], "description": "",
+        "verdict": crash.verdict, "counts": {}, "replayed_from_device": 0, "first_failure": None, "logits": [],
+        "logits_nmse_bar": LOGITS_NMSE_BAR, "nodes": [], "crash": crash.__dict__}
+    (folder / "model.json").write_text(json.dumps(record, indent=1))
+    return record
+
+
 def run(args: argparse.Namespace) -> int:
+    from conformance.model import ModelVerdict
     from conformance.model_synthetic import write_tiny_model
+    from reports.model_html import build_model_report
 
     if (args.gguf is None) == (args.arch is None):
         raise ModelUsageError("give a GGUF file or --arch ARCH (one of them)")
-    kind, _, name = args.device.partition(":")
-    if kind != "ggml" or not name:
-        raise ModelUsageError(f"--device {args.device!r}: the model tier runs on ggml devices (ggml:NAME)")
+    device_specs = list(dict.fromkeys(args.device or ["ggml:CPU"]))
+    for spec in device_specs:
+        kind, _, name = spec.partition(":")
+        if kind != "ggml" or not name:
+            raise ModelUsageError(f"--device {spec!r}: the model tier runs on ggml devices (ggml:NAME)")
     if args.threads < 1:
         raise ModelUsageError(f"--threads {args.threads}: at least 1")
     steps = _tokens(args.tokens, args.decode)
@@ -210,35 +243,31 @@ def run(args: argparse.Namespace) -> int:
     else:
         path = Path(args.gguf)
     _check_gguf(path)
-    _check_fits(path, name, args.ggml_lib)
-    outcome = run_isolated(_check_in_child, (str(path), name, args.ggml_lib, steps, str(out), args.threads,
-                                             not args.no_cpu, FLASH_ATTN[args.flash_attn]), out)
-    if isinstance(outcome, Crash):
-        (out / "model.json").write_text(json.dumps({"device_spec": args.device, "model": str(path), "device": name,
-                                                    "verdict": outcome.verdict, "crash": outcome.__dict__}, indent=1))
-        print(f"model {path} on {args.device}: {outcome.verdict}")
-        print(f"  {outcome.detail}")
-        return 1
-    from conformance.model import ModelVerdict
-
-    if not isinstance(outcome, ModelVerdict):
-        raise TypeError(f"the model process returned {type(outcome).__name__}, not a ModelVerdict")
-    verdict = outcome
-    (out / "model.json").write_text(json.dumps({"device_spec": args.device, **verdict.as_dict()}, indent=1,
-                                               default=str))
-    with (out / "nodes.tsv").open("w") as f:
-        f.write("index\tstep\tname\top\tshapes\tstatus\terror_ratio\tcase_id\tdetail\n")
-        for n in verdict.nodes:
-            f.write(f"{n.index}\t{n.step}\t{n.name}\t{n.op}\t{n.shapes}\t{n.status}\t{n.error_ratio}\t{n.case_id}\t"
-                    f"{n.detail}\n")
-    # the model's distinct node cases, for the op tier: conform repro --sequence node-cases.txt
-    distinct = dict.fromkeys(n.case_id for n in verdict.nodes if n.case_id)
-    (out / "node-cases.txt").write_text("".join(f"{case_id}\n" for case_id in distinct))
-    from reports.model_html import build_model_report
-
-    build_model_report([out / "model.json"], out / "model.html")
-    _print_summary(verdict, args.device, args.ggml_lib, out)
-    return 0 if verdict.passed else 1
+    for spec in device_specs:  # every device is checked before any runs: bad input leaves no results
+        _check_fits(path, spec.partition(":")[2], args.ggml_lib)
+    failed = False
+    results: list[Path] = []
+    for spec in device_specs:
+        name = spec.partition(":")[2]
+        folder = out if len(device_specs) == 1 else out / name
+        folder.mkdir(parents=True, exist_ok=True)
+        outcome = run_isolated(_check_in_child, (str(path), name, args.ggml_lib, steps, str(folder), args.threads,
+                                                 not args.no_cpu, FLASH_ATTN[args.flash_attn]), folder)
+        if isinstance(outcome, Crash):
+            _crash_record(folder, spec, path, outcome)
+            print(f"model {path} on {spec}: {outcome.verdict}")
+            print(f"  {outcome.detail}")
+            failed = True
+        else:
+            if not isinstance(outcome, ModelVerdict):
+                raise TypeError(f"the model process returned {type(outcome).__name__}, not a ModelVerdict")
+            _write_results(folder, spec, outcome)
+            _print_summary(outcome, spec, args.ggml_lib, folder)
+            failed = failed or not outcome.passed
+        results.append(folder / "model.json")
+    build_model_report(results, out / "model.html")
+    print(f"model section: {out / 'model.html'}")
+    return 1 if failed else 0
 
 
 def main(argv: list[str]) -> int:

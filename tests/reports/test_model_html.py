@@ -40,6 +40,18 @@ def test_the_model_section_highlights_the_first_failing_node_and_escapes_text() 
     assert "FAIL at node 9" in page and "100.0%" in page
 
 
+def test_a_crashed_run_has_its_section_too() -> None:
+    crashed = {"device_spec": "ggml:CANN0", "model": "m.gguf", "device": "CANN0", "description": "",
+               "verdict": "CRASH at node 7 (ffn_up-7, MUL_MAT, step 0)", "counts": {}, "replayed_from_device": 0,
+               "first_failure": None, "logits": [], "logits_nmse_bar": 1e-4, "nodes": [],
+               "crash": {"verdict": "CRASH at node 7", "detail": "the model process died (signal 6)",
+                         "stage": "capture",
+                         "node": "node\t7\t0\tMUL_MAT\tffn_up-7"}}
+    page = render_model_section([_verdict(), crashed])
+    assert page.count('<section class="model"') == 2
+    assert "CRASH at node 7 (ffn_up-7, MUL_MAT, step 0)" in page and "the model process died (signal 6)" in page
+
+
 @pytest.mark.chromium
 @pytest.mark.skipif(find_chromium() is None, reason="no chromium binary on PATH (Debian: apt-get install chromium)")
 def test_the_model_section_renders_in_chromium(tmp_path: Path) -> None:
