@@ -18,9 +18,11 @@ import pytest
 ROOT = Path(__file__).parent.parent
 LIB = ROOT / ".backends" / "ggml-0.25.1-vulkan"
 
-pytestmark = pytest.mark.skipif(
-    not any(LIB.glob("libllama*.so")),
-    reason="no libllama in .backends/ggml-0.25.1-vulkan (scripts/setup-vulkan.sh puts it there)")
+pytestmark = [
+    pytest.mark.skipif(not any(LIB.glob("libllama*.so")),
+                       reason="no libllama in .backends/ggml-0.25.1-vulkan (scripts/setup-vulkan.sh puts it there)"),
+    pytest.mark.slow,  # each test loads libllama in a fresh interpreter: 3-10 s apiece
+]
 
 
 def _env() -> dict[str, str]:
