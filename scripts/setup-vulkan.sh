@@ -35,7 +35,8 @@ if ! have_lavapipe; then
     have_lavapipe || skip "mesa-vulkan-drivers is installed but no lavapipe ICD (lvp_icd) or libvulkan.so.1 is found"
 fi
 
-have_libllama() { ls "$DEST"/libllama.*.so >/dev/null 2>&1; }
+# a folder from before libllama was copied is refreshed once; a package without one leaves a marker
+have_libllama() { ls "$DEST"/libllama.*.so >/dev/null 2>&1 || [ -f "$DEST/.no-libllama" ]; }
 
 if [ ! -f "$DEST/libggml-base.so" ] || [ ! -f "$DEST/libggml-vulkan.so" ] || ! have_libllama; then
     command -v npm >/dev/null 2>&1 || skip "no npm to fetch $NPM_PACKAGE"
@@ -49,7 +50,8 @@ if [ ! -f "$DEST/libggml-base.so" ] || [ ! -f "$DEST/libggml-vulkan.so" ] || ! h
     rm -rf "$DEST.partial" && mkdir -p "$DEST.partial"
     # the ggml libraries and libllama (its RUNPATH is $ORIGIN, so it finds these ggml libraries); not the node addon
     cp "$bins"/libggml*.so "$DEST.partial"/
-    cp "$bins"/libllama.*.so "$DEST.partial"/ 2>/dev/null || echo "setup-vulkan: $NPM_PACKAGE ships no libllama" >&2
+    cp "$bins"/libllama.*.so "$DEST.partial"/ 2>/dev/null \
+        || { echo "setup-vulkan: $NPM_PACKAGE ships no libllama" >&2; touch "$DEST.partial/.no-libllama"; }
     rm -rf "$DEST" && mv "$DEST.partial" "$DEST"
 fi
 
