@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from conformance.data import as_stored, floats
-from conformance.record import CaseDescription, CaseRecord
 from conformance.verdict import Metrics, compare
 from device.base import GraphRun, GraphRunResult
-from device.outcome import Outcome
 from device.worker import DeviceWorker
 from golden import catalogue
 from golden.case import OpCase
 from golden.graphs.case import GraphCase, GraphGolden, RowFor, evaluate_graph
 from golden.tolerance import ErrorModel, Tolerance
+from results.outcome import Outcome
+from results.record import CaseDescription, CaseRecord
 
 if TYPE_CHECKING:
     from conformance.harness import Harness

@@ -19,10 +19,10 @@ from conformance.graphs import evaluate_graph_case, judge_graph, make_graph_inpu
 from conformance.harness import Harness
 from conformance.options import parse_ops
 from device.base import GraphRun, GraphRunResult, as_output
-from device.outcome import Outcome
 from golden import catalogue
 from golden.case import parse_case_id
 from golden.graphs.case import GraphCase, evaluate_graph, is_graph_id, parse_graph_id, patterns
+from results.outcome import Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 RMS_ID = "GRAPH[rms_norm_mul](type=f32,ne=[8,3,1,1],w=row,order=xw,eps=1e-05,data=uniform:3)"

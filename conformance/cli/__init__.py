@@ -7,6 +7,7 @@
                    shrink the sequence of cases that led to a crash
   conform report   build the HTML report / CSV from results files
   conform perf     judge and time model-shaped cases (a 7B llama layer) on device(s) and ggml:CPU
+  conform model    run a model's forward pass on a device and judge every node against the golden model
 
 Bad input gets one line on stderr and exit code 2, never a traceback.
 """
@@ -32,11 +33,16 @@ def build_parser() -> OneLineParser:
     repro.declare_parser(sub)
     perf.declare_parser(sub)
     sub.add_parser("report", help="build reports from results files (see conform report --help)", add_help=False)
+    sub.add_parser("model", help="judge every node of a model's forward pass (conform model --help)", add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "model":
+        from conformance.cli.model import main as model_main
+
+        return model_main(argv[1:])
     if argv and argv[0] == "report":
         try:
             return cmd_report(argv[1:])

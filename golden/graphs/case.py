@@ -340,7 +340,7 @@ def _mul_mat(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None]
 @_rule("SWIGLU")
 def _swiglu(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
     # split form y = silu(x)·u: dy = silu'(x)·u·dx + silu(x)·du, silu'(x) = σ(x)(1 + x(1 − σ(x)))
-    if case.variant != "split":
+    if case.form != "split":
         raise NotImplementedError("SWIGLU propagation is written for the split form")
     x = np.asarray(xs[0], np.float64)
     with np.errstate(over="ignore"):
