@@ -28,6 +28,7 @@ import numpy as np
 
 from conformance import cases
 from conformance.data import as_stored, make_inputs
+from conformance.limits import ran_out, stage_limit
 from conformance.record import CaseDescription, CaseRecord, ExpectedFailure
 from conformance.set_get import SetGetCase
 from conformance.stages import Stage, StageClock
@@ -121,6 +122,17 @@ def _in_hypothesis_test() -> bool:
     from hypothesis.control import currently_in_test_context
 
     return bool(currently_in_test_context())
+
+
+def _mark_ran_out(record: CaseRecord, exc: BaseException, stage: str, step: str) -> CaseRecord:
+    """An ERROR record whose harness stage ran out of time or memory says which stage and what ran
+    out (``extra.ran_out``), so it reads as the harness's limit, never as the device's failure."""
+    what = ran_out(exc)
+    if what is not None:
+        record.message = f"harness ran out of {what} in the {stage} stage while {step}: {_one_line(exc)}"[
+            :MESSAGE_LIMIT]
+        record.extra = {**(record.extra or {}), "ran_out": {"stage": stage, "resource": what}}
+    return record
 
 
 def _one_line(exc: BaseException) -> str:
@@ -257,22 +269,24 @@ class Harness:
             clock.lap(Stage.GENERATION)
         step = "looking the op up in the catalogue"
         try:
-            spec = catalogue.get(case.op)
-            step = "making the inputs"
-            inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
-            if clock is not None:
-                clock.lap(Stage.INPUTS)
-            step = "preparing the golden's inputs"
-            exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
-            step = "computing the golden"
-            golden = catalogue.evaluate(case, exact_inputs)
-            step = "finding the tolerance row"
-            tolerance = catalogue.tolerance_of(case).describe()
-            bug = self._known_bug(case)
+            with stage_limit(self.timeout, "golden"):  # inputs and golden: the case's first stage
+                spec = catalogue.get(case.op)
+                step = "making the inputs"
+                inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
+                if clock is not None:
+                    clock.lap(Stage.INPUTS)
+                step = "preparing the golden's inputs"
+                exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
+                step = "computing the golden"
+                golden = catalogue.evaluate(case, exact_inputs)
+                step = "finding the tolerance row"
+                tolerance = catalogue.tolerance_of(case).describe()
+                bug = self._known_bug(case)
             if clock is not None:
                 clock.lap(Stage.GOLDEN)
         except Exception as exc:
-            return self._finish(self._error_record(case, f"harness error while {step}: {_one_line(exc)}"))
+            record = self._error_record(case, f"harness error while {step}: {_one_line(exc)}")
+            return self._finish(_mark_ran_out(record, exc, "golden", step))
         timeout = self.timeout
         if bug is not None and bug.corrupts_process and bug.may_hang:
             timeout = min(timeout, known_bugs.CORRUPTING_CASE_TIMEOUT_S)  # a known heap overrun may hang
@@ -289,17 +303,19 @@ class Harness:
         if reply.answered:
             result: RunResult = reply.result
             try:
-                metrics, extra = self._judge(case, spec, inputs, exact_inputs, golden, result)
-                if not metrics.passed and bug is not None and bug.tolerance is not None:
-                    # a documented deviation of this backend: known only while within its own bound
-                    deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64),
-                                        bug.tolerance)
-                    extra["known_deviation_error_ratio"] = deviation.error_ratio
-                    if not deviation.passed:
-                        bug = None
+                with stage_limit(self.timeout, "verdict"):
+                    metrics, extra = self._judge(case, spec, inputs, exact_inputs, golden, result)
+                    if not metrics.passed and bug is not None and bug.tolerance is not None:
+                        # a documented deviation of this backend: known only while within its own bound
+                        deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64),
+                                            bug.tolerance)
+                        extra["known_deviation_error_ratio"] = deviation.error_ratio
+                        if not deviation.passed:
+                            bug = None
             except Exception as exc:
                 record.outcome = Outcome.ERROR
                 record.message = f"harness error while judging the result: {_one_line(exc)}"[:MESSAGE_LIMIT]
+                _mark_ran_out(record, exc, "verdict", "judging the result")
             else:
                 record.metrics = metrics.as_dict()
                 record.outcome = Outcome.PASS if metrics.passed else Outcome.FAIL
