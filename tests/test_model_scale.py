@@ -99,3 +99,13 @@ def test_query_blocks_give_the_whole_tensor_values(monkeypatch: pytest.MonkeyPat
         blocked = catalogue.evaluate(case, xs)
         np.testing.assert_allclose(blocked, golden, rtol=1e-14, atol=1e-15)
         np.testing.assert_allclose(attention.attention_error_bound(case, xs, blocked), bound, rtol=1e-13)
+
+
+def test_conv_transpose_1d_forms_one_tap_of_products_at_a_time() -> None:
+    """K = L = 4096 with 64 output channels: every (C_out, K, L) product at once is 8 GiB, the output
+    4 MiB; golden and verdict stay within a few output-sized arrays."""
+    case = OpCase("CONV_TRANSPOSE_1D", (TensorSpec("f32", (4096, 64, 1, 1)), TensorSpec("f32", (4096, 1, 1, 1))),
+                  params=(("s0", 1),), data_seed=5)
+    peak, passed = _judged_peak(case, _exact_inputs(case))
+    assert passed
+    assert peak < 16 * 4 * MIB, f"{peak / MIB:.0f} MiB"
