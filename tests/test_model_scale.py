@@ -109,3 +109,17 @@ def test_conv_transpose_1d_forms_one_tap_of_products_at_a_time() -> None:
     peak, passed = _judged_peak(case, _exact_inputs(case))
     assert passed
     assert peak < 16 * 4 * MIB, f"{peak / MIB:.0f} MiB"
+
+
+@pytest.mark.parametrize("case", [
+    # one 1024² weight under 32 heads: a copy per head was 256 MiB
+    OpCase("MUL_MAT", (TensorSpec("f32", (1024, 1024, 1, 1)), TensorSpec("f32", (1024, 1, 32, 1))), data_seed=2),
+    # 8 experts of 256², 64 tokens × 8 slots: an expert copied per (token, slot) was 256 MiB
+    OpCase("MUL_MAT_ID", (TensorSpec("f32", (256, 256, 8, 1)), TensorSpec("f32", (256, 8, 64, 1)),
+                          TensorSpec("i32", (8, 64, 1, 1))), data_seed=2),
+], ids=["mul_mat-gqa", "mul_mat_id"])
+def test_matmul_broadcasts_and_routes_without_copying_weights(case: OpCase) -> None:
+    weight_bytes = 8 * int(np.prod(case.inputs[0].ne))
+    peak, passed = _judged_peak(case, _exact_inputs(case))
+    assert passed
+    assert peak < 5 * weight_bytes, f"{peak / MIB:.0f} MiB for {weight_bytes / MIB:.0f} MiB of weights"
