@@ -29,6 +29,7 @@ import numpy as np
 from conformance import cases
 from conformance.data import as_stored
 from conformance.inputs import make_inputs
+from conformance.limits import ran_out, stage_limit
 from conformance.resolution import Resolution, resolve
 from conformance.set_get import SetGetCase
 from conformance.stages import Stage, StageClock
@@ -124,6 +125,17 @@ def _in_hypothesis_test() -> bool:
     from hypothesis.control import currently_in_test_context
 
     return bool(currently_in_test_context())
+
+
+def _mark_ran_out(record: CaseRecord, exc: BaseException, stage: str, step: str) -> CaseRecord:
+    """An ERROR record whose harness stage ran out of time or memory says which stage and what ran
+    out (``extra.ran_out``), so it reads as the harness's limit, never as the device's failure."""
+    what = ran_out(exc)
+    if what is not None:
+        record.message = f"harness ran out of {what} in the {stage} stage while {step}: {_one_line(exc)}"[
+            :MESSAGE_LIMIT]
+        record.extra = {**(record.extra or {}), "ran_out": {"stage": stage, "resource": what}}
+    return record
 
 
 def _one_line(exc: BaseException) -> str:
@@ -259,20 +271,22 @@ class Harness:
         self._lap(Stage.GENERATION)
         step = "resolving the case (catalogue row, suite entry, known bug)"
         try:
-            resolution = resolve(case, self._known_bug)
-            step = "making the inputs"
-            made = make_inputs(case, resolution.entry)
-            inputs = [as_stored(x, t.dtype) for x, t in zip(made, case.inputs, strict=True)]
-            self._lap(Stage.INPUTS)
-            step = "preparing the golden's inputs"
-            exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
-            step = "computing the golden"
-            golden = catalogue.evaluate(case, exact_inputs)
-            tolerance = resolution.tolerance.describe()
-            bug = resolution.known_bug
+            with stage_limit(self.timeout, "golden"):  # inputs and golden: the case's first stage
+                resolution = resolve(case, self._known_bug)
+                step = "making the inputs"
+                made = make_inputs(case, resolution.entry)
+                inputs = [as_stored(x, t.dtype) for x, t in zip(made, case.inputs, strict=True)]
+                self._lap(Stage.INPUTS)
+                step = "preparing the golden's inputs"
+                exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
+                step = "computing the golden"
+                golden = catalogue.evaluate(case, exact_inputs)
+                tolerance = resolution.tolerance.describe()
+                bug = resolution.known_bug
             self._lap(Stage.GOLDEN)
         except Exception as exc:
-            return self._finish(self._error_record(case, f"harness error while {step}: {_one_line(exc)}"))
+            record = self._error_record(case, f"harness error while {step}: {_one_line(exc)}")
+            return self._finish(_mark_ran_out(record, exc, "golden", step))
         timeout = self.timeout
         if bug is not None and bug.corrupts_process and bug.may_hang:
             timeout = min(timeout, known_bug.CORRUPTING_CASE_TIMEOUT_S)  # a known heap overrun may hang
@@ -325,7 +339,8 @@ class Harness:
         covers the case (None once a documented deviation is exceeded as well)."""
         bug = resolution.known_bug
         try:
-            metrics, extra = self._judge(case, resolution, inputs, exact_inputs, golden, result)
+            with stage_limit(self.timeout, "verdict"):
+                metrics, extra = self._judge(case, resolution, inputs, exact_inputs, golden, result)
             by_deviation = False
             if not metrics.passed and resolution.deviation is not None:
                 # a documented deviation of this backend: known only while within its own bound
@@ -339,6 +354,7 @@ class Harness:
         except Exception as exc:
             record.outcome = Outcome.ERROR
             record.message = f"harness error while judging the result: {_one_line(exc)}"[:MESSAGE_LIMIT]
+            _mark_ran_out(record, exc, "verdict", "judging the result")
         else:
             record.metrics = metrics.as_dict()
             record.outcome = Outcome.PASS if metrics.passed else Outcome.FAIL

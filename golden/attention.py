@@ -26,6 +26,7 @@ outputs ggml-cann's supports_op lists cannot be reached through the API.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +52,8 @@ class Logits:
 
     qk: np.ndarray  # c: scale·q·k (soft-capped when asked), finite
     bias: np.ndarray  # slope·mask: 0 without a mask, −inf where masked
-    qk_abs: np.ndarray  # T = |scale|·Σ_i |q_i|·|k_ji|: the magnitude the dot product's errors scale with
+    qk_abs: np.ndarray | None  # T = |scale|·Σ_i |q_i|·|k_ji|: the magnitude the dot product's errors scale with
+    # (only the error model needs it: None in the golden, which saves a third of its work)
 
     @property
     def total(self) -> np.ndarray:
@@ -65,6 +67,25 @@ def _kv_heads(x: np.ndarray, n_head: int) -> np.ndarray:
     return x[:, np.arange(n_head) // group]
 
 
+def _logits(q: np.ndarray, kh: np.ndarray, m: np.ndarray | None, scale: float, slope: np.ndarray,
+            softcap: float, kh_abs: np.ndarray | None) -> Logits:
+    """The logits of queries ``q`` against keys ``kh`` already matched to q's heads, with the mask
+    planes ``m`` matched too and each head's ALiBi ``slope`` (broadcastable against the logits);
+    their magnitudes T when given ``kh_abs = |kh|``."""
+    scale = _f32(scale)
+    dots = q @ np.swapaxes(kh, -1, -2)
+    qk_abs = None if kh_abs is None else abs(scale) * (np.abs(q) @ np.swapaxes(kh_abs, -1, -2))
+    qk = scale * dots
+    if softcap != 0.0:
+        c = _f32(softcap)
+        qk = c * np.tanh(qk / c)
+    bias = np.zeros_like(qk)
+    if m is not None:
+        with np.errstate(invalid="ignore"):
+            bias = slope * m
+    return Logits(qk, bias, qk_abs)
+
+
 def attention_logits(
     q: np.ndarray, k: np.ndarray, mask: np.ndarray | None, scale: float, max_bias: float, softcap: float,
 ) -> Logits:
@@ -72,22 +93,65 @@ def attention_logits(
     q = np.asarray(q, np.float64)
     n_head, n_q = q.shape[1], q.shape[2]
     kh = _kv_heads(np.asarray(k, np.float64), n_head)
-    scale = _f32(scale)
-    dots = q @ np.swapaxes(kh, -1, -2)
-    qk_abs = abs(scale) * (np.abs(q) @ np.swapaxes(np.abs(kh), -1, -2))
-    qk = scale * dots
-    if softcap != 0.0:
-        c = _f32(softcap)
-        qk = c * np.tanh(qk / c)
-    bias = np.zeros_like(qk)
+    m = None
     if mask is not None:
         m = np.asarray(mask, np.float64)[:, :, :n_q, :]
         ne3 = q.shape[0]
         m = m[np.arange(ne3) % m.shape[0]][:, np.arange(n_head) % m.shape[1]]
-        slope = alibi_slopes(n_head, _f32(max_bias)).reshape(1, n_head, 1, 1)
-        with np.errstate(invalid="ignore"):
-            bias = slope * m
-    return Logits(qk, bias, qk_abs)
+    slope = alibi_slopes(n_head, _f32(max_bias)).reshape(1, n_head, 1, 1)
+    return _logits(q, kh, m, scale, slope, softcap, np.abs(kh))
+
+
+# One block of queries is at most this many (query, key) pairs: each float64 intermediate of the
+# golden and of the error model is then 16 MiB, whatever the context length (16k keys: 128 queries).
+BLOCK_PAIRS = 2**21
+
+
+@dataclass(frozen=True)
+class Block:
+    """Queries ``rows`` of head ``h`` in batch ``b``, with what they read, each shaped ``(1, 1, …)``
+    so the whole-tensor formulas apply unchanged: every quantity is per query row, so evaluating
+    the rows block by block gives the same float64 values as evaluating them all at once."""
+
+    b: int
+    h: int
+    rows: slice
+    q: np.ndarray  # (1, 1, r, DK)
+    k: np.ndarray  # (1, 1, n_kv, DK): kv head h // group
+    v: np.ndarray  # (1, 1, n_kv, DV)
+    k_abs: np.ndarray  # |k| and |v|, computed once per kv head
+    v_abs: np.ndarray
+    mask: np.ndarray | None  # (1, 1, r, n_kv): plane (b % m3, h % m2)
+    slope: np.ndarray  # (1, 1, 1, 1)
+    sinks: np.ndarray | None  # (1,)
+
+
+def query_blocks(case: OpCase, x: AttentionInputs) -> Iterator[Block]:
+    """The case's (batch, head, query rows) blocks, each of at most BLOCK_PAIRS (query, key) pairs."""
+    q, k, v = (np.asarray(a, np.float64) for a in (x.q, x.k, x.v))
+    ne3, n_head, n_q = q.shape[0], q.shape[1], q.shape[2]
+    n_kv = k.shape[2]
+    group = n_head // k.shape[1]
+    slopes = alibi_slopes(n_head, _f32(case.param("max_bias")))
+    mask = None if x.mask is None else np.asarray(x.mask, np.float64)
+    step = max(1, BLOCK_PAIRS // max(1, n_kv))
+    for b in range(ne3):
+        for h in range(n_head):
+            kh, vh = k[b:b + 1, h // group][:, None], v[b:b + 1, h // group][:, None]
+            if h % group == 0:
+                k_abs, v_abs = np.abs(kh), np.abs(vh)
+            for start in range(0, n_q, step):
+                rows = slice(start, min(n_q, start + step))
+                m = None
+                if mask is not None:
+                    m = mask[b % mask.shape[0], h % mask.shape[1], rows][None, None]
+                yield Block(b, h, rows, q[b:b + 1, h:h + 1, rows], kh, vh, k_abs, v_abs, m,
+                            slopes[h].reshape(1, 1, 1, 1), None if x.sinks is None else x.sinks[h:h + 1])
+
+
+def _block_logits(case: OpCase, blk: Block, magnitude: bool = True) -> Logits:
+    return _logits(blk.q, blk.k, blk.mask, case.param("scale"), blk.slope, case.param("logit_softcap"),
+                   blk.k_abs if magnitude else None)
 
 
 def attention_weights(logits: np.ndarray, sinks: np.ndarray | None) -> np.ndarray:
@@ -122,17 +186,15 @@ def split_inputs(xs: list[np.ndarray], case: OpCase) -> AttentionInputs:
     return AttentionInputs(xs[0], xs[1], xs[2], mask, sinks)
 
 
-def _logits_of(case: OpCase, x: AttentionInputs) -> Logits:
-    return attention_logits(x.q, x.k, x.mask, case.param("scale"), case.param("max_bias"),
-                            case.param("logit_softcap"))
-
-
 def flash_attn_ext(xs: list[np.ndarray], case: OpCase) -> np.ndarray:
-    """``softmax(ℓ)·V`` per head and query, returned as ggml's permuted dst ``(ne3, n_q, n_head, DV)``."""
+    """``softmax(ℓ)·V`` per head and query, returned as ggml's permuted dst ``(ne3, n_q, n_head, DV)``;
+    evaluated in query blocks (query_blocks) so memory does not grow with n_q·n_kv."""
     x = split_inputs(xs, case)
-    n_head = x.q.shape[1]
-    p = attention_weights(_logits_of(case, x).total, x.sinks)
-    out = p @ _kv_heads(np.asarray(x.v, np.float64), n_head)  # (ne3, n_head, n_q, DV)
+    ne3, n_head, n_q = x.q.shape[0], x.q.shape[1], x.q.shape[2]
+    out = np.empty((ne3, n_head, n_q, x.v.shape[3]))
+    for blk in query_blocks(case, x):
+        p = attention_weights(_block_logits(case, blk, magnitude=False).total, blk.sinks)
+        out[blk.b, blk.h, blk.rows] = (p @ blk.v)[0, 0]
     return np.ascontiguousarray(np.swapaxes(out, 1, 2))
 
 
@@ -161,31 +223,35 @@ def attention_error_bound(case: OpCase, inputs: list[np.ndarray], golden: np.nda
     A fully masked row has n = 0 and p = 0: it must be exactly 0.
     """
     x = split_inputs([np.asarray(a) for a in inputs], case)
-    n_head, dk = x.q.shape[1], x.q.shape[3]
-    lg = _logits_of(case, x)
-    with np.errstate(invalid="ignore", over="ignore"):
-        total = lg.total
-        live = np.isfinite(total)
-        ell = np.where(live, np.abs(total), 0.0)
-        sm = np.where(live, np.abs(lg.bias), 0.0)
-        h = np.arange(n_head, dtype=np.float64).reshape(1, -1, 1, 1)
-        t_units = F16_EPS + (dk + 2) * F32_EPS + (F16_EPS if case.inputs[1].dtype == "f32" else 0.0)
-        delta = t_units * (1 + F16_EPS) * lg.qk_abs + ((2 * h + 6) * F32_EPS + 2 * F16_EPS) * sm \
-            + (2 * F32_EPS + F16_EPS) * ell
-        if case.param("logit_softcap") != 0.0:
-            delta = delta + F32_EPS * lg.qk_abs + 4 * F32_EPS * np.abs(lg.qk)
-        delta = np.where(live, delta, 0.0)
-        n = live.sum(axis=-1, keepdims=True).astype(np.float64)
-        eta = (n + 6) * F32_EPS + F16_EPS
-        delta_max = delta.max(axis=-1, keepdims=True)
-        p = attention_weights(total, x.sinks)
-        v_abs = np.abs(_kv_heads(np.asarray(x.v, np.float64), n_head))
-        spread = (p * np.expm1(delta + delta_max + eta)) @ v_abs
-        mass = np.exp(2 * delta_max + eta) * (p @ v_abs)  # Σ_j p̂_j|v_j|
-        v_units = 2 * n * (F16_EPS + F32_EPS) + (F16_EPS if case.inputs[2].dtype == "f32" else 0.0)
-        allowed = (1 + F16_EPS) * (spread + v_units * mass + n * F16_SUBNORMAL_SPACING)
-        out = np.abs(np.swapaxes(np.asarray(golden, np.float64), 1, 2))
-        allowed = allowed + F16_EPS * np.where(np.isfinite(out), out, 0.0)
+    dk = x.q.shape[3]
+    out_all = np.abs(np.swapaxes(np.asarray(golden, np.float64), 1, 2))
+    allowed = np.empty_like(out_all)
+    for blk in query_blocks(case, x):  # every term is per query row: blocks give the same values
+        lg = _block_logits(case, blk)
+        assert lg.qk_abs is not None
+        with np.errstate(invalid="ignore", over="ignore"):
+            total = lg.total
+            live = np.isfinite(total)
+            ell = np.where(live, np.abs(total), 0.0)
+            sm = np.where(live, np.abs(lg.bias), 0.0)
+            h = float(blk.h)
+            t_units = F16_EPS + (dk + 2) * F32_EPS + (F16_EPS if case.inputs[1].dtype == "f32" else 0.0)
+            delta = t_units * (1 + F16_EPS) * lg.qk_abs + ((2 * h + 6) * F32_EPS + 2 * F16_EPS) * sm \
+                + (2 * F32_EPS + F16_EPS) * ell
+            if case.param("logit_softcap") != 0.0:
+                delta = delta + F32_EPS * lg.qk_abs + 4 * F32_EPS * np.abs(lg.qk)
+            delta = np.where(live, delta, 0.0)
+            n = live.sum(axis=-1, keepdims=True).astype(np.float64)
+            eta = (n + 6) * F32_EPS + F16_EPS
+            delta_max = delta.max(axis=-1, keepdims=True)
+            p = attention_weights(total, blk.sinks)
+            v_abs = blk.v_abs
+            spread = (p * np.expm1(delta + delta_max + eta)) @ v_abs
+            mass = np.exp(2 * delta_max + eta) * (p @ v_abs)  # Σ_j p̂_j|v_j|
+            v_units = 2 * n * (F16_EPS + F32_EPS) + (F16_EPS if case.inputs[2].dtype == "f32" else 0.0)
+            bound = (1 + F16_EPS) * (spread + v_units * mass + n * F16_SUBNORMAL_SPACING)
+            out = out_all[blk.b:blk.b + 1, blk.h:blk.h + 1, blk.rows]
+            allowed[blk.b, blk.h, blk.rows] = (bound + F16_EPS * np.where(np.isfinite(out), out, 0.0))[0, 0]
     return np.ascontiguousarray(np.swapaxes(allowed, 1, 2))
 
 

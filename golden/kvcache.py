@@ -91,7 +91,8 @@ SPECS.add(OpSpec(
     signatures=tuple(sig(d, s, i) for d, s, i in (
         ("f32", "f32", "i64"), ("f16", "f32", "i64"), ("bf16", "f32", "i64"),
         ("f32", "f32", "i32"), ("f16", "f32", "i32"), ("bf16", "f32", "i32"),
-        ("f16", "f16", "i64"), ("f32", "f16", "i64"), ("bf16", "f16", "i32"))),
+        ("f16", "f16", "i64"), ("f32", "f16", "i64"), ("bf16", "f16", "i32"),
+        ("bf16", "f16", "i64"), ("f16", "f16", "i32"))),  # every pair ggml-cann claims, with either index type
     quantized_signatures=tuple(sig(d, s, i) for d, s, i in (
         ("q4_0", "f32", "i64"), ("q8_0", "f32", "i64"), ("q4_0", "f16", "i32"), ("q8_0", "f16", "i32"))),
     tolerance={

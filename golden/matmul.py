@@ -25,9 +25,16 @@ def broadcast_weights(a: np.ndarray, b_shape: tuple[int, ...]) -> np.ndarray:
 
 
 def mul_mat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = broadcast_weights(np.asarray(a, np.float64), np.shape(b))
+    """Each b slice times its a slice, transposed. The blockwise broadcast is a reshape of b into
+    (a's slice, its repeat) pairs, so a is never copied (a copy per b slice is GiBs for a model's
+    weights under 32 query heads)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    a3, a2, n, k = a.shape
+    b3, b2, m = b.shape[:3]
+    pairs = b.reshape(a3, b3 // a3, a2, b2 // a2, m, k)
     with np.errstate(invalid="ignore", over="ignore"):  # float64 GEMM: K·2^-53 relative in any order
-        return np.matmul(np.asarray(b, np.float64), np.swapaxes(a, -1, -2))
+        out = np.matmul(pairs, np.swapaxes(a, -1, -2)[:, None, :, None])
+    return out.reshape(b3, b2, m, n)
 
 
 def abs_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -190,7 +197,16 @@ def routed(model: ErrorModel) -> ErrorModel:
     MUL_MAT on the pairs the ids select, so the same bound holds per output element."""
 
     def routed_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
-        return np.reshape(model(case, routed_pairs(inputs), golden), np.shape(golden))
+        # one expert at a time, as the golden: routed_pairs copies an expert per (token, slot)
+        weights, rows, chosen = _routing(*inputs[:3])
+        weights, rows = np.asarray(weights, np.float64), np.asarray(rows, np.float64)
+        g = np.asarray(golden)[0]  # (T, U, N)
+        out = np.zeros(g.shape)
+        for expert in np.unique(chosen):
+            routed = chosen == expert
+            pair = [weights[expert][None, None], rows[routed][None, None]]  # (1, 1, N, K), (1, 1, R, K)
+            out[routed] = model(case, pair, g[routed][None, None])[0, 0]
+        return out.reshape(np.shape(golden))
 
     routed_model.__name__ = f"routed {model.__name__}"
     return routed_model
