@@ -84,6 +84,9 @@ class CaseRecord:
     history_dropped: int = 0  # earlier ids that did not fit the worker's history limit
     expected: ExpectedFailure | None = None
     perf: dict[str, Any] | None = None  # perf mode: the device's timings of this case (conformance/perf.py)
+    # the suite ran this case because a known bug covered the drawn case with this id: the same shapes,
+    # params and data in a layout no known bug of the device covers
+    companion_of: str | None = None
 
     @property
     def failing(self) -> bool:
@@ -128,6 +131,8 @@ class CaseRecord:
             out["expected"] = self.expected.to_json()
         if self.perf is not None:
             out["perf"] = self.perf
+        if self.companion_of is not None:
+            out["companion_of"] = self.companion_of
         return out
 
     @classmethod
@@ -152,4 +157,5 @@ class CaseRecord:
                                      tuple(expected.get("outcomes", ("fail",))))
             if isinstance(expected, dict) else None,
             perf=data.get("perf") if isinstance(data.get("perf"), dict) else None,
+            companion_of=data.get("companion_of") if isinstance(data.get("companion_of"), str) else None,
         )
