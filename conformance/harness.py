@@ -21,7 +21,7 @@ import os
 import shlex
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 import numpy as np
@@ -42,7 +42,7 @@ from device.messages import Reply
 from device.spec import DeviceSpec
 from device.worker import DeviceWorker, InProcessRunner, open_runner
 from golden import catalogue, dtypes, quant
-from golden.case import OpCase, TensorSpec
+from golden.case import Layout, OpCase, TensorSpec
 from results.outcome import Outcome
 from results.record import CaseDescription, CaseRecord, ExpectedFailure
 
@@ -81,6 +81,7 @@ class Breaker:
     attempts_after: int = 0  # device attempts after the first crash or timeout
     skipped: int = 0  # examples not run because the breaker was open
     repeats: int = 0  # suite cases drawn again after they passed, not run again (Harness.check(once=True))
+    covered: set[str] = field(default_factory=set)  # drawn cases a known bug covered (Harness.check_drawn)
 
     @property
     def tripped(self) -> bool:
@@ -231,11 +232,13 @@ class Harness:
             crash=reply.crash, history=reply.history, history_dropped=reply.history_dropped,
         )
 
-    def _finish(self, record: CaseRecord) -> CaseRecord:
+    def _finish(self, record: CaseRecord, companion_of: str | None = None) -> CaseRecord:
         """Count a finished record's outcome and append it to the results file (flushed at once).
 
         A record the writer cannot store (a comparator's metric JSON cannot hold) is written as an
         ERROR record saying why, without its metrics and extra: the case is never lost."""
+        if companion_of is not None:
+            record.companion_of = companion_of
         if self.writer is not None:
             try:
                 self.writer.write(record.to_json())
@@ -262,10 +265,12 @@ class Harness:
         return record
 
     def evaluate(self, case: OpCase,
-                 perf: Callable[[OpCase, list[np.ndarray]], dict[str, Any] | None] | None = None) -> CaseRecord:
+                 perf: Callable[[OpCase, list[np.ndarray]], dict[str, Any] | None] | None = None,
+                 companion_of: str | None = None) -> CaseRecord:
         """Run and judge one case; always returns (and writes) a record, ERROR when a step raised.
         ``perf`` (perf mode, ``conformance/perf.py``) times the case once the device has answered;
-        what it returns is the record's ``perf`` block."""
+        what it returns is the record's ``perf`` block. ``companion_of`` marks a known-bug companion
+        (:meth:`check_drawn`)."""
         if self.clock is not None:
             self.clock.cases += 1
         self._lap(Stage.GENERATION)
@@ -286,14 +291,14 @@ class Harness:
             self._lap(Stage.GOLDEN)
         except Exception as exc:
             record = self._error_record(case, f"harness error while {step}: {_one_line(exc)}")
-            return self._finish(_mark_ran_out(record, exc, "golden", step))
+            return self._finish(_mark_ran_out(record, exc, "golden", step), companion_of)
         timeout = self.timeout
         if bug is not None and bug.corrupts_process and bug.may_hang:
             timeout = min(timeout, known_bug.CORRUPTING_CASE_TIMEOUT_S)  # a known heap overrun may hang
         try:
             reply = self.runner.attempt(case, inputs, timeout)
         except Exception as exc:  # the worker could not be (re)started, or answered nonsense
-            return self._finish(self._error_record(case, f"device error: {_one_line(exc)}"))
+            return self._finish(self._error_record(case, f"device error: {_one_line(exc)}"), companion_of)
         self._lap(Stage.DEVICE)
         record = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
                                   case.data_seed, reply, tolerance)
@@ -325,7 +330,7 @@ class Harness:
                 record.artefact = self._save_artefact(case, inputs, golden, reply)
             except Exception as exc:  # the record matters more than its artefact
                 record.message = f"{record.message} (artefact not saved: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
-        self._finish(record)
+        self._finish(record, companion_of)
         self._lap(Stage.RECORD)
         return record
 
@@ -371,6 +376,57 @@ class Harness:
             self.runner.start()
         except Exception as exc:  # the next case tries again; this one keeps its record
             record.message = f"{record.message} (device restart failed: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
+
+    def judged_elsewhere(self, record: CaseRecord | None) -> bool:
+        """True where a known bug of the device (not a documented deviation, which is still judged
+        against its own bound) explains the record's failure: the case judged nothing."""
+        return record is not None and record.failing and record.expected is not None \
+            and not self._is_deviation(record.expected.id)
+
+    def _is_deviation(self, bug_id: str) -> bool:
+        return any(b.id == bug_id and b.tolerance is not None for b in self._bugs)
+
+    def companion(self, case: OpCase) -> OpCase | None:
+        """The nearest case that no known bug of this device covers (a documented deviation may): the
+        same shapes, params and data with one input made contiguous (the first such that works), else
+        every input contiguous; None where the bug does not depend on the layout."""
+        contiguous = [replace(t, layout=Layout()) for t in case.inputs]
+        candidates = [replace(case, inputs=tuple(contiguous[j] if j == i else t for j, t in enumerate(case.inputs)))
+                      for i, t in enumerate(case.inputs) if not t.layout.is_contiguous]
+        candidates.append(replace(case, inputs=tuple(contiguous)))
+        spec = catalogue.get(case.op)
+        for candidate in candidates:
+            if candidate == case:
+                continue
+            bug = self._known_bug(candidate)
+            if bug is not None and bug.tolerance is None:
+                continue
+            try:  # the op's own rules (a layout some ops require); a candidate they reject is not a case
+                if spec.validate is not None:
+                    spec.validate(candidate, make_inputs(candidate))
+            except Exception:
+                continue
+            return candidate
+        return None
+
+    def check_drawn(self, case: OpCase) -> bool:
+        """:meth:`check` for a case the suite drew (``once``); where a known bug covers it, also its
+        :meth:`companion`, checked the same way. Returns whether the drawn case itself was judged: False
+        tells the suite to draw again, so known bugs do not spend the test's examples."""
+        __tracebackhide__ = True
+        breaker = self._breaker()
+        if breaker is not None and case.case_id in breaker.covered:
+            breaker.repeats += 1  # drawn again: its record and its companion's exist; draw again as before
+            return False
+        record = self.check(case, once=True)
+        if not self.judged_elsewhere(record):
+            return True
+        if breaker is not None:
+            breaker.covered.add(case.case_id)
+        other = self.companion(case)
+        if other is not None:
+            self._checked(other.case_id, lambda: self.evaluate(other, companion_of=case.case_id), once=True)
+        return False
 
     def _known_bug(self, case: OpCase) -> KnownBug | None:
         """The device's known kernel bug covering ``case`` (ggml devices: by device name and release)."""

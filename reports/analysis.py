@@ -153,6 +153,14 @@ class OpDeviceStats:
     passed: int = 0
     failed: int = 0
     known: int = 0
+    # the suite's budget: cases it drew, the drawn ones a known bug covered (they judged nothing; a
+    # documented deviation is still judged against its own bound), and the cases judged — drawn cases
+    # not covered plus companions (the covered case's shapes, params and data in a layout the bug
+    # does not cover)
+    drawn: int = 0
+    covered: int = 0
+    companions: int = 0
+    judged: int = 0
     worst_ratio: float | None = None  # worst error_ratio over cases that ran
     worst_passing_ratio: float | None = None
     worst_case_id: str = ""
@@ -606,12 +614,30 @@ def _cluster_key(case: dict[str, Any], column: str, known_cause: KnownCause | No
                       kind=kind, detail=detail, known=known_cause.id if known_cause else "")
 
 
+def covered_by_known_bug(case: dict[str, Any]) -> bool:
+    """A failing record a known bug of its device explains, not judged against a deviation's bound."""
+    extra = case.get("extra")
+    deviation = isinstance(extra, dict) and "known_deviation_error_ratio" in extra
+    return bool(case.get("expected")) and case["outcome"] in FAILING_OUTCOMES and not deviation
+
+
+def _count_drawn_and_judged(stats: OpDeviceStats, case: dict[str, Any]) -> None:
+    """Drawn cases, known-bug companions, drawn cases a known bug covers, and cases judged."""
+    companion = bool(case.get("companion_of"))
+    stats.companions += companion
+    stats.drawn += not companion
+    covered = covered_by_known_bug(case)
+    stats.covered += covered and not companion
+    stats.judged += case["outcome"] not in (Outcome.UNSUPPORTED, Outcome.ERROR) and not covered
+
+
 def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) -> None:
     stats = op.per_device.get(column)
     if stats is None:
         stats = op.per_device[column] = OpDeviceStats()
     stats.cases += 1
     outcome = case["outcome"]
+    _count_drawn_and_judged(stats, case)
     if outcome != Outcome.UNSUPPORTED:
         stats.ran += 1
         if outcome == Outcome.PASS:

@@ -115,6 +115,9 @@ class CaseRecord:
     # what decided a computed case's verdict, by id: "catalogue:OP[key]" (the tolerance row) or
     # "deviation:<known bug id>" (a device's documented deviation); None where nothing was judged
     decided_by: str | None = None
+    # the suite ran this case because a known bug covered the drawn case with this id: the same shapes,
+    # params and data in a layout no known bug of the device covers
+    companion_of: str | None = None
 
     @property
     def failing(self) -> bool:
@@ -161,6 +164,8 @@ class CaseRecord:
             out["perf"] = self.perf
         if self.decided_by is not None:
             out["decided_by"] = self.decided_by
+        if self.companion_of is not None:
+            out["companion_of"] = self.companion_of
         return out
 
     @classmethod
@@ -186,6 +191,7 @@ class CaseRecord:
             if isinstance(expected, dict) else None,
             perf=data.get("perf") if isinstance(data.get("perf"), dict) else None,
             decided_by=data.get("decided_by") if isinstance(data.get("decided_by"), str) else None,
+            companion_of=data.get("companion_of") if isinstance(data.get("companion_of"), str) else None,
         )
 
 

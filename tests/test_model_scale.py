@@ -9,7 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conformance.data import as_stored, make_inputs
+from conformance.data import as_stored
+from conformance.inputs import make_inputs
 from golden import attention, catalogue, dtypes
 from golden.case import OpCase, TensorSpec, parse_case_id
 
@@ -35,7 +36,7 @@ def _judged_peak(case: OpCase, xs: list[np.ndarray]) -> tuple[int, bool]:
     tracemalloc.start()
     try:
         golden = catalogue.evaluate(case, xs)
-        passed = compare(case, xs, golden, dtypes.round_to(golden, case.out_dtype), catalogue.tolerance_of(case)).passed
+        passed = compare(case, xs, golden, dtypes.round_to(golden, case.dst), catalogue.tolerance_of(case)).passed
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from device.outcome import Outcome
 
 from conformance.harness import Harness
 from conformance.limits import StageLimitExceeded, stage_limit
 from golden import catalogue
 from golden.case import OpCase, TensorSpec
+from results.outcome import Outcome
 
 CASE = OpCase("ABS", (TensorSpec("f32", (8, 2, 1, 1)),), data_seed=1)
 
