@@ -471,6 +471,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     env.setdefault("CONFORM_RUN_ID", stamp)
     code, interrupted = _run_pytest(cmd, env)
+    interrupted = interrupted or code == PYTEST_INTERRUPTED  # the signal reached pytest alone
     if not interrupted and code == PYTEST_NO_TESTS:
         chosen = " ".join(f"{flag} {value!r}" for flag, value in (("-k", args.k), ("--op", ",".join(args.op)))
                           if value)
@@ -504,6 +505,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
+PYTEST_INTERRUPTED = 2
 PYTEST_USAGE_ERROR = 4
 PYTEST_NO_TESTS = 5
 # After Ctrl-C: how long pytest may take to write its JUnit XML and close its devices
@@ -744,6 +746,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from device.base import DeviceError
+    from device.interrupt import stop_on_signals
+
+    stop_on_signals()  # Ctrl-C or SIGTERM: a partial report, also in a script's background job
 
     try:
         if args.command == "run":

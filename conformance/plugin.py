@@ -32,6 +32,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from device.interrupt import stop_on_signals
 from device.spec import DeviceSpec
 
 if TYPE_CHECKING:
@@ -311,6 +312,7 @@ def _check_options(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    stop_on_signals()  # SIGINT/SIGTERM end the session as interrupted, even in a background job
     config.pluginmanager.register(_ReportCounter(config), "conform-report-counter")
     if not hasattr(config, "workerinput"):
         _check_options(config)

@@ -50,6 +50,7 @@ from device.base import (
     result_problem,
 )
 from device.channel import REPLY_SPIN_S, REQUEST_SPIN_S, WORKER, Arena, Channel, unlink_quietly
+from device.interrupt import ignore_stop_signals, stopped_from_outside
 from device.outcome import Outcome
 from device.spec import DeviceKind, DeviceSpec
 from device.zygote import ForkedWorker, ForkServer, ForkServerError
@@ -667,6 +668,9 @@ class DeviceWorker:
                 sig = signal.Signals(-code).name
             except ValueError:
                 sig = str(-code)
+        if stopped_from_outside(sig):
+            self._stop()
+            raise KeyboardInterrupt(f"the device worker of {self.spec} was stopped by {sig}")
         tail = self._stderr_tail()
         last = next((ln for ln in reversed(tail.strip().splitlines()) if ln.strip()), "")
         history, dropped = tuple(self.history), self.history_dropped
@@ -769,6 +773,7 @@ def open_runner(spec: DeviceSpec | str, options: dict[str, Any], timeout: float)
 
 def serve(conn_fd: int, arena_path: str) -> None:
     """A worker's life: its socket and arena, the OpenRequest, then requests until Stop."""
+    ignore_stop_signals()
     arena = Arena(arena_path) if arena_path else None
     unlink_quietly(arena_path)  # both ends hold it mapped; no file is left behind whatever happens
     conn = Channel(Connection(conn_fd), arena, WORKER, encode_message, decode_message)
