@@ -197,7 +197,8 @@ def cmd_repro(args: argparse.Namespace) -> int:
     _check_numbers(args)
     device = _repro_device(args, None)
     check_spec(device, _device_options(args))
-    harness = Harness(device, _device_options(args), out_dir=args.out, timeout=args.case_timeout)
+    harness = Harness(device, _device_options(args), out_dir=args.out or ".", timeout=args.case_timeout,
+                      keep_artefacts=args.out is not None)
     try:
         record = harness.evaluate_set_get(case) if isinstance(case, SetGetCase) else harness.evaluate(case)
     finally:
@@ -384,35 +385,10 @@ def _check_selection(args: argparse.Namespace) -> None:
         raise UsageError(f"-k {args.k!r} is not a valid selection{where}: {reason}") from None
 
 
-def _open_each(devices: list[DeviceSpec], options: dict[str, Any], timeout: float) -> None:
-    """Open every device once in a worker process (all at once) and close it again.
-
-    What check_spec cannot see without opening (a CANN runtime that is missing or will not start,
-    a backend that fails to initialise, a plug-in factory that raises) is then one line here, not
-    an aborted pytest session. A crash while opening stays in the worker.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from device.registry import runs_in_process
-    from device.worker import DeviceWorker
-
-    def probe(spec: DeviceSpec) -> None:
-        worker = DeviceWorker(spec, options, timeout=timeout)
-        try:
-            worker.start()
-        finally:
-            worker.close()
-
-    remote = [d for d in devices if not runs_in_process(d)]
-    if remote:
-        with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
-            for done in [pool.submit(probe, spec) for spec in remote]:
-                done.result()
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from device.base import DeviceError
     from device.registry import check_spec, expand_specs
+    from device.worker import open_each
 
     _check_numbers(args)
     _check_selection(args)
@@ -429,7 +405,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              f"to one device); got --workers {workers}")
         for spec in devices:  # every device opens, or one line now rather than a failed session later
             check_spec(spec, _device_options(args))
-        _open_each(devices, _device_options(args), args.case_timeout)
+        open_each(devices, _device_options(args), args.case_timeout)
     except DeviceError as exc:
         raise UsageError(str(exc)) from None
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -709,7 +685,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--shrink", action="store_true",
                      help="with --sequence or --history: reduce the sequence to the shortest one whose last "
                           "case still crashes or times out, and print it")
-    rep.add_argument("--out", default=".", metavar="DIR", help="where a failing case's .npz goes (artefacts/)")
+    rep.add_argument("--out", default=None, metavar="DIR",
+                     help="save a failing case's inputs, golden and device output as an .npz under DIR/artefacts/ "
+                          "(default: nothing is written)")
     limits(rep, "CPU backend threads")
 
     perf = sub.add_parser("perf", help="judge and time model-shaped cases on device(s), next to ggml:CPU")

@@ -115,15 +115,17 @@ class ConformSession:
     def check(self) -> None:
         """Raise pytest.UsageError for device specs that cannot work, or too few xdist workers.
 
-        Cheap checks only (no device library is loaded in the pytest process); a device that then
-        fails to open ends the session through the ``conform`` fixture with its one-line reason.
+        No device library is loaded in the pytest process: each device is opened once in a worker and
+        closed again. A device that fails later ends the session through the ``conform`` fixture.
         """
         from device.base import DeviceError
         from device.registry import check_spec
+        from device.worker import open_each
 
         try:
             for spec in self.devices:
                 check_spec(spec, self.options, load_libraries=False)
+            open_each(self.devices, self.options, self.timeout)  # in workers: one line, not an aborted session
         except DeviceError as exc:
             raise pytest.UsageError(f"conform: {exc}") from None
         workers = _xdist_workers(self.config)

@@ -771,6 +771,31 @@ def open_runner(spec: DeviceSpec | str, options: dict[str, Any], timeout: float)
     return worker
 
 
+def open_each(devices: list[DeviceSpec], options: dict[str, Any], timeout: float) -> None:
+    """Open every device once in a worker process (all at once) and close it again.
+
+    What a cheap check of the spec cannot see without opening (a ggml device name the library lacks,
+    a CANN runtime that is missing or will not start, a plug-in factory that raises) is then one
+    DeviceError before a session starts, not an aborted session. A crash while opening stays in the worker.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from device.registry import runs_in_process
+
+    def probe(spec: DeviceSpec) -> None:
+        worker = DeviceWorker(spec, options, timeout=timeout)
+        try:
+            worker.start()
+        finally:
+            worker.close()
+
+    remote = [d for d in devices if not runs_in_process(d)]
+    if remote:
+        with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
+            for done in [pool.submit(probe, spec) for spec in remote]:
+                done.result()
+
+
 def serve(conn_fd: int, arena_path: str) -> None:
     """A worker's life: its socket and arena, the OpenRequest, then requests until Stop."""
     ignore_stop_signals()
