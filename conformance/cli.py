@@ -17,6 +17,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -386,6 +387,7 @@ def _check_selection(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from conformance.options import COMMAND_ENV
     from device.base import DeviceError
     from device.registry import check_spec, expand_specs
     from device.worker import open_each
@@ -446,6 +448,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"conform: running {len(devices)} device(s) {', '.join(d.text for d in devices)} -> {out}", flush=True)
     env = dict(os.environ)
     env.setdefault("CONFORM_RUN_ID", stamp)
+    env[COMMAND_ENV] = shlex.join(["conform", *args.argv])
     code, interrupted = _run_pytest(cmd, env)
     interrupted = interrupted or code == PYTEST_INTERRUPTED  # the signal reached pytest alone
     if not interrupted and code == PYTEST_NO_TESTS:
@@ -723,6 +726,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = argv  # as typed, for the results header
     from device.base import DeviceError
     from device.interrupt import stop_on_signals
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shlex
 import socket
 import sys
 import uuid
@@ -32,6 +33,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from conformance.options import COMMAND_ENV
 from device.interrupt import stop_on_signals
 from device.spec import DeviceSpec
 
@@ -178,6 +180,8 @@ class ConformSession:
             "acl_devices": acl_devices(),
             "env": {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))},
             "argv": sys.argv,
+            # what the user typed: conform's command line when conform started pytest, else pytest's
+            "command": os.environ.get(COMMAND_ENV) or shlex.join(["pytest", *sys.argv[1:]]),
         })
 
     def note_report(self, report: pytest.TestReport) -> None:

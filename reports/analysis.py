@@ -48,6 +48,7 @@ from reports.matrix import (  # noqa: F401  (re-exported: the matrix's names are
     device_name,
     dtype_key,
     dtype_sort_key,
+    op_family,
 )
 from reports.plots import HIST_BINS, error_points, error_scatter_svg, ratio_bin, thin
 from reports.repro import header_inventory
@@ -230,6 +231,7 @@ class KnownBugStats:
 class DeviceSummary:
     column: DeviceColumn
     counts: Counter[str] = field(default_factory=Counter)
+    known_counts: Counter[str] = field(default_factory=Counter)  # per outcome, the failures known bugs explain
     known: int = 0
     claimed_failing: int = 0
     device_seconds: float = 0.0
@@ -359,15 +361,46 @@ class ReportData:
         return [bug for bug in self.known_bugs if bug.is_stale]
 
     def closest_to_bound(self, limit: int = 15) -> list[tuple[str, str, OpDeviceStats]]:
-        """Ops whose passing cases come nearest their tolerance (worst passing error ratio)."""
+        """Ops whose passing cases come nearest their tolerance (worst passing error ratio), half-ulp
+        ties left out (:meth:`half_ulp_ties`)."""
         rows = [
             (op.op, column, stats)
             for op in self.ops.values()
             for column, stats in op.per_device.items()
-            if stats.worst_passing_ratio is not None
+            if stats.worst_passing_ratio is not None and stats.worst_passing_ratio != HALF_ULP_TIE
         ]
         rows.sort(key=lambda row: -(row[2].worst_passing_ratio or 0.0))
         return rows[:limit]
+
+
+    def half_ulp_ties(self) -> list[tuple[str, str]]:
+        """(op, device) whose worst passing ratio is exactly 1: a correctly rounded result half an ulp
+        from the exact value, which a bound of half an ulp allows exactly (expected, not a warning)."""
+        return [(op.op, column) for op in self.ops.values() for column, stats in op.per_device.items()
+                if stats.worst_passing_ratio == HALF_ULP_TIE]
+
+    def matrix_families(self) -> list[tuple[str, list[tuple[str, list[tuple[str, dict[str, CellStats]]]]], bool]]:
+        """Matrix rows by op family (catalogue order), each with whether a cell needs attention."""
+        families: dict[str, list[tuple[str, list[tuple[str, dict[str, CellStats]]]]]] = {}
+        for op, rows in self.matrix_groups():
+            families.setdefault(op_family(op), []).append((op, rows))
+        return [(family, ops, any(cell.needs_attention for _, rows in ops for _, cells in rows
+                                  for cell in cells.values()))
+                for family, ops in families.items()]
+
+    def op_families(self) -> list[tuple[str, list[OpSummary], bool]]:
+        """Per-op rows by family, each with whether an op of it failed unexpectedly somewhere."""
+        families: dict[str, list[OpSummary]] = {}
+        for op in self.ops.values():
+            families.setdefault(op_family(op.op), []).append(op)
+        attention = {op for op, rows in self.matrix_groups()
+                     if any(cell.needs_attention for _, cells in rows for cell in cells.values())}
+        return [(family, ops, any(op.op in attention for op in ops)) for family, ops in families.items()]
+
+
+# A worst passing error ratio of exactly 1: an exact tie at the bound (half an ulp off for a correctly
+# rounded result under a half-ulp bound), expected rather than near failing.
+HALF_ULP_TIE = 1.0
 
 
 def _parse_time(text: Any) -> datetime | None:
@@ -531,6 +564,7 @@ def analyse(
             summary.device_seconds += as_float(case.get("duration_s")) or 0.0
             if known:
                 summary.known += 1
+                summary.known_counts[outcome] += 1
             if is_failure and case.get("supported") is True:
                 summary.claimed_failing += 1
 

@@ -30,10 +30,14 @@ LONG_PLUGIN = "vendor_conformance_plugins.accelerators.experimental_backend:make
 # --dump-dom returns.
 MEASURE = """<script>
 const root = document.documentElement;
+const closedHeight = root.scrollHeight;  // as the page opens: collapsed sections closed
+const sections = [...document.querySelectorAll('details')];
+sections.forEach(d => { d.open = true; });  // then every section opened: each must lay out within the width
 const rendered = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
 const summary = document.querySelector('table.summary');
 const out = {
-  scrollWidth: root.scrollWidth, clientWidth: root.clientWidth,
+  scrollWidth: root.scrollWidth, clientWidth: root.clientWidth, closedHeight: closedHeight,
+  sections: sections.length, openedSections: sections.filter(d => d.open && [...d.children].some(rendered)).length,
   summaryRight: summary.getBoundingClientRect().right, summaryScroll: summary.scrollWidth,
   summaryBox: summary.parentElement.clientWidth,
   widestCard: Math.max(...[...document.querySelectorAll('.failure, section.cluster')].map(
