@@ -116,11 +116,46 @@ class Coverage:
         ordered = sorted(self.values, key=_natural_key)
         return ordered[:limit], max(0, len(ordered) - limit)
 
+    def readable(self, name: str, limit: int = 6) -> str:
+        """The values reached, as a person reads them: a range for many numbers, per-dim ranges for
+        shape-like lists, the kinds of layout reached, short numbers; else the first values."""
+        values = self.values
+        more = f" ({self.count_text} values)"
+        if name == "layout":
+            kinds = {kind for value in values for kind, token in _LAYOUT_KINDS if token in value}
+            return ", ".join(k for k, _ in _LAYOUT_KINDS if k in kinds) + f" ({self.count_text} layouts)"
+        if self.numeric_only and len(values) > 4:
+            return self.range_text + more
+        if self.numeric_only:
+            return ", ".join(_fmt_number(float(v)) for v in sorted(values, key=float))
+        lists = [_int_list(v) for v in values]
+        is_order = name.endswith(("perm", "axes"))  # a permutation reads whole, not as ranges per dim
+        if len(values) > 2 and not is_order and all(lists) and len({len(x) for x in lists if x}) == 1:
+            dims = zip(*[x for x in lists if x], strict=True)
+            ranges = [f"{lo}" if lo == hi else f"{lo}…{hi}" for lo, hi in ((min(d), max(d)) for d in dims)]
+            return "[" + ", ".join(ranges) + "]" + more
+        shown, rest = self.shown_values(limit)
+        return ", ".join(shown) + (f" (+{rest} more)" if rest else "")
+
     @property
     def range_text(self) -> str:
         if self.low is None or self.high is None:
             return ""
         return f"{_fmt_number(self.low)} … {_fmt_number(self.high)}"
+
+
+# what a layout text holds, in the order a reader meets them
+_LAYOUT_KINDS = (("contiguous", "contiguous"), ("permuted", "perm["), ("padded", "pad["), ("offset", "offs["))
+
+
+def _int_list(text: str) -> list[int] | None:
+    """``[1,2,3]`` as integers; None for anything else."""
+    if not (text.startswith("[") and text.endswith("]")):
+        return None
+    try:
+        return [int(part) for part in text[1:-1].split(",")]
+    except ValueError:
+        return None
 
 
 def _value_text(value: Any) -> str:
