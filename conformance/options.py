@@ -16,6 +16,8 @@ MAX_CASE_TIMEOUT_S = 86_400.0
 # More CPU threads than this only oversubscribes the host (one worker reached 1,088 threads on
 # --threads 100000 and no case finished).
 THREADS_PER_CORE = 4
+# conform run hands pytest the command line the user typed in this variable (the results header's `command`)
+COMMAND_ENV = "CONFORM_COMMAND"
 
 
 def max_threads() -> int:

@@ -21,6 +21,7 @@ marks its JUnit XML with the property ``conform_partial``.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import uuid
 from collections.abc import Iterator
@@ -30,6 +31,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from conformance.options import COMMAND_ENV
+from device.interrupt import stop_on_signals
 from device.spec import DeviceSpec
 from results.record import FooterRecord, HeaderRecord
 
@@ -107,15 +110,17 @@ class ConformSession:
     def check(self) -> None:
         """Raise pytest.UsageError for device specs that cannot work, or too few xdist workers.
 
-        Cheap checks only (no device library is loaded in the pytest process); a device that then
-        fails to open ends the session through the ``conform`` fixture with its one-line reason.
+        No device library is loaded in the pytest process: each device is opened once in a worker and
+        closed again. A device that fails later ends the session through the ``conform`` fixture.
         """
         from device.base import DeviceError
         from device.registry import check_spec
+        from device.worker import open_each
 
         try:
             for spec in self.devices:
                 check_spec(spec, self.options, load_libraries=False)
+            open_each(self.devices, self.options, self.timeout)  # in workers: one line, not an aborted session
         except DeviceError as exc:
             raise pytest.UsageError(f"conform: {exc}") from None
         workers = _xdist_workers(self.config)
@@ -155,6 +160,8 @@ class ConformSession:
             run_id=self.run_id, worker=self.worker, harness_version=HARNESS_VERSION, profile=_profile_name(),
             hypothesis_seed=_hypothesis_seed(self.config), hypothesis_db=_database_in_use(self.config),
             devices=inventory, acl_devices=acl_devices(), argv=sys.argv,
+            # what the user typed: conform's command line when conform started pytest, else pytest's
+            command=os.environ.get(COMMAND_ENV) or shlex.join(["pytest", *sys.argv[1:]]),
         ).to_json())
 
     def note_report(self, report: pytest.TestReport) -> None:
@@ -286,6 +293,7 @@ def _check_options(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    stop_on_signals()  # SIGINT/SIGTERM end the session as interrupted, even in a background job
     config.pluginmanager.register(_ReportCounter(config), "conform-report-counter")
     if not hasattr(config, "workerinput"):
         _check_options(config)

@@ -29,6 +29,7 @@ from device.base import (
     result_problem,
 )
 from device.channel import REQUEST_SPIN_S, WORKER, Arena, Channel, unlink_quietly
+from device.interrupt import ignore_stop_signals
 from device.messages import (
     CALLABLE_METHODS,
     CallRequest,
@@ -212,6 +213,7 @@ def close_quietly(device: Device) -> None:
 
 def serve(conn_fd: int, arena_path: str) -> None:
     """A worker's life: its socket and arena, the OpenRequest, then requests until Stop."""
+    ignore_stop_signals()
     arena = Arena(arena_path) if arena_path else None
     unlink_quietly(arena_path)  # both ends hold it mapped; no file is left behind whatever happens
     conn = Channel(Connection(conn_fd), arena, WORKER, encode_message, decode_message)

@@ -42,6 +42,7 @@ from device.base import (
     capabilities_of,
 )
 from device.channel import REPLY_SPIN_S, Arena, Channel, unlink_quietly
+from device.interrupt import stopped_from_outside
 from device.messages import (
     CallRequest,
     InfoReply,
@@ -359,6 +360,9 @@ class DeviceWorker:
                 sig = signal.Signals(-code).name
             except ValueError:
                 sig = str(-code)
+        if stopped_from_outside(sig):
+            self._stop()
+            raise KeyboardInterrupt(f"the device worker of {self.spec} was stopped by {sig}")
         tail = self._stderr_tail()
         last = next((ln for ln in reversed(tail.strip().splitlines()) if ln.strip()), "")
         history, dropped = tuple(self.history), self.history_dropped
@@ -457,3 +461,29 @@ def open_runner(spec: DeviceSpec | str, options: dict[str, Any], timeout: float)
     worker = DeviceWorker(spec, options, timeout=timeout)
     worker.start()
     return worker
+
+
+def open_each(devices: list[DeviceSpec], options: dict[str, Any], timeout: float) -> None:
+    """Open every device once in a worker process (all at once) and close it again.
+
+    What a cheap check of the spec cannot see without opening (a ggml device name the library lacks,
+    a CANN runtime that is missing or will not start, a plug-in factory that raises) is then one
+    DeviceError before a session starts, not an aborted session. A crash while opening stays in the worker.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from device.registry import runs_in_process
+
+    def probe(spec: DeviceSpec) -> None:
+        worker = DeviceWorker(spec, options, timeout=timeout)
+        try:
+            worker.start()
+        finally:
+            worker.close()
+
+    remote = [d for d in devices if not runs_in_process(d)]
+    if remote:
+        with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
+            for done in [pool.submit(probe, spec) for spec in remote]:
+                done.result()
+

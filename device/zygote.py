@@ -30,6 +30,8 @@ import time
 import traceback
 from typing import Any
 
+from device.interrupt import ignore_stop_signals
+
 _MESSAGE_BYTES = 1 << 20
 _START_TIMEOUT_S = 120.0
 
@@ -209,9 +211,9 @@ def serve(control_fd: int) -> None:
         pass  # the worker imports it itself, as without a fork server
 
     sock = socket.socket(fileno=control_fd)
-    # Ctrl-C reaches the whole process group: the harness decides what stops; this process ends when
-    # the harness closes its socket
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C and kill -- -PGID reach the whole process group: the harness decides what stops; this
+    # process ends when the harness closes its socket, and its workers inherit the ignoring
+    ignore_stop_signals()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -291,7 +293,6 @@ def _become_worker(worker: Any, control: socket.socket, wake: tuple[int, int], f
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # a worker stops on Ctrl-C, as before
         control.close()
         for fd in wake:
             os.close(fd)

@@ -47,6 +47,7 @@ from reports.matrix import (  # noqa: F401  (re-exported: the matrix's names are
     device_name,
     dtype_key,
     dtype_sort_key,
+    op_family,
 )
 from reports.plots import HIST_BINS, error_points, error_scatter_svg, ratio_bin, thin
 from reports.repro import header_inventory
@@ -116,11 +117,46 @@ class Coverage:
         ordered = sorted(self.values, key=_natural_key)
         return ordered[:limit], max(0, len(ordered) - limit)
 
+    def readable(self, name: str, limit: int = 6) -> str:
+        """The values reached, as a person reads them: a range for many numbers, per-dim ranges for
+        shape-like lists, the kinds of layout reached, short numbers; else the first values."""
+        values = self.values
+        more = f" ({self.count_text} values)"
+        if name == "layout":
+            kinds = {kind for value in values for kind, token in _LAYOUT_KINDS if token in value}
+            return ", ".join(k for k, _ in _LAYOUT_KINDS if k in kinds) + f" ({self.count_text} layouts)"
+        if self.numeric_only and len(values) > 4:
+            return self.range_text + more
+        if self.numeric_only:
+            return ", ".join(_fmt_number(float(v)) for v in sorted(values, key=float))
+        lists = [_int_list(v) for v in values]
+        is_order = name.endswith(("perm", "axes"))  # a permutation reads whole, not as ranges per dim
+        if len(values) > 2 and not is_order and all(lists) and len({len(x) for x in lists if x}) == 1:
+            dims = zip(*[x for x in lists if x], strict=True)
+            ranges = [f"{lo}" if lo == hi else f"{lo}…{hi}" for lo, hi in ((min(d), max(d)) for d in dims)]
+            return "[" + ", ".join(ranges) + "]" + more
+        shown, rest = self.shown_values(limit)
+        return ", ".join(shown) + (f" (+{rest} more)" if rest else "")
+
     @property
     def range_text(self) -> str:
         if self.low is None or self.high is None:
             return ""
         return f"{_fmt_number(self.low)} … {_fmt_number(self.high)}"
+
+
+# what a layout text holds, in the order a reader meets them
+_LAYOUT_KINDS = (("contiguous", "contiguous"), ("permuted", "perm["), ("padded", "pad["), ("offset", "offs["))
+
+
+def _int_list(text: str) -> list[int] | None:
+    """``[1,2,3]`` as integers; None for anything else."""
+    if not (text.startswith("[") and text.endswith("]")):
+        return None
+    try:
+        return [int(part) for part in text[1:-1].split(",")]
+    except ValueError:
+        return None
 
 
 def _value_text(value: Any) -> str:
@@ -239,6 +275,7 @@ class KnownBugStats:
 class DeviceSummary:
     column: DeviceColumn
     counts: Counter[str] = field(default_factory=Counter)
+    known_counts: Counter[str] = field(default_factory=Counter)  # per outcome, the failures known bugs explain
     known: int = 0
     claimed_failing: int = 0
     device_seconds: float = 0.0
@@ -368,15 +405,46 @@ class ReportData:
         return [bug for bug in self.known_bugs if bug.is_stale]
 
     def closest_to_bound(self, limit: int = 15) -> list[tuple[str, str, OpDeviceStats]]:
-        """Ops whose passing cases come nearest their tolerance (worst passing error ratio)."""
+        """Ops whose passing cases come nearest their tolerance (worst passing error ratio), half-ulp
+        ties left out (:meth:`half_ulp_ties`)."""
         rows = [
             (op.op, column, stats)
             for op in self.ops.values()
             for column, stats in op.per_device.items()
-            if stats.worst_passing_ratio is not None
+            if stats.worst_passing_ratio is not None and stats.worst_passing_ratio != HALF_ULP_TIE
         ]
         rows.sort(key=lambda row: -(row[2].worst_passing_ratio or 0.0))
         return rows[:limit]
+
+
+    def half_ulp_ties(self) -> list[tuple[str, str]]:
+        """(op, device) whose worst passing ratio is exactly 1: a correctly rounded result half an ulp
+        from the exact value, which a bound of half an ulp allows exactly (expected, not a warning)."""
+        return [(op.op, column) for op in self.ops.values() for column, stats in op.per_device.items()
+                if stats.worst_passing_ratio == HALF_ULP_TIE]
+
+    def matrix_families(self) -> list[tuple[str, list[tuple[str, list[tuple[str, dict[str, CellStats]]]]], bool]]:
+        """Matrix rows by op family (catalogue order), each with whether a cell needs attention."""
+        families: dict[str, list[tuple[str, list[tuple[str, dict[str, CellStats]]]]]] = {}
+        for op, rows in self.matrix_groups():
+            families.setdefault(op_family(op), []).append((op, rows))
+        return [(family, ops, any(cell.needs_attention for _, rows in ops for _, cells in rows
+                                  for cell in cells.values()))
+                for family, ops in families.items()]
+
+    def op_families(self) -> list[tuple[str, list[OpSummary], bool]]:
+        """Per-op rows by family, each with whether an op of it failed unexpectedly somewhere."""
+        families: dict[str, list[OpSummary]] = {}
+        for op in self.ops.values():
+            families.setdefault(op_family(op.op), []).append(op)
+        attention = {op for op, rows in self.matrix_groups()
+                     if any(cell.needs_attention for _, cells in rows for cell in cells.values())}
+        return [(family, ops, any(op.op in attention for op in ops)) for family, ops in families.items()]
+
+
+# A worst passing error ratio of exactly 1: an exact tie at the bound (half an ulp off for a correctly
+# rounded result under a half-ulp bound), expected rather than near failing.
+HALF_ULP_TIE = 1.0
 
 
 def _parse_time(text: Any) -> datetime | None:
@@ -604,6 +672,7 @@ def _add_to_summary(summary: DeviceSummary, case: dict[str, Any], known: bool, i
     summary.device_seconds += as_float(case.get("duration_s")) or 0.0
     if known:
         summary.known += 1
+        summary.known_counts[case["outcome"]] += 1
     if is_failure and case.get("supported") is True:
         summary.claimed_failing += 1
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup, escape
 
 from reports.analysis import (
     CELL_EXPLANATIONS,
@@ -130,6 +132,13 @@ def ordered_metrics(metrics: Any) -> list[tuple[str, Any]]:
     return known + rest
 
 
+def breakable(text: Any) -> Markup:
+    """Escaped text with a line-break opportunity after each comma, slash and opening bracket, so an
+    identifier (case id, repro line) wraps between its parts rather than inside a token."""
+    escaped = str(escape("" if text is None else text))
+    return Markup(re.sub(r"([,/(\[])", r"\1<wbr>", escaped))
+
+
 def _make_environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
@@ -154,6 +163,7 @@ def _make_environment() -> jinja2.Environment:
         pass_rate_plot=pass_rate_svg,
         seconds=format_seconds,
         quantity=format_quantity,
+        breakable=breakable,
     )
     return env
 

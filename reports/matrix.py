@@ -97,6 +97,16 @@ class CellStats:
                 self.known += 1
 
     @property
+    def needs_attention(self) -> bool:
+        """Some failure here is not explained by a known bug (what a release manager must look at)."""
+        return self.failed > self.known
+
+    @property
+    def only_known_failures(self) -> bool:
+        """Cases failed, and known bugs explain every one: shown in the calm colour of known failures."""
+        return self.failed > 0 and self.failed == self.known
+
+    @property
     def claimed_failing_unexpected(self) -> bool:
         """Claimed supported, failing, and not all of it explained by known bugs: news for a release."""
         return self.claimed_failing > self.claimed_failing_known
@@ -133,3 +143,14 @@ def classify_cell(stats: CellStats | None) -> str:
     if stats.passed == 0 and stats.failed:
         return NONE_PASS
     return SOME_PASS
+
+
+def op_family(op: str) -> str:
+    """The golden catalogue's family of an op (``unary``, ``binary``, ``norm``...); ``other`` for an op
+    the catalogue does not know (results of another harness version)."""
+    from golden import catalogue
+
+    try:
+        return catalogue.get(op).family or "other"
+    except KeyError:
+        return "other"

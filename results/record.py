@@ -217,6 +217,7 @@ class HeaderRecord:
     devices: list[dict[str, Any]]
     acl_devices: Any
     argv: list[str]
+    command: str | None = None  # what the user typed (conform's command line, else pytest's)
     started: str = field(default_factory=_now)
     host: str = field(default_factory=socket.gethostname)
     cwd: str = field(default_factory=os.getcwd)
@@ -229,7 +230,7 @@ class HeaderRecord:
             "host": self.host, "profile": self.profile, "hypothesis_seed": self.hypothesis_seed,
             "hypothesis_db": self.hypothesis_db, "devices": self.devices, "cwd": self.cwd,
             "acl_devices": self.acl_devices, "env": self.env, "argv": self.argv,
-        }
+        } | ({} if self.command is None else {"command": self.command})
 
 
 @dataclass

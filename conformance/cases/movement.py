@@ -276,7 +276,7 @@ def tall_table(draw: st.DrawFn) -> Ne:
     if nightly_sizes():
         budget, edges = 1 << 21, TALL_TABLE_ROWS + NIGHTLY_TABLE_ROWS
     ne1 = draw(_table_rows(edges))
-    ne0 = draw(st.integers(1, max(1, min(16, budget // ne1))))
+    ne0 = min(draw(st.integers(1, 16)), max(1, budget // ne1))  # fixed bounds, clamped: shrinking
     return (ne0, ne1, 1, 1)
 
 
@@ -285,12 +285,11 @@ TALL_TABLE = tall_table()
 
 @st.composite
 def get_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    if one_in(draw, 3):
-        ne = draw(TALL_TABLE)
-        n_rows = draw(st.integers(1, 64))
-    else:
-        ne = draw(shapes(max_elements=MAX_ELEMENTS // 2, max_outer=6))
-        n_rows = draw(st.integers(1, max(1, min(12, MAX_ELEMENTS // _count((ne[0], 1, ne[2], ne[3]))))))
+    # both branches drawn, bounds fixed and clamped: the choices do not depend on the branch (shrinking)
+    tall, tall_rows = draw(TALL_TABLE), draw(st.integers(1, 64))
+    usual = draw(shapes(max_elements=MAX_ELEMENTS // 2, max_outer=6))
+    usual_rows = min(draw(st.integers(1, 12)), max(1, MAX_ELEMENTS // _count((usual[0], 1, usual[2], usual[3]))))
+    ne, n_rows = (tall, tall_rows) if one_in(draw, 3) else (usual, usual_rows)
     data = spec(sig.srcs[0], ne, draw(_layout("GET_ROWS")))
     rows = spec("i32", (n_rows, ne[2], ne[3], 1), draw(input_layouts(InputLayouts.ANY)))
     return finish(draw, OpCase("GET_ROWS", (data, rows), dst=sig.dst))
@@ -355,7 +354,8 @@ def long_rows(draw: st.DrawFn) -> Ne:
 @st.composite
 def reduced_rows(draw: st.DrawFn, *, max_elements: int) -> Ne:
     """Half the time a row longer than 1,024 elements, else any shape (ARGSORT, SUM_ROWS)."""
-    return draw(long_rows()) if draw(st.booleans()) else draw(shapes(max_elements=max_elements))
+    long, usual = draw(long_rows()), draw(shapes(max_elements=max_elements))  # both: shrinking
+    return long if draw(st.booleans()) else usual
 
 
 @st.composite

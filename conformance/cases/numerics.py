@@ -72,13 +72,16 @@ SOFT_MAX_SCALES = st.one_of(st.sampled_from([1.0, 0.125, 0.08838835, 2.0]), st.f
 
 @st.composite
 def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    # both regimes drawn, bounds fixed and clamped: the choices do not depend on the branch (shrinking)
+    vocab = draw(st.sampled_from(VOCAB_ROWS + (NIGHTLY_VOCAB_ROWS if nightly_sizes() else ())))
+    vocab_heads, vocab_rows = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    row = draw(row_size(max_ne0=1024))
+    row_heads = draw(st.integers(1, 12))  # 3, 5, 6, 7, 12... reach ALiBi's second slope segment
+    rows = min(draw(st.integers(1, 8)), max(1, MAX_ELEMENTS // (row * row_heads * 2)))
     if one_in(draw, 6):  # a vocabulary-wide row: one or two heads of one or two rows
-        ne0 = draw(st.sampled_from(VOCAB_ROWS + (NIGHTLY_VOCAB_ROWS if nightly_sizes() else ())))
-        heads, ne1 = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+        ne0, heads, ne1 = vocab, vocab_heads, vocab_rows
     else:
-        ne0 = draw(row_size(max_ne0=1024))
-        heads = draw(st.integers(1, 12))  # 3, 5, 6, 7, 12... reach ALiBi's second slope segment
-        ne1 = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (ne0 * heads * 2)))))
+        ne0, heads, ne1 = row, row_heads, rows
     ne3 = draw(st.integers(1, 2))
     ne = (ne0, ne1, heads, ne3)
     inputs = [spec("f32", ne)]
@@ -191,21 +194,22 @@ def big_mul_mat_case(draw: st.DrawFn, sig: Signature) -> OpCase:
         k, n, m = draw(st.sampled_from(DEEP_K)), draw(st.integers(1, 2)), draw(st.integers(1, 2))
     a = spec(sig.srcs[0], (k, n, 1, 1), name=draw(weight_names))
     b = spec(sig.srcs[1], (k, m, 1, 1))
-    return finish(draw, OpCase("MUL_MAT", (a, b), dst=sig.dst))
+    return OpCase("MUL_MAT", (a, b), dst=sig.dst)  # the caller draws its data (finish)
 
 
 @st.composite
 def mul_mat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    if one_in(draw, 32 if nightly_sizes() else 8):  # nightly's take seconds each: a dozen per test
-        return draw(big_mul_mat_case(sig))
+    big = draw(big_mul_mat_case(sig))  # drawn either way: the choices do not depend on the branch
     k = draw(row_size(max_ne0=4096))
     a2, a3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
     r2, r3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
-    n = draw(st.integers(1, max(1, min(16, MAX_ELEMENTS // (k * a2 * a3)))))
-    m = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (k * a2 * r2 * a3 * r3)))))
+    n = min(draw(st.integers(1, 16)), max(1, MAX_ELEMENTS // (k * a2 * a3)))  # fixed bounds, clamped
+    m = min(draw(st.integers(1, 8)), max(1, MAX_ELEMENTS // (k * a2 * r2 * a3 * r3)))
     lay = draw(input_layouts(catalogue.get("MUL_MAT").input_layouts))
     a = spec(sig.srcs[0], (k, n, a2, a3), lay, draw(weight_names))
     b = spec(sig.srcs[1], (k, m, a2 * r2, a3 * r3), draw(layouts(perms=ROW_KEEPING_PERMS)))
+    if one_in(draw, 32 if nightly_sizes() else 8):  # nightly's take seconds each: a dozen per test
+        return finish(draw, big)
     return finish(draw, OpCase("MUL_MAT", (a, b), dst=sig.dst))
 
 

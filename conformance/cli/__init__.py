@@ -51,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = argv  # as typed, for the results header
     from device.base import DeviceError
+    from device.interrupt import stop_on_signals
+
+    stop_on_signals()  # Ctrl-C or SIGTERM: a partial report, also in a script's background job
 
     try:
         if args.command == "run":

@@ -56,7 +56,8 @@ def cmd_repro(args: argparse.Namespace) -> int:
     check_numbers(args)
     device = _repro_device(args, None)
     check_spec(device, device_options(args))
-    harness = Harness(device, device_options(args), out_dir=args.out, timeout=args.case_timeout)
+    harness = Harness(device, device_options(args), out_dir=args.out or ".", timeout=args.case_timeout,
+                      keep_artefacts=args.out is not None)
     try:
         record = harness.evaluate_set_get(case) if isinstance(case, SetGetCase) else harness.evaluate(case)
     finally:
@@ -91,7 +92,8 @@ def _repro_graph(args: argparse.Namespace) -> int:
     check_numbers(args)
     device = _repro_device(args, None)
     check_spec(device, device_options(args))
-    harness = Harness(device, device_options(args), out_dir=args.out, timeout=args.case_timeout)
+    harness = Harness(device, device_options(args), out_dir=args.out or ".", timeout=args.case_timeout,
+                      keep_artefacts=args.out is not None)
     try:
         record = evaluate_graph_case(harness, case)
     finally:
@@ -263,5 +265,7 @@ def declare_parser(sub: Any) -> None:
     rep.add_argument("--shrink", action="store_true",
                      help="with --sequence or --history: reduce the sequence to the shortest one whose last "
                           "case still crashes or times out, and print it")
-    rep.add_argument("--out", default=".", metavar="DIR", help="where a failing case's .npz goes (artefacts/)")
+    rep.add_argument("--out", default=None, metavar="DIR",
+                     help="save a failing case's inputs, golden and device output as an .npz under DIR/artefacts/ "
+                          "(default: nothing is written)")
     limits(rep)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 from conformance.cli.common import UsageError, add_parser, check_numbers, device_options
 from conformance.cli.report import write_report
-from conformance.options import RUN_OPTIONS
+from conformance.options import COMMAND_ENV, RUN_OPTIONS
 
 
 def _check_selection(args: argparse.Namespace) -> None:
@@ -41,36 +42,11 @@ def _check_selection(args: argparse.Namespace) -> None:
         raise UsageError(f"-k {args.k!r} is not a valid selection{where}: {reason}") from None
 
 
-def _open_each(devices: list[DeviceSpec], options: dict[str, Any], timeout: float) -> None:
-    """Open every device once in a worker process (all at once) and close it again.
-
-    What check_spec cannot see without opening (a CANN runtime that is missing or will not start,
-    a backend that fails to initialise, a plug-in factory that raises) is then one line here, not
-    an aborted pytest session. A crash while opening stays in the worker.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from device.registry import runs_in_process
-    from device.worker import DeviceWorker
-
-    def probe(spec: DeviceSpec) -> None:
-        worker = DeviceWorker(spec, options, timeout=timeout)
-        try:
-            worker.start()
-        finally:
-            worker.close()
-
-    remote = [d for d in devices if not runs_in_process(d)]
-    if remote:
-        with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
-            for done in [pool.submit(probe, spec) for spec in remote]:
-                done.result()
-
-
 def _open_devices(args: argparse.Namespace) -> tuple[list[DeviceSpec], int]:
     """The devices (globs expanded), each checked and opened once, and the xdist workers for them."""
     from device.base import DeviceError
     from device.registry import check_spec, expand_specs
+    from device.worker import open_each
 
     try:
         devices = expand_specs(args.device or ["ggml:CPU"], device_options(args))
@@ -80,7 +56,7 @@ def _open_devices(args: argparse.Namespace) -> tuple[list[DeviceSpec], int]:
                              f"to one device); got --workers {workers}")
         for spec in devices:  # every device opens, or one line now rather than a failed session later
             check_spec(spec, device_options(args))
-        _open_each(devices, device_options(args), args.case_timeout)
+        open_each(devices, device_options(args), args.case_timeout)
     except DeviceError as exc:
         raise UsageError(str(exc)) from None
     return devices, workers
@@ -137,7 +113,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"conform: running {len(devices)} device(s) {', '.join(d.text for d in devices)} -> {out}", flush=True)
     env = dict(os.environ)
     env.setdefault("CONFORM_RUN_ID", stamp)
+    env[COMMAND_ENV] = shlex.join(["conform", *args.argv])
     code, interrupted = _run_pytest(cmd, env)
+    interrupted = interrupted or code == PYTEST_INTERRUPTED  # the signal reached pytest alone
     if not interrupted and code == PYTEST_NO_TESTS:
         chosen = " ".join(f"{flag} {value!r}" for flag, value in (("-k", args.k), ("--op", ",".join(args.op)))
                           if value)
@@ -171,6 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
+PYTEST_INTERRUPTED = 2
 PYTEST_USAGE_ERROR = 4
 PYTEST_NO_TESTS = 5
 # After Ctrl-C: how long pytest may take to write its JUnit XML and close its devices
