@@ -188,6 +188,43 @@ distributions = st.sampled_from([d for d in DISTRIBUTION_ORDER if d in DISTRIBUT
 data_seeds = st.integers(0, 2**32 - 1)
 
 
+# rows at or past the largest common block size (golden.spec.ROW_BLOCKS), for the row>=4096 regime
+LONG_ROWS = st.sampled_from((4096, 4097, 6000, 8192))
+
+
+def long_row_branch(draw: st.DrawFn, case: OpCase, *, inputs: tuple[int, ...] = (0,), every: int = 6,
+                    max_elements: int = 1 << 15) -> OpCase:
+    """In about one case of ``every``, the rows of ``inputs`` lengthened to a block of 4,096 or more
+    (outer dims cut to keep ``max_elements``). Drawn after every other choice of the case, and the
+    simplest value of both choices keeps the case as drawn: the existing draws and the shrink target
+    do not change, and a failure found here shrinks back to ordinary rows if it can."""
+    take, ne0 = one_in(draw, every), draw(LONG_ROWS)
+    if not take:
+        return case
+    from dataclasses import replace
+
+    changed = list(case.inputs)
+    for i in inputs:
+        t = changed[i]
+        budget, outer = max(1, max_elements // ne0), []
+        for d in t.ne[1:]:
+            outer.append(min(d, budget))
+            budget = max(1, budget // outer[-1])
+        changed[i] = replace(t, ne=(ne0, *outer))
+    return replace(case, inputs=tuple(changed))
+
+
+def special_branch(draw: st.DrawFn, case: OpCase, *, every: int = 6) -> OpCase:
+    """In about one case of ``every``, the case's data switched to ``special`` values: a second way
+    into the special-values regime for ops whose other draws make the distribution's own choice
+    rarely land there. Drawn after every other choice; its simplest value keeps the case as drawn."""
+    if not one_in(draw, every):
+        return case
+    from dataclasses import replace
+
+    return replace(case, distribution="special")
+
+
 def spec(dtype: str, ne: Ne, layout: Layout | None = None, name: str = "") -> TensorSpec:
     return TensorSpec(dtype, ne, layout or Layout(), name)
 
