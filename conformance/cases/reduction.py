@@ -93,7 +93,8 @@ def argmax_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
 
 def count_equal_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
     """a from a handful of values, or the whole I32 range under ``wide`` and ``special``; b equal to a at
-    a random share of the positions and drawn alike elsewhere."""
+    a random share of the positions and drawn alike elsewhere (over the whole range, half of those
+    within 64 of a: unequal, but equal once rounded to f32)."""
     a_spec, b_spec = case.inputs
     if case.distribution in FULL_RANGE_INTEGERS:  # the int>2^24 regime
         draw = lambda n: full_range_i32(rng, (n,))  # noqa: E731
@@ -103,6 +104,10 @@ def count_equal_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarra
     a = draw(n)
     same = rng.random(n) < rng.choice([0.0, 0.5, 0.9, 1.0])
     b = np.where(same, a, draw(n))
+    if case.distribution in FULL_RANGE_INTEGERS:  # near misses: a ± 1..64, one f32 value beyond 2^24
+        info = np.iinfo(np.int32)
+        near = np.clip(a.astype(np.int64) + rng.choice([-1, 1], n) * rng.integers(1, 65, n), info.min, info.max)
+        b = np.where(~same & (rng.random(n) < 0.5), near, b)
     return [a.astype(np.int32).reshape(a_spec.np_shape), b.astype(np.int32).reshape(b_spec.np_shape)]
 
 
