@@ -23,7 +23,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from conformance.data import DISTRIBUTIONS
+from golden import dtypes
 from golden.case import Layout, Ne, OpCase, TensorSpec
+from golden.geometry import storage_of
 from golden.spec import InputLayouts
 
 EDGE_ROW_SIZES = (1, 2, 3, 5, 7, 16, 31, 32, 33, 63, 64, 127, 128, 255, 256, 511, 512, 513, 1023, 1024, 1025,
@@ -212,6 +214,33 @@ def long_row_branch(draw: st.DrawFn, case: OpCase, *, inputs: tuple[int, ...] = 
             budget = max(1, budget // outer[-1])
         changed[i] = replace(t, ne=(ne0, *outer))
     return replace(case, inputs=tuple(changed))
+
+
+ALIAS_OFFSETS = st.integers(0, 64)
+
+
+def alias_branch(draw: st.DrawFn, case: OpCase, *, source: int = 0, target: int = 1, every: int = 8) -> OpCase:
+    """In about one case of ``every``, input ``target`` made a view into input ``source``'s allocation
+    (``Layout.alias``) at a drawn element offset: overlapping sources, as test-backend-ops runs them.
+    Its drawn padding and permute are kept where the view still fits, else dropped. Drawn after every
+    other choice; the simplest value keeps the case as drawn. Nothing changes where the inputs'
+    dtypes differ or the view cannot fit."""
+    take, offset = one_in(draw, every), draw(ALIAS_OFFSETS)
+    src, dst = case.inputs[source], case.inputs[target]
+    if not take or case.form or src.dtype != dst.dtype or dtypes.is_quantized(src.dtype):
+        return case
+    if src.layout.alias is not None:
+        return case
+    from dataclasses import replace
+
+    have = storage_of(src).base_nbytes
+    for layout in (replace(dst.layout, alias=source, offset=offset), Layout(alias=source, offset=offset),
+                   Layout(alias=source)):
+        if storage_of(replace(dst, layout=layout)).base_nbytes <= have:
+            inputs = list(case.inputs)
+            inputs[target] = replace(dst, layout=layout)
+            return replace(case, inputs=tuple(inputs))
+    return case
 
 
 def special_branch(draw: st.DrawFn, case: OpCase, *, every: int = 6) -> OpCase:

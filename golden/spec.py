@@ -93,6 +93,8 @@ SPECIAL_VALUES = Regime("special", lambda c: c.distribution == "special",
 FULL_INTEGERS = Regime("int>2^24", lambda c: c.distribution in ("wide", "special")
                        and any(t.dtype in ("i32", "i64") for t in c.inputs),
                        "integers beyond 2^24, where a compare or copy through f32 loses bits")
+OVERLAPPING_SOURCES = Regime("aliased", lambda c: any(t.layout.alias is not None for t in c.inputs),
+                             "one input a view into another's allocation (Layout.alias): overlapping sources")
 CHUNK_TOKENS = 64  # chunk length of chunked scan/recurrence kernels (state carried between chunks)
 
 

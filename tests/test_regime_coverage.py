@@ -58,6 +58,9 @@ def test_the_regime_classes_are_declared() -> None:
         assert any(n.startswith("seq>") for n in names[op]), op
     for op in ("COUNT_EQUAL", "CONCAT", "CPY"):
         assert "int>2^24" in names[op], op
+    for op in ("ADD", "SUB", "MUL", "DIV"):
+        assert "aliased" in names[op], op
+    assert "mla_v_in_k" in names["FLASH_ATTN_EXT"]
 
 
 def test_a_regime_that_is_not_drawn_is_reported() -> None:
