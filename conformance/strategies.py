@@ -212,7 +212,7 @@ def long_row_branch(draw: st.DrawFn, case: OpCase, *, inputs: tuple[int, ...] = 
         for d in t.ne[1:]:
             outer.append(min(d, budget))
             budget = max(1, budget // outer[-1])
-        changed[i] = replace(t, ne=(ne0, *outer))
+        changed[i] = replace(t, ne=(ne0, outer[0], outer[1], outer[2]))
     return replace(case, inputs=tuple(changed))
 
 

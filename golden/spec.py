@@ -80,10 +80,12 @@ ROW_BLOCKS = (256, 512, 1024, 4096)
 def row_regimes(src: int = 0, blocks: tuple[int, ...] = ROW_BLOCKS) -> tuple[Regime, ...]:
     """Rows (dim 0 of input ``src``) longer than each block size, so a tiled kernel needs a carry
     between tiles; the largest block is reached at exactly its size (``row>=4096``)."""
-    out = [Regime(f"row>{b}", lambda c, b=b: c.inputs[src].ne[0] > b, f"a row spans more than one {b}-element tile")
-           for b in blocks[:-1]]
+    def longer_than(n: int) -> Callable[[OpCase], bool]:
+        return lambda c: c.inputs[src].ne[0] > n
+
+    out = [Regime(f"row>{b}", longer_than(b), f"a row spans more than one {b}-element tile") for b in blocks[:-1]]
     top = blocks[-1]
-    out.append(Regime(f"row>={top}", lambda c: c.inputs[src].ne[0] >= top, f"a row fills a {top}-element block"))
+    out.append(Regime(f"row>={top}", longer_than(top - 1), f"a row fills a {top}-element block"))
     return tuple(out)
 
 

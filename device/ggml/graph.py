@@ -112,6 +112,7 @@ class InputTensor:
         self.spec = spec
         self.storage: Storage = storage_of(spec)
         self.source = source
+        self.base: TensorP
         st = self.storage
         lib = g.lib
         if source is not None:
