@@ -350,10 +350,11 @@ def _repro_sequence(args: argparse.Namespace) -> int:
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    from conformance.options import check_case_timeout, check_threads
+    from conformance.options import check_case_timeout, check_known_bug_timeout, check_threads
 
     try:
         check_case_timeout(args.case_timeout)
+        check_known_bug_timeout(getattr(args, "known_bug_timeout", None))
         check_threads(args.threads)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -464,6 +465,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd += ["--hypothesis-db", args.hypothesis_db]
     if args.hypothesis_seed is not None:
         cmd += ["--hypothesis-seed", args.hypothesis_seed]
+    if args.known_bug_timeout is not None:
+        cmd += ["--known-bug-timeout", str(args.known_bug_timeout)]
     if workers:
         cmd += ["-n", str(workers)]
     cmd += args.pytest_args
@@ -668,6 +671,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", "-n", type=int, default=None, metavar="N",
                      help="pytest-xdist workers (default: one per device when several, else none)")
     limits(run, "CPU backend threads per worker")
+    run.add_argument("--known-bug-timeout", type=float, default=None, metavar="S",
+                     help="a shorter limit for cases a known bug says may corrupt the process and hang "
+                          "(default: --case-timeout; each record's time_limit says which applied)")
     run.add_argument("--hypothesis-db", default=None, metavar="DIR",
                      help="keep hypothesis' example database here (failures replay first next time)")
     run.add_argument("--hypothesis-seed", default=None, metavar="SEED",

@@ -28,7 +28,7 @@ import numpy as np
 
 from conformance import cases
 from conformance.data import as_stored, make_inputs
-from conformance.record import CaseDescription, CaseRecord, ExpectedFailure
+from conformance.record import CaseDescription, CaseRecord, ExpectedFailure, TimeLimit
 from conformance.set_get import SetGetCase
 from conformance.stages import Stage, StageClock
 from conformance.verdict import Metrics, compare, same_values
@@ -155,12 +155,14 @@ class Harness:
         run_id: str | None = None,
         worker: str | None = None,
         keep_artefacts: bool = True,
+        known_bug_timeout: float | None = None,
     ) -> None:
         self.device_spec = DeviceSpec.of(device_spec)
         self.options = dict(options or {})
         self.writer = writer
         self.out_dir = out_dir
         self.timeout = timeout
+        self.known_bug_timeout = known_bug_timeout
         self.run_id = run_id
         self.worker = worker
         self.keep_artefacts = keep_artefacts
@@ -273,9 +275,8 @@ class Harness:
                 clock.lap(Stage.GOLDEN)
         except Exception as exc:
             return self._finish(self._error_record(case, f"harness error while {step}: {_one_line(exc)}"))
-        timeout = self.timeout
-        if bug is not None and bug.corrupts_process and bug.may_hang:
-            timeout = min(timeout, known_bugs.CORRUPTING_CASE_TIMEOUT_S)  # a known heap overrun may hang
+        limit = self.time_limit(bug)
+        timeout = limit.seconds
         try:
             reply = self.runner.attempt(case, inputs, timeout)
         except Exception as exc:  # the worker could not be (re)started, or answered nonsense
@@ -284,6 +285,7 @@ class Harness:
             clock.lap(Stage.DEVICE)
         record = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
                                   case.data_seed, reply, tolerance)
+        record.time_limit = limit
         if clock is not None:
             clock.lap(Stage.RECORD)
         if reply.answered:
@@ -339,6 +341,14 @@ class Harness:
         if clock is not None:
             clock.lap(Stage.RECORD)
         return record
+
+    def time_limit(self, bug: KnownBug | None) -> TimeLimit:
+        """The limit for a case: --case-timeout, or the user's shorter --known-bug-timeout for a case
+        a known bug says may corrupt the process and hang (never a limit the user did not set)."""
+        if (bug is not None and bug.corrupts_process and bug.may_hang and self.known_bug_timeout is not None
+                and self.known_bug_timeout < self.timeout):
+            return TimeLimit(self.known_bug_timeout, "--known-bug-timeout")
+        return TimeLimit(self.timeout, "--case-timeout")
 
     def _known_bug(self, case: OpCase) -> KnownBug | None:
         """The device's known kernel bug covering ``case`` (ggml devices: by device name and release)."""

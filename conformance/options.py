@@ -26,6 +26,16 @@ def check_case_timeout(seconds: float) -> float:
     return seconds
 
 
+def check_known_bug_timeout(seconds: float | None) -> float | None:
+    """``--known-bug-timeout``: none (follow --case-timeout), or a limit like --case-timeout's."""
+    if seconds is None:
+        return None
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_CASE_TIMEOUT_S):
+        raise ValueError(f"--known-bug-timeout must be a number of seconds above 0 and at most "
+                         f"{MAX_CASE_TIMEOUT_S:g} (got {seconds:g})")
+    return seconds
+
+
 def check_threads(threads: int) -> int:
     limit = max_threads()
     if not 1 <= threads <= limit:

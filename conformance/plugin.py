@@ -66,6 +66,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ggml-lib", default=None, metavar="DIR", help="ggml library directory")
     group.addoption("--results", default=None, metavar="PATH", help="JSON Lines results file")
     group.addoption("--case-timeout", type=float, default=120.0, metavar="S", help="per-case timeout")
+    group.addoption("--known-bug-timeout", type=float, default=None, metavar="S",
+                    help="a shorter limit for cases a known bug says may corrupt the process and hang "
+                         "(default: --case-timeout)")
     group.addoption("--threads", type=int, default=1, help="CPU backend threads")
     group.addoption("--op", action="append", default=[], metavar="OP",
                     help="select the tests of these ops exactly (MUL, not MUL_MAT); repeatable or comma-separated")
@@ -84,6 +87,7 @@ class ConformSession:
         self.config = config
         self.options = {"ggml_lib": config.getoption("ggml_lib"), "threads": config.getoption("threads")}
         self.timeout = config.getoption("case_timeout")
+        self.known_bug_timeout = config.getoption("known_bug_timeout")
         # an xdist worker takes the device list and run id from the controller (pytest_configure_node):
         # globs are expanded once, and every worker's records carry the same run id. xdist hands on
         # plain values only, so the specs travel as their canonical text.
@@ -141,7 +145,7 @@ class ConformSession:
             for name in self.pinned_devices():
                 self.harnesses[name] = Harness(
                     name, self.options, writer=None, out_dir=out_dir, timeout=self.timeout,
-                    run_id=self.run_id, worker=self.worker,
+                    run_id=self.run_id, worker=self.worker, known_bug_timeout=self.known_bug_timeout,
                 )
             self._write_header()
             for h in self.harnesses.values():
@@ -300,10 +304,11 @@ def _database_in_use(config: pytest.Config) -> str | None:
 
 def _check_options(config: pytest.Config) -> None:
     """The numbers and op names ``conform run`` checks, checked the same way for plain pytest."""
-    from conformance.options import check_case_timeout, check_threads, parse_ops
+    from conformance.options import check_case_timeout, check_known_bug_timeout, check_threads, parse_ops
 
     try:
         check_case_timeout(config.getoption("case_timeout"))
+        check_known_bug_timeout(config.getoption("known_bug_timeout"))
         check_threads(config.getoption("threads"))
         parse_ops(config.getoption("op"))
     except ValueError as exc:

@@ -35,6 +35,17 @@ class ExpectedFailure:
 
 
 @dataclass(frozen=True)
+class TimeLimit:
+    """The time limit a case's device call ran under, and the option that set it."""
+
+    seconds: float
+    option: str  # "--case-timeout" or "--known-bug-timeout"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seconds": self.seconds, "option": self.option}
+
+
+@dataclass(frozen=True)
 class CaseDescription:
     """The case's fields of a record: dtypes, shapes, layouts and params per tensor slot."""
 
@@ -84,6 +95,7 @@ class CaseRecord:
     history_dropped: int = 0  # earlier ids that did not fit the worker's history limit
     expected: ExpectedFailure | None = None
     perf: dict[str, Any] | None = None  # perf mode: the device's timings of this case (conformance/perf.py)
+    time_limit: TimeLimit | None = None  # the limit the device call ran under (op cases)
 
     @property
     def failing(self) -> bool:
@@ -128,6 +140,8 @@ class CaseRecord:
             out["expected"] = self.expected.to_json()
         if self.perf is not None:
             out["perf"] = self.perf
+        if self.time_limit is not None:
+            out["time_limit"] = self.time_limit.to_json()
         return out
 
     @classmethod
@@ -152,4 +166,6 @@ class CaseRecord:
                                      tuple(expected.get("outcomes", ("fail",))))
             if isinstance(expected, dict) else None,
             perf=data.get("perf") if isinstance(data.get("perf"), dict) else None,
+            time_limit=TimeLimit(float(limit["seconds"]), str(limit["option"]))
+            if isinstance(limit := data.get("time_limit"), dict) else None,
         )

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from golden.case import OpCase
 from golden.tolerance import Tolerance
 
-CORRUPTING_CASE_TIMEOUT_S = 10.0
-
 
 @dataclass(frozen=True)
 class KnownBug:
@@ -35,11 +33,11 @@ class KnownBug:
     repro: str  # a minimal case id that shows it
     releases: tuple[str, ...] = ()  # ggml versions that have it; empty: every release we know
     outcomes: tuple[str, ...] = ("fail",)  # what it gives: fail, crash, timeout, error
-    # the kernel corrupts process memory (a write past a buffer): the case gets a short timeout (it may
-    # hang) and the worker is restarted after it
+    # the kernel corrupts process memory (a write past a buffer): the worker is restarted after the case,
+    # and the case gets the user's --known-bug-timeout where one was given (it may hang)
     corrupts_process: bool = False
-    # a corrupting case may also hang, so it gets the short timeout; False where the kernel's first use
-    # legitimately takes long (lavapipe compiles a matmul pipeline for a minute in a fresh process)
+    # a corrupting case may also hang, so --known-bug-timeout applies to it; False where the kernel's first
+    # use legitimately takes long (lavapipe compiles a matmul pipeline for a minute in a fresh process)
     may_hang: bool = True
     tags: tuple[str, ...] = field(default=())
     # a documented deviation rather than a wrong answer (ggml's CPU evaluates GELU of F32 through an
