@@ -362,6 +362,16 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise UsageError(f"--workers must be 0 or more (got {args.workers})")
 
 
+def _check_expectations(paths: list[str]) -> None:
+    """Expectations files load (with $CONFORM_EXPECTATIONS), or one line now rather than in pytest."""
+    from device.expectation_file import ExpectationFileError, load, paths_from_env
+
+    try:
+        load([*paths, *paths_from_env()])
+    except ExpectationFileError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _check_selection(args: argparse.Namespace) -> None:
     """-k and --op, checked before pytest starts: a bad expression is one line, not pytest's usage error."""
     from conformance.options import parse_ops
@@ -417,6 +427,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     _check_numbers(args)
     _check_selection(args)
+    _check_expectations(args.expectations)
     if args.perf:
         from conformance.perf import SHAPE_SETS
 
@@ -467,6 +478,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd += ["--hypothesis-seed", args.hypothesis_seed]
     if args.known_bug_timeout is not None:
         cmd += ["--known-bug-timeout", str(args.known_bug_timeout)]
+    for path in args.expectations:
+        cmd += ["--expectations", str(Path(path).resolve())]
     if workers:
         cmd += ["-n", str(workers)]
     cmd += args.pytest_args
@@ -674,6 +687,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--known-bug-timeout", type=float, default=None, metavar="S",
                      help="a shorter limit for cases a known bug says may corrupt the process and hang "
                           "(default: --case-timeout; each record's time_limit says which applied)")
+    run.add_argument("--expectations", action="append", default=[], metavar="FILE_OR_DIR",
+                     help="known-bug entries in TOML (a file, or a folder of *.toml) to load besides the in-repo "
+                          "lists, e.g. a vendor's list kept in its own repository; repeatable")
     run.add_argument("--hypothesis-db", default=None, metavar="DIR",
                      help="keep hypothesis' example database here (failures replay first next time)")
     run.add_argument("--hypothesis-seed", default=None, metavar="SEED",

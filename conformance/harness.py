@@ -117,6 +117,12 @@ def _fail(text: str) -> NoReturn:
     raise CaseFailed(text)
 
 
+def _from_any(source: str, paths: set[str]) -> bool:
+    """Whether an entry's source file is one of ``paths`` or inside one of those folders."""
+    here = os.path.abspath(source)
+    return any(here == os.path.abspath(p) or here.startswith(os.path.abspath(p) + os.sep) for p in paths)
+
+
 def _in_hypothesis_test() -> bool:
     from hypothesis.control import currently_in_test_context
 
@@ -156,6 +162,7 @@ class Harness:
         worker: str | None = None,
         keep_artefacts: bool = True,
         known_bug_timeout: float | None = None,
+        expectations: tuple[str, ...] = (),
     ) -> None:
         self.device_spec = DeviceSpec.of(device_spec)
         self.options = dict(options or {})
@@ -173,7 +180,9 @@ class Harness:
         self._artefacts = 0
         self.breakers: dict[str, Breaker] = {}  # by test id: failures, and the circuit breaker
         self.clock: StageClock | None = None  # a benchmark's stage clock (conformance/stages.py)
-        self._bugs = known_bugs.all_known_bugs()  # read once: the lists import modules by name
+        # read once: the lists import modules by name; ``expectations`` are files or folders of TOML entries
+        self.expectations = tuple(expectations)
+        self._bugs = known_bugs.all_known_bugs(self.expectations)
 
     @property
     def inventory(self) -> dict[str, Any]:
@@ -342,6 +351,13 @@ class Harness:
             clock.lap(Stage.RECORD)
         return record
 
+    def loaded_expectations(self) -> list[dict[str, str]]:
+        """The entries read from the run's expectations files (for the results header: the report lists one
+        that matched no case as stale)."""
+        extra = set(self.expectations)
+        return [{"id": b.id, "op": b.op, "devices": b.devices, "source": b.source, "reason": b.reason,
+                 "repro": b.repro} for b in self._bugs if b.source and _from_any(b.source, extra)]
+
     def time_limit(self, bug: KnownBug | None) -> TimeLimit:
         """The limit for a case: --case-timeout, or the user's shorter --known-bug-timeout for a case
         a known bug says may corrupt the process and hang (never a limit the user did not set)."""
@@ -355,7 +371,8 @@ class Harness:
         release = self.inventory.get("ggml_version")
         name = self.inventory.get("name")
         if not isinstance(release, str) or not isinstance(name, str):
-            return None
+            # not a ggml device (a plug-in): an expectations entry matches its spec, and names no release
+            name, release = self.device_spec.text, ""
         return known_bugs.find(case, name, release, self._bugs)
 
     def _judge(

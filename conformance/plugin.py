@@ -69,6 +69,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--known-bug-timeout", type=float, default=None, metavar="S",
                     help="a shorter limit for cases a known bug says may corrupt the process and hang "
                          "(default: --case-timeout)")
+    group.addoption("--expectations", action="append", default=[], metavar="FILE_OR_DIR",
+                    help="known-bug entries (TOML, device/expectation_file.py) to load besides the in-repo lists; "
+                         f"repeatable; also ${'{'}CONFORM_EXPECTATIONS{'}'} (paths separated by {os.pathsep!r})")
     group.addoption("--threads", type=int, default=1, help="CPU backend threads")
     group.addoption("--op", action="append", default=[], metavar="OP",
                     help="select the tests of these ops exactly (MUL, not MUL_MAT); repeatable or comma-separated")
@@ -88,6 +91,7 @@ class ConformSession:
         self.options = {"ggml_lib": config.getoption("ggml_lib"), "threads": config.getoption("threads")}
         self.timeout = config.getoption("case_timeout")
         self.known_bug_timeout = config.getoption("known_bug_timeout")
+        self.expectations = _expectation_paths(config)
         # an xdist worker takes the device list and run id from the controller (pytest_configure_node):
         # globs are expanded once, and every worker's records carry the same run id. xdist hands on
         # plain values only, so the specs travel as their canonical text.
@@ -146,6 +150,7 @@ class ConformSession:
                 self.harnesses[name] = Harness(
                     name, self.options, writer=None, out_dir=out_dir, timeout=self.timeout,
                     run_id=self.run_id, worker=self.worker, known_bug_timeout=self.known_bug_timeout,
+                    expectations=self.expectations,
                 )
             self._write_header()
             for h in self.harnesses.values():
@@ -177,6 +182,8 @@ class ConformSession:
             "devices": inventory,
             "cwd": os.getcwd(),
             "acl_devices": acl_devices(),
+            # entries of --expectations / $CONFORM_EXPECTATIONS: the report lists one that matched no case as stale
+            "expectations": next((h.loaded_expectations() for h in self.harnesses.values()), []),
             "env": {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))},
             "argv": sys.argv,
         })
@@ -302,6 +309,12 @@ def _database_in_use(config: pytest.Config) -> str | None:
     return str(path) if path is not None else repr(db)
 
 
+def _expectation_paths(config: pytest.Config) -> tuple[str, ...]:
+    from device.expectation_file import paths_from_env
+
+    return tuple(config.getoption("expectations") or ()) + tuple(paths_from_env())
+
+
 def _check_options(config: pytest.Config) -> None:
     """The numbers and op names ``conform run`` checks, checked the same way for plain pytest."""
     from conformance.options import check_case_timeout, check_known_bug_timeout, check_threads, parse_ops
@@ -309,6 +322,9 @@ def _check_options(config: pytest.Config) -> None:
     try:
         check_case_timeout(config.getoption("case_timeout"))
         check_known_bug_timeout(config.getoption("known_bug_timeout"))
+        from device.expectation_file import load
+
+        load(_expectation_paths(config))
         check_threads(config.getoption("threads"))
         parse_ops(config.getoption("op"))
     except ValueError as exc:

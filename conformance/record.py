@@ -25,13 +25,17 @@ class ExpectedFailure:
     reason: str
     repro: str
     outcomes: tuple[str, ...] = ("fail",)  # what the bug gives: fail, crash, timeout, error
+    source: str = ""  # where the entry is written (a Python list's module, or an expectations file)
 
     @classmethod
     def of(cls, bug: KnownBug) -> ExpectedFailure:
-        return cls(bug.id, bug.reason, bug.repro, tuple(bug.outcomes))
+        return cls(bug.id, bug.reason, bug.repro, tuple(bug.outcomes), bug.source)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "reason": self.reason, "repro": self.repro, "outcomes": list(self.outcomes)}
+        out = {"id": self.id, "reason": self.reason, "repro": self.repro, "outcomes": list(self.outcomes)}
+        if self.source:
+            out["source"] = self.source
+        return out
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,7 @@ class CaseRecord:
             extra=data.get("extra"), history=tuple(data.get("history", ())),
             history_dropped=int(data.get("history_dropped", 0)),
             expected=ExpectedFailure(expected["id"], expected["reason"], expected["repro"],
-                                     tuple(expected.get("outcomes", ("fail",))))
+                                     tuple(expected.get("outcomes", ("fail",))), str(expected.get("source", "")))
             if isinstance(expected, dict) else None,
             perf=data.get("perf") if isinstance(data.get("perf"), dict) else None,
             time_limit=TimeLimit(float(limit["seconds"]), str(limit["option"]))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from golden.case import OpCase
 from golden.tolerance import Tolerance
@@ -44,26 +44,59 @@ class KnownBug:
     # F16 table): the case is judged against this row instead, so the backend stays checked against its
     # own documented shortcut while the catalogue's row stays what any correct implementation meets
     tolerance: Tolerance | None = None
+    # an inclusive range of releases ("" for an open end), as an expectations file may give it
+    release_range: tuple[str, str] | None = None
+    # where the entry is written: the module of a Python list, or the TOML file (device/expectation_file.py)
+    source: str = ""
 
     def matches(self, case: OpCase, device_name: str, release: str) -> bool:
         if case.op != self.op or not fnmatch.fnmatchcase(device_name, self.devices):
             return False
-        if self.releases and release not in self.releases:
+        if not self.covers_release(release):
             return False
         return bool(self.applies(case))
 
+    def covers_release(self, release: str) -> bool:
+        """The exact releases, and the inclusive range; neither: every release."""
+        if self.releases and release not in self.releases:
+            return False
+        if self.release_range is not None:
+            low, high = self.release_range
+            key = release_key(release)
+            if (low and key < release_key(low)) or (high and key > release_key(high)):
+                return False
+        return True
 
-def all_known_bugs() -> list[KnownBug]:
+
+def release_key(release: str) -> tuple[int, ...]:
+    """``"0.25.1"`` as (0, 25, 1); a part that is not a number counts as 0."""
+    return tuple(int(p) if p.isdigit() else 0 for p in release.split("."))
+
+
+IN_REPO_FILES = ("known_bugs_cpu.toml", "known_bugs_vulkan.toml")  # in device/ggml/, read after the Python lists
+
+
+def all_known_bugs(extra: Iterable[str] = ()) -> list[KnownBug]:
+    """The in-repo lists (Python, then TOML), then the expectations files and folders in ``extra``."""
+    from pathlib import Path
+
+    from device import expectation_file
     from device.ggml import known_bugs_cpu
 
-    bugs: list[KnownBug] = list(known_bugs_cpu.BUGS)
+    bugs: list[KnownBug] = [_sourced(b, "device/ggml/known_bugs_cpu.py") for b in known_bugs_cpu.BUGS]
     try:  # a list that may not exist yet: imported by name
         known_bugs_vulkan = importlib.import_module("device.ggml.known_bugs_vulkan")
     except ModuleNotFoundError:
         pass
     else:
-        bugs += known_bugs_vulkan.BUGS
-    return bugs
+        bugs += [_sourced(b, "device/ggml/known_bugs_vulkan.py") for b in known_bugs_vulkan.BUGS]
+    folder = Path(__file__).parent / "ggml"
+    bugs += expectation_file.load(folder / name for name in IN_REPO_FILES if (folder / name).exists())
+    return bugs + expectation_file.load(extra)
+
+
+def _sourced(bug: KnownBug, source: str) -> KnownBug:
+    return bug if bug.source else replace(bug, source=source)
 
 
 def find(case: OpCase, device_name: str, release: str, bugs: Iterable[KnownBug] | None = None) -> KnownBug | None:
