@@ -751,6 +751,9 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--threads", type=int, default=1, help="CPU backend threads (default 1)")
     perf.add_argument("--no-report", action="store_true", help="skip the HTML report")
 
+    from conformance.triage import add_parser as add_triage
+
+    add_triage(sub, DefaultsFormatter)
     sub.add_parser("report", help="build reports from results files (see conform report --help)", add_help=False)
     return parser
 
@@ -778,6 +781,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_repro(args)
         if args.command == "perf":
             return cmd_perf(args)
+        if args.command == "triage":
+            from conformance.triage import cmd_triage
+
+            return cmd_triage(args, UsageError)
     except (UsageError, DeviceError) as exc:
         print(f"conform: {exc}", file=sys.stderr)
         return 2

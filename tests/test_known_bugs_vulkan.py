@@ -12,7 +12,6 @@ import pytest
 from device import known_bugs
 from golden.case import CONTIGUOUS, parse_case_id
 
-
 BUGS = [b for b in known_bugs.all_known_bugs() if b.devices == "Vulkan*"]
 IN_TOML = [b for b in BUGS if b.source.endswith("known_bugs_vulkan.toml")]
 
