@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from device.expectation_file import load
@@ -140,3 +142,37 @@ def test_a_bad_expectations_file_is_one_line_and_exit_2(tmp_path: Path, text: st
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler here to build the generated program")
+@pytest.mark.parametrize("case_id", [
+    "SSM_CONV(type0=f32,ne0=[6,5,2,1],lay0=pad[0,2,0,0]/offs[4],type1=f32,ne1=[3,5,1,1],dst=f32,data=dense:3)",
+    "CONV_TRANSPOSE_1D(type0=f32,ne0=[3,2,2,1],type1=f32,ne1=[5,2,1,1],lay1=perm[0,2,1,3],dst=f32,s0=2,"
+    "data=uniform:1)",
+    "SILU(type=f16,ne=[33,2,3,1],lay=perm[0,2,1,3],dst=f16,data=wide:2)",
+])
+def test_the_generated_c_program_builds_and_agrees_on_a_correct_backend(tmp_path: Path, case_id: str) -> None:
+    """The C program against ggml's public API, built against the wheel's ggml (its CPU backend passes these)."""
+    import libggml
+
+    from conformance.data import as_stored, make_inputs
+    from conformance.triage import build_line, c_program
+    from golden import catalogue
+
+    case = parse_case_id(case_id)
+    inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
+    exact = catalogue.golden_inputs(case, inputs)
+    golden = catalogue.evaluate(case, exact)
+    allowed = catalogue.tolerance_of(case).allowed(case, exact, golden, case.out_dtype)
+    source = c_program(case, "CPU", inputs, golden, allowed)
+    assert source is not None
+    path = tmp_path / "repro.c"
+    path.write_text(source)
+    root = Path(libggml.__file__).parent
+    lib = str(root / "lib64")
+    built = subprocess.run(build_line(lib, str(root / "include"), str(path)), shell=True, capture_output=True,
+                           text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    ran = subprocess.run([str(tmp_path / "repro"), lib], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-2000:]
+    assert f"0 of {int(np.prod(np.shape(golden)))} elements wrong on CPU" in ran.stdout
