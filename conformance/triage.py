@@ -308,12 +308,15 @@ def characterise(case: OpCase, triage: Triage, finding: Finding) -> None:
         step()
 
 
-def _run_all(triage: Triage, feature: str, variants: Iterable[tuple[Any, OpCase]], finding: Finding) -> list[Trial]:
-    done = []
+def _run_all(triage: Triage, feature: str, variants: Iterable[tuple[Any, OpCase]],
+             finding: Finding) -> list[Trial] | None:
+    """The variants' trials; None when the budget ran out before all ran (nothing is decided from part)."""
+    done: list[Trial] = []
     for value, variant in variants:
         if triage.out_of_time:
-            finding.undecided.append(f"{feature}: stopped at the time budget")
-            break
+            finding.undecided.append(f"{feature}: stopped at the time budget after {len(done)} variant(s); "
+                                     "not decided")
+            return None
         trial = triage.trial(feature, str(value), variant)
         if trial is not None and trial.passed and _explained(finding, parse_case_id(trial.case_id)):
             trial = dataclasses.replace(trial, passed=False, explained=True)
@@ -334,7 +337,10 @@ def _explained(finding: Finding, case: OpCase) -> bool:
 def _layout_step(case: OpCase, index: int, triage: Triage, finding: Finding) -> None:
     spec = case.inputs[index]
     feature = f"src{index} layout"
-    trials = {t.value: t for t in _run_all(triage, feature, layout_variants(case, index), finding)}
+    ran = _run_all(triage, feature, layout_variants(case, index), finding)
+    if ran is None:
+        return
+    trials = {t.value: t for t in ran}
     passed = {v for v, t in trials.items() if t.passed}
     if not passed:
         return
@@ -382,7 +388,7 @@ def _dim_step(case: OpCase, index: int, dim: int, triage: Triage, finding: Findi
         return  # already varied with an earlier input of the same size
     feature = f"src{index} dim {dim}"
     trials = _run_all(triage, feature, dim_variants(case, index, dim), finding)
-    if not trials:
+    if not trials:  # none valid, or cut by the budget
         return
     failing = [case.inputs[index].ne[dim]] + [int(t.value) for t in trials if t.keeps_failure]
     passing = [int(t.value) for t in trials if t.passed]
@@ -413,6 +419,8 @@ def _param_step(case: OpCase, triage: Triage, finding: Finding) -> None:
                     for v in others]
         feature = f"param {name}"
         trials = _run_all(triage, feature, variants, finding)
+        if trials is None:
+            return
         values = {str(v): v for v in others}
         failing = [value] + [values[t.value] for t in trials if t.keeps_failure]
         passing = [values[t.value] for t in trials if t.passed]
@@ -458,6 +466,8 @@ def _plain(value: Any) -> Any:
 
 def _dtype_step(case: OpCase, triage: Triage, finding: Finding) -> None:
     trials = _run_all(triage, "dtype", signature_variants(case), finding)
+    if trials is None:
+        return
     passing = [t for t in trials if t.passed]
     if not passing:
         return
@@ -487,6 +497,8 @@ def _dtype_table(index: int, names: list[str]) -> dict[str, Any]:
 def _distribution_step(case: OpCase, triage: Triage, finding: Finding) -> None:
     variants = [(d, dataclasses.replace(case, distribution=d)) for d in DISTRIBUTIONS if d != case.distribution]
     trials = _run_all(triage, "distribution", variants, finding)
+    if trials is None:
+        return
     passing = [t.value for t in trials if t.passed]
     if passing:
         failing = [case.distribution] + [t.value for t in trials if t.keeps_failure]

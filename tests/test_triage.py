@@ -176,3 +176,14 @@ def test_the_generated_c_program_builds_and_agrees_on_a_correct_backend(tmp_path
     ran = subprocess.run([str(tmp_path / "repro"), lib], capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stdout + ran.stderr[-2000:]
     assert f"0 of {int(np.prod(np.shape(golden)))} elements wrong on CPU" in ran.stdout
+
+
+def test_a_spent_budget_is_said_and_nothing_is_proposed_as_accepted(tmp_path: Path) -> None:
+    entries = tmp_path / "entries.toml"
+    done = _conform("triage", "--device", PLANTED, "--case", CASES["ADD"][0], "--budget", "0.001", "--out",
+                    str(tmp_path / "out"), "--json", "--write", str(entries))
+    assert done.returncode == 0, done.stderr[-2000:]
+    (finding,) = json.loads((tmp_path / "out" / "triage.json").read_text())
+    assert any("time budget" in line for line in finding["undecided"])
+    assert not finding["accepted"] and not entries.read_text().strip()
+    assert "not decided:" in done.stdout
