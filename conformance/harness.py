@@ -184,6 +184,10 @@ class Harness:
         self.expectations = tuple(expectations)
         self._bugs = known_bugs.all_known_bugs(self.expectations)
 
+    def use_known_bugs(self, bugs: list[KnownBug]) -> None:
+        """Match only these known bugs from now on (conform triage: none, or one probe at a time)."""
+        self._bugs = list(bugs)
+
     @property
     def inventory(self) -> dict[str, Any]:
         return self.runner.inventory

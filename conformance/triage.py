@@ -141,7 +141,7 @@ class Bench:
         from conformance.harness import Harness
 
         self.harness = Harness(spec, options, timeout=timeout, keep_artefacts=False)
-        self.harness._bugs = []  # triage judges the raw behaviour
+        self.harness.use_known_bugs([])  # triage judges the raw behaviour
         self.runs = 0
 
     def run(self, case: OpCase) -> Any:
@@ -530,11 +530,11 @@ def within_deviation(bench: Bench, case: OpCase, name: str, bound: Any, device_n
 
     probe = KnownBug(id=f"triage-{name}", devices="*", op=case.op, applies=lambda c: True, reason="triage probe",
                      repro=case.case_id, tolerance=bound)
-    bench.harness._bugs = [probe]
+    bench.harness.use_known_bugs([probe])
     try:
         record = bench.run(case)
     finally:
-        bench.harness._bugs = []
+        bench.harness.use_known_bugs([])
     return record.expected is not None and record.outcome.value == "fail"
 
 
