@@ -47,7 +47,7 @@ def draw_case_ids(per_signature: int = PER_SIGNATURE) -> list[str]:
 
 def entry_summary(bug: Any) -> dict[str, Any]:
     """What an entry does besides matching: identical behaviour means these are identical too."""
-    return {"op": bug.op, "devices": bug.devices, "outcomes": list(bug.outcomes),
+    return {"op": bug.op, "devices": bug.devices, "releases": list(bug.releases), "outcomes": list(bug.outcomes),
             "corrupts_process": bug.corrupts_process, "may_hang": bug.may_hang, "repro": bug.repro,
             "reason": bug.reason, "tolerance": bug.tolerance.describe() if bug.tolerance is not None else None}
 
@@ -65,7 +65,7 @@ def evaluate(case_ids: list[str]) -> dict[str, Any]:
         row = {k: v for k, v in row.items() if v}
         if row:
             matches[case_id] = row
-    return {"entries": {b.id: entry_summary(b) for b in bugs}, "matches": matches}
+    return {"entries": {f"{b.id}/{b.op}": entry_summary(b) for b in bugs}, "matches": matches}
 
 
 def main(argv: list[str]) -> int:

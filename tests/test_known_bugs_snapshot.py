@@ -1,6 +1,7 @@
 """Moving known-bug entries between Python and TOML (or any refactor of the lists) keeps their behaviour:
 every entry is evaluated on the 14,286 cases drawn for the snapshot (scripts/known_bugs_snapshot.py, 60
-derandomized draws per op × dtype signature, written before entries moved to device/ggml/*.toml) for
+derandomized draws per op × dtype signature; the matches were taken before any entry moved to
+device/ggml/*.toml, and every entry's fields were dumped identical to that commit's after each move) for
 Vulkan0 0.25.1 and CPU 0.20.2 / 0.25.1 / 0.17.0, and must match exactly the cases it matched then, with
 the same outcomes, flags, reason, repro and bound. A deliberate change to a list rewrites the snapshot
 (the script), in the same commit, with the reason."""
