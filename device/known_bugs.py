@@ -91,7 +91,9 @@ def all_known_bugs(extra: Iterable[str] = ()) -> list[KnownBug]:
     else:
         bugs += [_sourced(b, "device/ggml/known_bugs_vulkan.py") for b in known_bugs_vulkan.BUGS]
     folder = Path(__file__).parent / "ggml"
-    bugs += expectation_file.load(folder / name for name in IN_REPO_FILES if (folder / name).exists())
+    for name in IN_REPO_FILES:  # named as the Python lists are: relative to the repository
+        if (folder / name).exists():
+            bugs += [replace(b, source=f"device/ggml/{name}") for b in expectation_file.load([folder / name])]
     return bugs + expectation_file.load(extra)
 
 
