@@ -893,7 +893,7 @@ def cmd_triage(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     if args.json:
         (out / "triage.json").write_text(json.dumps([_as_json(f) for f in findings], indent=1))
     if args.write:
-        accepted = [f for f in findings if f.accepted]
+        accepted = _distinct([f for f in findings if f.accepted])
         with open(args.write, "a", encoding="utf-8") as handle:
             for finding in accepted:
                 handle.write("\n" + finding.entry_toml())
@@ -901,6 +901,19 @@ def cmd_triage(args: argparse.Namespace, usage_error: type[Exception]) -> int:
               f"to {args.write}")
     print(f"conform triage: {out / 'triage.md'}")
     return 0
+
+
+def _distinct(findings: list[Finding]) -> list[Finding]:
+    """One entry per distinct proposal: clusters of several dtype signatures often end in the same predicates."""
+    seen: set[str] = set()
+    out = []
+    for finding in findings:
+        key = json.dumps([{k: v for k, v in finding.entry.items() if k not in ("reason", "repro")}, finding.when],
+                         sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(finding)
+    return out
 
 
 def _classify_cases(records: list[dict[str, Any]], options: dict[str, Any], timeout: float) -> None:

@@ -187,3 +187,18 @@ def test_a_spent_budget_is_said_and_nothing_is_proposed_as_accepted(tmp_path: Pa
     assert any("time budget" in line for line in finding["undecided"])
     assert not finding["accepted"] and not entries.read_text().strip()
     assert "not decided:" in done.stdout
+
+
+def test_clusters_are_unexpected_failures_by_device_op_outcome_and_dtypes() -> None:
+    from conformance.triage import clusters_of
+
+    def record(case_id: str, outcome: str, dtype: str = "f32", expected: bool = False) -> dict:
+        r = {"device": "ggml:Vulkan0", "op": "SILU", "case_id": case_id, "outcome": outcome,
+             "dtypes": {"src0": dtype, "dst": dtype}, "metrics": {"error_ratio": 3.0}}
+        return r | ({"expected": {"id": "x"}} if expected else {})
+
+    found = clusters_of([record("A", "fail"), record("B", "fail"), record("C", "crash"), record("D", "fail", "f16"),
+                         record("E", "fail", expected=True), record("F", "pass")])
+    assert sorted((c.outcome, c.signature, tuple(c.case_ids)) for c in found) == [
+        ("crash", "dst=f32,src0=f32", ("C",)), ("fail", "dst=f16,src0=f16", ("D",)),
+        ("fail", "dst=f32,src0=f32", ("A", "B"))]
