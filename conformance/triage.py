@@ -525,7 +525,8 @@ def deviation_bounds(device_name: str, op: str) -> list[tuple[str, Any]]:
     return [(name, bound) for name, bound in named.items() if name == stem or name.startswith(stem + "_")]
 
 
-def within_deviation(bench: Bench, case: OpCase, name: str, bound: Any, device_name: str) -> bool:
+def within_deviation(bench: Bench, case: OpCase, name: str, bound: Any) -> bool:
+    """Whether the device's answer to ``case`` is within the documented bound (a probe known bug carries it)."""
     from device.known_bugs import KnownBug
 
     probe = KnownBug(id=f"triage-{name}", devices="*", op=case.op, applies=lambda c: True, reason="triage probe",
@@ -715,7 +716,7 @@ def triage_cluster(cluster: Cluster, options: dict[str, Any], timeout: float, bu
             if cluster.outcome == "fail" and isinstance(ratio, (int, float)) and ratio <= DEVIATION_RATIO:
                 for name, bound in deviation_bounds(device_name, case.op):
                     if case.out_dtype in name.rsplit("_", 1)[-1] or not name.endswith(("_f32", "_f16")):
-                        if within_deviation(bench, case, name, bound, device_name):
+                        if within_deviation(bench, case, name, bound):
                             finding.deviation = name
                             break
             if finding.deviation is None:
