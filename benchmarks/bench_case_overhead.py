@@ -2,7 +2,7 @@
 
 Prints, for a 16-element F32 GELU_QUICK case and a 2 × 16k-element F32 ADD case:
   raw ctypes floor   ggml_backend_graph_compute on a graph built once (nothing per case but compute)
-  in process         the worker's per-case work without the process boundary (device.worker.serve_run:
+  in process         the worker's per-case work without the process boundary (device.serve.serve_run:
                      supports_op, then run: context + graph, allocate, upload, compute, read back,
                      the result checked against the device contract)
   worker round trip  the same through the device worker process, as the suite runs it
@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from device.ggml.device import GgmlDevice  # noqa: E402
 from device.ggml.graph import GraphBuilder, InputTensor, builders  # noqa: E402
-from device.worker import DeviceWorker, serve_run  # noqa: E402
+from device.serve import serve_run  # noqa: E402
+from device.worker import DeviceWorker  # noqa: E402
 from golden.case import OpCase, TensorSpec  # noqa: E402
 
 

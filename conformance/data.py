@@ -59,19 +59,6 @@ def plain_input(rng: np.random.Generator, spec: TensorSpec, case: OpCase) -> np.
     return floats(rng, spec, case.distribution, op.specials, op.max_abs_input)
 
 
-def make_inputs(case: OpCase) -> list[np.ndarray]:
-    rng = np.random.default_rng(case.data_seed)
-    from conformance import cases
-
-    maker = cases.lookup(case.op).make_inputs
-    if maker is not None:
-        return maker(case, rng)
-    if case.variant == "self":  # src1 is src0 (ggml_add(ctx, a, a)): both inputs hold the same values
-        first = plain_input(rng, case.inputs[0], case)
-        return [first, np.array(first, copy=True)]
-    return [plain_input(rng, spec, case) for spec in case.inputs]
-
-
 def as_stored(values: np.ndarray, dtype: str) -> np.ndarray:
     """Logical values in the array type a device receives (float32/float16/int32/int64/uint8)."""
     if dtype in ("f32", "bf16"):

@@ -1,7 +1,7 @@
 """Running one case on one device end to end: inputs, golden, device attempt, verdict, record.
 
 :class:`Harness` is what the pytest fixture ``conform`` hands to tests and what ``conform repro``
-uses. ``check(case)`` returns the :class:`~conformance.record.CaseRecord` and raises
+uses. ``check(case)`` returns the :class:`~results.record.CaseRecord` and raises
 :class:`CaseFailed` (an AssertionError) for fail/crash/timeout/error outcomes, with the one-line
 repro attached. ``check_set_get`` does the same for a set/get round trip
 (:class:`~conformance.set_get.SetGetCase`).
@@ -21,26 +21,30 @@ import os
 import shlex
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 import numpy as np
 
 from conformance import cases
-from conformance.data import as_stored, make_inputs
-from conformance.record import CaseDescription, CaseRecord, ExpectedFailure, TimeLimit
+from conformance.data import as_stored
+from conformance.inputs import make_inputs
+from conformance.limits import ran_out, stage_limit
+from conformance.resolution import Resolution, resolve
 from conformance.set_get import SetGetCase
 from conformance.stages import Stage, StageClock
 from conformance.verdict import Metrics, compare, same_values
 from conformance.verdict_raw import judge_raw_inputs
 from device import known_bugs
 from device.base import Capability, DeviceError, RunResult
-from device.known_bugs import KnownBug
-from device.outcome import Outcome
+from device.known_bug import KnownBug
+from device.messages import Reply
 from device.spec import DeviceSpec
-from device.worker import DeviceWorker, InProcessRunner, Reply, open_runner
+from device.worker import DeviceWorker, InProcessRunner, open_runner
 from golden import catalogue, dtypes, quant
-from golden.case import OpCase, TensorSpec
+from golden.case import Layout, OpCase, TensorSpec
+from results.outcome import Outcome
+from results.record import CaseDescription, CaseRecord, ExpectedFailure, TimeLimit
 
 # RunResult.extra keys that are the verdict's input rather than measurements worth recording
 VERDICT_ONLY_EXTRA = ("input_bytes_intact",)
@@ -77,6 +81,7 @@ class Breaker:
     attempts_after: int = 0  # device attempts after the first crash or timeout
     skipped: int = 0  # examples not run because the breaker was open
     repeats: int = 0  # suite cases drawn again after they passed, not run again (Harness.check(once=True))
+    covered: set[str] = field(default_factory=set)  # drawn cases a known bug covered (Harness.check_drawn)
 
     @property
     def tripped(self) -> bool:
@@ -127,6 +132,17 @@ def _in_hypothesis_test() -> bool:
     from hypothesis.control import currently_in_test_context
 
     return bool(currently_in_test_context())
+
+
+def _mark_ran_out(record: CaseRecord, exc: BaseException, stage: str, step: str) -> CaseRecord:
+    """An ERROR record whose harness stage ran out of time or memory says which stage and what ran
+    out (``extra.ran_out``), so it reads as the harness's limit, never as the device's failure."""
+    what = ran_out(exc)
+    if what is not None:
+        record.message = f"harness ran out of {what} in the {stage} stage while {step}: {_one_line(exc)}"[
+            :MESSAGE_LIMIT]
+        record.extra = {**(record.extra or {}), "ran_out": {"stage": stage, "resource": what}}
+    return record
 
 
 def _one_line(exc: BaseException) -> str:
@@ -231,11 +247,13 @@ class Harness:
             crash=reply.crash, history=reply.history, history_dropped=reply.history_dropped,
         )
 
-    def _finish(self, record: CaseRecord) -> CaseRecord:
+    def _finish(self, record: CaseRecord, companion_of: str | None = None) -> CaseRecord:
         """Count a finished record's outcome and append it to the results file (flushed at once).
 
         A record the writer cannot store (a comparator's metric JSON cannot hold) is written as an
         ERROR record saying why, without its metrics and extra: the case is never lost."""
+        if companion_of is not None:
+            record.companion_of = companion_of
         if self.writer is not None:
             try:
                 self.writer.write(record.to_json())
@@ -262,65 +280,46 @@ class Harness:
         return record
 
     def evaluate(self, case: OpCase,
-                 perf: Callable[[OpCase, list[np.ndarray]], dict[str, Any] | None] | None = None) -> CaseRecord:
+                 perf: Callable[[OpCase, list[np.ndarray]], dict[str, Any] | None] | None = None,
+                 companion_of: str | None = None) -> CaseRecord:
         """Run and judge one case; always returns (and writes) a record, ERROR when a step raised.
         ``perf`` (perf mode, ``conformance/perf.py``) times the case once the device has answered;
-        what it returns is the record's ``perf`` block."""
-        clock = self.clock
-        if clock is not None:
-            clock.cases += 1
-            clock.lap(Stage.GENERATION)
-        step = "looking the op up in the catalogue"
+        what it returns is the record's ``perf`` block. ``companion_of`` marks a known-bug companion
+        (:meth:`check_drawn`)."""
+        if self.clock is not None:
+            self.clock.cases += 1
+        self._lap(Stage.GENERATION)
+        step = "resolving the case (catalogue row, suite entry, known bug)"
         try:
-            spec = catalogue.get(case.op)
-            step = "making the inputs"
-            inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
-            if clock is not None:
-                clock.lap(Stage.INPUTS)
-            step = "preparing the golden's inputs"
-            exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
-            step = "computing the golden"
-            golden = catalogue.evaluate(case, exact_inputs)
-            step = "finding the tolerance row"
-            tolerance = catalogue.tolerance_of(case).describe()
-            bug = self._known_bug(case)
-            if clock is not None:
-                clock.lap(Stage.GOLDEN)
+            with stage_limit(self.timeout, "golden"):  # inputs and golden: the case's first stage
+                resolution = resolve(case, self._known_bug)
+                step = "making the inputs"
+                made = make_inputs(case, resolution.entry)
+                inputs = [as_stored(x, t.dtype) for x, t in zip(made, case.inputs, strict=True)]
+                self._lap(Stage.INPUTS)
+                step = "preparing the golden's inputs"
+                exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
+                step = "computing the golden"
+                golden = catalogue.evaluate(case, exact_inputs)
+                tolerance = resolution.tolerance.describe()
+                bug = resolution.known_bug
+            self._lap(Stage.GOLDEN)
         except Exception as exc:
-            return self._finish(self._error_record(case, f"harness error while {step}: {_one_line(exc)}"))
+            record = self._error_record(case, f"harness error while {step}: {_one_line(exc)}")
+            return self._finish(_mark_ran_out(record, exc, "golden", step), companion_of)
         limit = self.time_limit(bug)
         timeout = limit.seconds
         try:
             reply = self.runner.attempt(case, inputs, timeout)
         except Exception as exc:  # the worker could not be (re)started, or answered nonsense
-            return self._finish(self._error_record(case, f"device error: {_one_line(exc)}"))
-        if clock is not None:
-            clock.lap(Stage.DEVICE)
+            return self._finish(self._error_record(case, f"device error: {_one_line(exc)}"), companion_of)
+        self._lap(Stage.DEVICE)
         record = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
                                   case.data_seed, reply, tolerance)
         record.time_limit = limit
-        if clock is not None:
-            clock.lap(Stage.RECORD)
+        self._lap(Stage.RECORD)
         if reply.answered:
-            result: RunResult = reply.result
-            try:
-                metrics, extra = self._judge(case, spec, inputs, exact_inputs, golden, result)
-                if not metrics.passed and bug is not None and bug.tolerance is not None:
-                    # a documented deviation of this backend: known only while within its own bound
-                    deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64),
-                                        bug.tolerance)
-                    extra["known_deviation_error_ratio"] = deviation.error_ratio
-                    if not deviation.passed:
-                        bug = None
-            except Exception as exc:
-                record.outcome = Outcome.ERROR
-                record.message = f"harness error while judging the result: {_one_line(exc)}"[:MESSAGE_LIMIT]
-            else:
-                record.metrics = metrics.as_dict()
-                record.outcome = Outcome.PASS if metrics.passed else Outcome.FAIL
-                if not metrics.passed:
-                    record.message = metrics.detail
-                record.extra = extra
+            bug = self._judge_into(record, case, resolution, inputs, exact_inputs, golden, reply.result)
         corrupting = False
         if bug is not None and (record.outcome.value in bug.outcomes or record.outcome is Outcome.PASS):
             # a failure this device and release are known to give, or a pass where one was expected
@@ -336,13 +335,9 @@ class Harness:
         # buffer (on lavapipe device memory is host heap: a later, correct case then died in malloc),
         # so it gets the next case a clean process too; a known bug says itself whether it corrupts.
         unexplained_failure = record.outcome is Outcome.FAIL and record.expected is None
-        if (corrupting or unexplained_failure) and isinstance(self.runner, DeviceWorker):
-            try:
-                self.runner.start()
-            except Exception as exc:  # the next case tries again; this one keeps its record
-                record.message = f"{record.message} (device restart failed: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
-        if clock is not None:
-            clock.lap(Stage.VERDICT)
+        if corrupting or unexplained_failure:
+            self._restart_worker(record)
+        self._lap(Stage.VERDICT)
         if record.failing and record.expected is None and self.keep_artefacts:
             # a known bug's failures are described by the bug and reproduced by the case id: an
             # artefact each (most of a crash-heavy run's record time) would add nothing
@@ -350,9 +345,8 @@ class Harness:
                 record.artefact = self._save_artefact(case, inputs, golden, reply)
             except Exception as exc:  # the record matters more than its artefact
                 record.message = f"{record.message} (artefact not saved: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
-        self._finish(record)
-        if clock is not None:
-            clock.lap(Stage.RECORD)
+        self._finish(record, companion_of)
+        self._lap(Stage.RECORD)
         return record
 
     def loaded_expectations(self) -> list[dict[str, str]]:
@@ -370,6 +364,100 @@ class Harness:
             return TimeLimit(self.known_bug_timeout, "--known-bug-timeout")
         return TimeLimit(self.timeout, "--case-timeout")
 
+    def _lap(self, stage: Stage) -> None:
+        if self.clock is not None:
+            self.clock.lap(stage)
+
+    def _judge_into(self, record: CaseRecord, case: OpCase, resolution: Resolution, inputs: list[np.ndarray],
+                    exact_inputs: list[np.ndarray], golden: np.ndarray, result: RunResult) -> KnownBug | None:
+        """The verdict on what the device answered, into ``record``; returns the known bug that still
+        covers the case (None once a documented deviation is exceeded as well)."""
+        bug = resolution.known_bug
+        try:
+            with stage_limit(self.timeout, "verdict"):
+                metrics, extra = self._judge(case, resolution, inputs, exact_inputs, golden, result)
+            by_deviation = False
+            if not metrics.passed and resolution.deviation is not None:
+                # a documented deviation of this backend: known only while within its own bound
+                deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64),
+                                    resolution.deviation)
+                extra["known_deviation_error_ratio"] = deviation.error_ratio
+                by_deviation = deviation.passed
+                if not deviation.passed:
+                    bug = None
+            record.decided_by = resolution.decided_by(by_deviation)
+        except Exception as exc:
+            record.outcome = Outcome.ERROR
+            record.message = f"harness error while judging the result: {_one_line(exc)}"[:MESSAGE_LIMIT]
+            _mark_ran_out(record, exc, "verdict", "judging the result")
+        else:
+            record.metrics = metrics.as_dict()
+            record.outcome = Outcome.PASS if metrics.passed else Outcome.FAIL
+            if not metrics.passed:
+                record.message = metrics.detail
+            record.extra = extra
+        return bug
+
+    def _restart_worker(self, record: CaseRecord) -> None:
+        """A fresh device process for the next case (a worker's; an in-process device has none)."""
+        if not isinstance(self.runner, DeviceWorker):
+            return
+        try:
+            self.runner.start()
+        except Exception as exc:  # the next case tries again; this one keeps its record
+            record.message = f"{record.message} (device restart failed: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
+
+    def judged_elsewhere(self, record: CaseRecord | None) -> bool:
+        """True where a known bug of the device (not a documented deviation, which is still judged
+        against its own bound) explains the record's failure: the case judged nothing."""
+        return record is not None and record.failing and record.expected is not None \
+            and not self._is_deviation(record.expected.id)
+
+    def _is_deviation(self, bug_id: str) -> bool:
+        return any(b.id == bug_id and b.tolerance is not None for b in self._bugs)
+
+    def companion(self, case: OpCase) -> OpCase | None:
+        """The nearest case that no known bug of this device covers (a documented deviation may): the
+        same shapes, params and data with one input made contiguous (the first such that works), else
+        every input contiguous; None where the bug does not depend on the layout."""
+        contiguous = [replace(t, layout=Layout()) for t in case.inputs]
+        candidates = [replace(case, inputs=tuple(contiguous[j] if j == i else t for j, t in enumerate(case.inputs)))
+                      for i, t in enumerate(case.inputs) if not t.layout.is_contiguous]
+        candidates.append(replace(case, inputs=tuple(contiguous)))
+        spec = catalogue.get(case.op)
+        for candidate in candidates:
+            if candidate == case:
+                continue
+            bug = self._known_bug(candidate)
+            if bug is not None and bug.tolerance is None:
+                continue
+            try:  # the op's own rules (a layout some ops require); a candidate they reject is not a case
+                if spec.validate is not None:
+                    spec.validate(candidate, make_inputs(candidate))
+            except Exception:
+                continue
+            return candidate
+        return None
+
+    def check_drawn(self, case: OpCase) -> bool:
+        """:meth:`check` for a case the suite drew (``once``); where a known bug covers it, also its
+        :meth:`companion`, checked the same way. Returns whether the drawn case itself was judged: False
+        tells the suite to draw again, so known bugs do not spend the test's examples."""
+        __tracebackhide__ = True
+        breaker = self._breaker()
+        if breaker is not None and case.case_id in breaker.covered:
+            breaker.repeats += 1  # drawn again: its record and its companion's exist; draw again as before
+            return False
+        record = self.check(case, once=True)
+        if not self.judged_elsewhere(record):
+            return True
+        if breaker is not None:
+            breaker.covered.add(case.case_id)
+        other = self.companion(case)
+        if other is not None:
+            self._checked(other.case_id, lambda: self.evaluate(other, companion_of=case.case_id), once=True)
+        return False
+
     def _known_bug(self, case: OpCase) -> KnownBug | None:
         """The device's known kernel bug covering ``case`` (ggml devices: by device name and release)."""
         release = self.inventory.get("ggml_version")
@@ -380,25 +468,26 @@ class Harness:
         return known_bugs.find(case, name, release, self._bugs)
 
     def _judge(
-        self, case: OpCase, spec: catalogue.OpSpec, inputs: list[np.ndarray], exact_inputs: list[np.ndarray],
+        self, case: OpCase, resolution: Resolution, inputs: list[np.ndarray], exact_inputs: list[np.ndarray],
         golden: np.ndarray, result: RunResult,
     ) -> tuple[Metrics, dict[str, Any]]:
         """The verdict on an answered case, and the measurements to record with it."""
-        special = cases.lookup(case.op).judge
+        spec = resolution.spec
+        special = resolution.entry.judge
         if special is not None:  # an op's own comparator, quantized destinations included (SET_ROWS)
             judged = special(case, exact_inputs, golden, result.output)
             if not isinstance(judged, Metrics):  # a harness error: the comparator broke its contract
                 raise TypeError(f"the {case.op} comparator returned {type(judged).__name__}, not Metrics")
             metrics = judged
-        elif dtypes.is_quantized(case.out_dtype):
+        elif dtypes.is_quantized(case.dst):
             from conformance.verdict_quant import judge_quantized
 
             metrics = judge_quantized(case, inputs, golden, result.output)
         else:
             out = result.output
-            if case.out_dtype != "i32":
+            if case.dst != "i32":
                 out = np.asarray(out, dtype=np.float64)
-            metrics = compare(case, exact_inputs, golden, out, catalogue.tolerance_of(case))
+            metrics = compare(case, exact_inputs, golden, out, resolution.tolerance)
         extra = {k: v for k, v in result.extra.items() if k not in VERDICT_ONLY_EXTRA}
         if result.raw_inputs is not None:
             cann_layout = Capability.CANN_QUANT_LAYOUT in self.capabilities
@@ -460,6 +549,13 @@ class Harness:
         """
         __tracebackhide__ = True
         return self._checked(case.case_id, lambda: self.evaluate(case), once=once)
+
+    def check_graph(self, case: Any, *, once: bool = False) -> CaseRecord | None:
+        """:meth:`check` for a graph case (``golden/graphs``; run and judged by ``conformance/graphs.py``)."""
+        __tracebackhide__ = True
+        from conformance.graphs import evaluate_graph_case
+
+        return self._checked(case.case_id, lambda: evaluate_graph_case(self, case), once=once)
 
     def _checked(self, case_id: str, evaluate: Any, once: bool = False) -> CaseRecord | None:
         __tracebackhide__ = True

@@ -5,17 +5,15 @@ prefill: MUL_MAT 4096×4096 at n = 1 and n = 512, SOFT_MAX and ROPE over 32 head
 FLASH_ATTN_EXT, GET_ROWS of the embedding table). The harness judges it against the golden model
 (both verdicts from one run), then the device times its compute warm, repeatedly and synchronised
 (``time_case``, see ``device/ggml/perf.py``). The case record gets a ``perf`` block
-(``reports/RESULTS.md``): the timings, the bytes the op moves and the FLOPs it does, the achieved
+(``results/RESULTS.md``): the timings, the bytes the op moves and the FLOPs it does, the achieved
 bandwidth and FLOP rate, the device's roofline where this module knows its peaks, and the
 ``ggml:CPU`` time of the same case (measured first, as the reference).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import os
-import socket
 import sys
 import uuid
 from collections.abc import Callable, Sequence
@@ -25,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from conformance.harness import Harness
-from conformance.record import CaseRecord
 from device.ggml.perf import PerfSettings
 from device.spec import DeviceSpec
 from golden import catalogue, dtypes
 from golden.case import Layout, OpCase, TensorSpec
+from results.record import CaseRecord, FooterRecord, HeaderRecord
 
 REFERENCE = DeviceSpec.parse("ggml:CPU")
 PERF_SEED = 20240601  # fixed data: perf cases are the same case ids every run, so runs compare by id
@@ -119,7 +117,7 @@ def _seed_where(case: OpCase, wanted: Callable[[list[np.ndarray]], bool], tries:
     function of the case id (``conform repro`` rebuilds them), and still look like a model's."""
     from dataclasses import replace
 
-    from conformance.data import make_inputs
+    from conformance.inputs import make_inputs
 
     for seed in range(case.data_seed, case.data_seed + tries):
         candidate = replace(case, data_seed=seed)
@@ -307,15 +305,10 @@ def header_record(devices: list[dict[str, Any]], run_id: str, argv: list[str]) -
     """A results header for the perf process (the pytest plug-in writes one per process alike)."""
     from conformance.plugin import HARNESS_VERSION
     from device.inventory import acl_devices
-    from reports.schema import SCHEMA, SCHEMA_VERSION
 
-    return {"type": "header", "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "run_id": run_id,
-            "worker": "perf", "harness_version": HARNESS_VERSION,
-            "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "host": socket.gethostname(),
-            "profile": "perf", "hypothesis_seed": None, "hypothesis_db": None, "devices": devices,
-            "cwd": os.getcwd(), "acl_devices": acl_devices(),
-            "env": {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))},
-            "argv": argv}
+    return HeaderRecord(run_id=run_id, worker="perf", harness_version=HARNESS_VERSION, profile="perf",
+                        hypothesis_seed=None, hypothesis_db=None, devices=devices, acl_devices=acl_devices(),
+                        argv=argv).to_json()
 
 
 def footer_record(result: PerfResult, run_id: str) -> dict[str, Any]:
@@ -323,12 +316,11 @@ def footer_record(result: PerfResult, run_id: str) -> dict[str, Any]:
     for r in result.records:
         counts[r.outcome.value] = counts.get(r.outcome.value, 0) + 1
     failing = sorted({r.test_id for r in result.failing})
-    return {"type": "footer", "run_id": run_id, "worker": "perf",
-            "ended": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "counts": counts,
-            "exitstatus": 1 if failing else 0, "pytest_failed": len(failing), "pytest_errors": 0,
-            "pytest_failed_tests": [{"test_id": t, "when": "call", "message": "a perf case failed its verdict"}
-                                    for t in failing[:50]],
-            "devices_end": []}
+    return FooterRecord(run_id=run_id, worker="perf", counts=counts, exitstatus=1 if failing else 0,
+                        pytest_failed=len(failing), pytest_errors=0,
+                        pytest_failed_tests=[{"test_id": t, "when": "call", "message": "a perf case failed its verdict"}
+                                             for t in failing[:50]],
+                        devices_end=[]).to_json()
 
 
 def perf_main(devices: Sequence[DeviceSpec], options: dict[str, Any], results_path: str,
@@ -337,7 +329,7 @@ def perf_main(devices: Sequence[DeviceSpec], options: dict[str, Any], results_pa
               progress: Callable[[str], None] | None = None) -> int:
     """``conform perf``'s work, appended to ``results_path``: a header, the perf cases on ``ggml:CPU``
     and every device, a footer. 0, or 1 when a case failed its verdict."""
-    from reports.schema import ResultsWriter
+    from results.schema import ResultsWriter
 
     cases = [c for c in SHAPE_SETS[shapes]() if not ops or c.case.op in ops]
     run_id = run_id or os.environ.get("CONFORM_RUN_ID") or uuid.uuid4().hex[:12]

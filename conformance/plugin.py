@@ -20,9 +20,8 @@ marks its JUnit XML with the property ``conform_partial``.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
-import socket
+import shlex
 import sys
 import uuid
 from collections.abc import Iterator
@@ -32,11 +31,14 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from conformance.options import COMMAND_ENV
+from device.interrupt import stop_on_signals
 from device.spec import DeviceSpec
+from results.record import FooterRecord, HeaderRecord
 
 if TYPE_CHECKING:
     from conformance.harness import Harness
-    from reports.schema import ResultsWriter
+    from results.schema import ResultsWriter
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
              HealthCheck.function_scoped_fixture]
@@ -60,25 +62,13 @@ HARNESS_VERSION = "0.1.0"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from conformance.options import RUN_OPTIONS
+
     group = parser.getgroup("conform", "ggml/CANN conformance")
-    group.addoption("--device", action="append", default=[], metavar="SPEC",
-                    help="device under test: golden, ggml:NAME, acl:N, or module:factory (repeatable)")
-    group.addoption("--ggml-lib", default=None, metavar="DIR", help="ggml library directory")
-    group.addoption("--results", default=None, metavar="PATH", help="JSON Lines results file")
-    group.addoption("--case-timeout", type=float, default=120.0, metavar="S", help="per-case timeout")
-    group.addoption("--known-bug-timeout", type=float, default=None, metavar="S",
-                    help="a shorter limit for cases a known bug says may corrupt the process and hang "
-                         "(default: --case-timeout)")
-    group.addoption("--expectations", action="append", default=[], metavar="FILE_OR_DIR",
-                    help="known-bug entries (TOML, device/expectation_file.py) to load besides the in-repo lists; "
-                         f"repeatable; also ${'{'}CONFORM_EXPECTATIONS{'}'} (paths separated by {os.pathsep!r})")
-    group.addoption("--threads", type=int, default=1, help="CPU backend threads")
-    group.addoption("--op", action="append", default=[], metavar="OP",
-                    help="select the tests of these ops exactly (MUL, not MUL_MAT); repeatable or comma-separated")
-    group.addoption("--conform-profile", default=None, choices=["dev", "ci", "ci-seeded", "nightly"],
-                    help="hypothesis profile")
-    group.addoption("--hypothesis-db", default=None, metavar="DIR",
-                    help="directory for hypothesis' example database (failing examples replay first)")
+    for option in RUN_OPTIONS:
+        group.addoption(option.pytest_flag, **option.declaration(plugin=True))
+    group.addoption("--results", default=None, metavar="PATH",
+                    help="JSON Lines results file, one record per case, appended and flushed as measured")
 
 
 class ConformSession:
@@ -122,15 +112,17 @@ class ConformSession:
     def check(self) -> None:
         """Raise pytest.UsageError for device specs that cannot work, or too few xdist workers.
 
-        Cheap checks only (no device library is loaded in the pytest process); a device that then
-        fails to open ends the session through the ``conform`` fixture with its one-line reason.
+        No device library is loaded in the pytest process: each device is opened once in a worker and
+        closed again. A device that fails later ends the session through the ``conform`` fixture.
         """
         from device.base import DeviceError
         from device.registry import check_spec
+        from device.worker import open_each
 
         try:
             for spec in self.devices:
                 check_spec(spec, self.options, load_libraries=False)
+            open_each(self.devices, self.options, self.timeout)  # in workers: one line, not an aborted session
         except DeviceError as exc:
             raise pytest.UsageError(f"conform: {exc}") from None
         workers = _xdist_workers(self.config)
@@ -161,32 +153,22 @@ class ConformSession:
         if not self.results_path:
             return
         from device.inventory import acl_devices
-        from reports.schema import SCHEMA, SCHEMA_VERSION, ResultsWriter
+        from results.schema import ResultsWriter
 
         if self.writer is None:
             self.writer = ResultsWriter(self.results_path)
         # the spec each harness opened (never info()'s own), and a plug-in's import_root: see header_inventory
         inventory = [h.inventory for h in self.harnesses.values()]
-        self.writer.write({
-            "type": "header",
-            "schema": SCHEMA,
-            "schema_version": SCHEMA_VERSION,
-            "run_id": self.run_id,
-            "worker": self.worker,
-            "harness_version": HARNESS_VERSION,
-            "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "host": socket.gethostname(),
-            "profile": _profile_name(),
-            "hypothesis_seed": _hypothesis_seed(self.config),
-            "hypothesis_db": _database_in_use(self.config),
-            "devices": inventory,
-            "cwd": os.getcwd(),
-            "acl_devices": acl_devices(),
-            # entries of --expectations / $CONFORM_EXPECTATIONS: the report lists one that matched no case as stale
-            "expectations": next((h.loaded_expectations() for h in self.harnesses.values()), []),
-            "env": {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))},
-            "argv": sys.argv,
-        })
+        header = HeaderRecord(
+            run_id=self.run_id, worker=self.worker, harness_version=HARNESS_VERSION, profile=_profile_name(),
+            hypothesis_seed=_hypothesis_seed(self.config), hypothesis_db=_database_in_use(self.config),
+            devices=inventory, acl_devices=acl_devices(), argv=sys.argv,
+            # what the user typed: conform's command line when conform started pytest, else pytest's
+            command=os.environ.get(COMMAND_ENV) or shlex.join(["pytest", *sys.argv[1:]]),
+        ).to_json()
+        # entries of --expectations / $CONFORM_EXPECTATIONS: the report lists one that matched no case as stale
+        header["expectations"] = next((h.loaded_expectations() for h in self.harnesses.values()), [])
+        self.writer.write(header)
 
     def note_report(self, report: pytest.TestReport) -> None:
         """Count pytest's failures (call) and errors (setup, teardown) for the footer."""
@@ -224,15 +206,12 @@ class ConformSession:
                 pass
         if self.writer is not None:
             if exitstatus in _NORMAL_END:
-                self.writer.write({
-                    "type": "footer", "run_id": self.run_id, "worker": self.worker,
-                    "ended": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "counts": counts,
-                    "exitstatus": int(exitstatus), "pytest_failed": self.pytest_failed,
-                    "pytest_errors": self.pytest_errors, "pytest_failed_tests": self.failed_tests,
-                    "breakers": breakers, "devices_end": memory,
-                    # suite cases Hypothesis drew again after they had passed: not run twice, no record
-                    "repeats_not_rerun": repeats,
-                })
+                self.writer.write(FooterRecord(
+                    run_id=self.run_id, worker=self.worker, counts=counts, exitstatus=int(exitstatus),
+                    pytest_failed=self.pytest_failed, pytest_errors=self.pytest_errors,
+                    pytest_failed_tests=self.failed_tests, breakers=breakers, devices_end=memory,
+                    repeats_not_rerun=repeats,
+                ).to_json())
             self.writer.close()
 
 
@@ -317,21 +296,16 @@ def _expectation_paths(config: pytest.Config) -> tuple[str, ...]:
 
 def _check_options(config: pytest.Config) -> None:
     """The numbers and op names ``conform run`` checks, checked the same way for plain pytest."""
-    from conformance.options import check_case_timeout, check_known_bug_timeout, check_threads, parse_ops
+    from conformance.options import check_run_options
 
     try:
-        check_case_timeout(config.getoption("case_timeout"))
-        check_known_bug_timeout(config.getoption("known_bug_timeout"))
-        from device.expectation_file import load
-
-        load(_expectation_paths(config))
-        check_threads(config.getoption("threads"))
-        parse_ops(config.getoption("op"))
+        check_run_options(lambda option: config.getoption(option.pytest_dest))
     except ValueError as exc:
         raise pytest.UsageError(f"conform: {exc}") from None
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    stop_on_signals()  # SIGINT/SIGTERM end the session as interrupted, even in a background job
     config.pluginmanager.register(_ReportCounter(config), "conform-report-counter")
     if not hasattr(config, "workerinput"):
         _check_options(config)

@@ -16,9 +16,9 @@ from typing import Any
 
 from conformance.harness import Harness
 from conformance.set_get import SetGetCase
-from device.outcome import Outcome
 from device.spec import DeviceSpec
 from golden.case import OpCase
+from results.outcome import Outcome
 
 SequenceCase = OpCase | SetGetCase
 

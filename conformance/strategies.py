@@ -2,6 +2,14 @@
 
 Strategies construct valid values rather than filtering invalid ones, and take keyword-only
 bounds. Shapes lean towards the sizes where kernels break (1, odd, around 32, 512 and 1024).
+
+Shrinking: a failure must reach the smallest case (few elements, a contiguous layout, plain data).
+Hypothesis shrinks the recorded choices towards each one's simplest value, so (1) the simplest
+choice comes first (sizes from 1, layouts from contiguous, ``uniform`` data before ``special``);
+(2) the number and bounds of the choices do not depend on earlier values: a choice drawn only in
+some branch, or with bounds set by an earlier size, shifts every later choice when the shrinker
+changes that earlier one, and the attempt then ends short (an invalid example) or means something
+else. Draw every choice, then clamp or ignore it (:func:`_shapes`, :func:`_layouts`).
 """
 
 from __future__ import annotations
@@ -62,9 +70,9 @@ def row_size(*, max_ne0: int = 4096, multiple_of: int = 1) -> st.SearchStrategy[
     return _edge_or_anywhere(max_ne0, multiple_of)
 
 
-def _outer(draw: st.DrawFn, hi: int) -> int:
-    # a dim with no room is 1 without a draw (fewer choices to record and to shrink)
-    return draw(st.integers(1, hi)) if hi > 1 else 1
+@functools.cache
+def _outer_dim(max_outer: int) -> st.SearchStrategy[int]:
+    return st.integers(1, max(1, max_outer))
 
 
 @st.composite
@@ -73,7 +81,8 @@ def _shapes(draw: st.DrawFn, max_ne0: int, max_elements: int, max_outer: int, mu
     budget = max(1, max_elements // ne0)
     outer = []
     for _ in range(3):
-        d = _outer(draw, max(1, min(max_outer, budget)))
+        # drawn with fixed bounds and clamped to the budget: a smaller ne0 changes no later choice
+        d = min(draw(_outer_dim(max_outer)), budget)
         outer.append(d)
         budget = max(1, budget // d)
     return (ne0, outer[0], outer[1], outer[2])
@@ -94,16 +103,14 @@ OFFSETS = st.integers(0, 5)
 
 @st.composite
 def _layouts(draw: st.DrawFn, perms: tuple[Ne, ...], allow_view: bool) -> Layout:
+    # every choice is drawn whatever the kind (see the module's note on shrinking); the kind says
+    # which of them the layout uses, so shrinking the kind to contiguous drops the rest in one step
     kind = draw(LAYOUT_KINDS)
-    perm = IDENTITY
-    pad: Ne = (0, 0, 0, 0)
-    offset = 0
-    if kind in ("permuted", "permuted_view") and perms:
-        perm = draw(_perm_choice(perms))
-    if kind in ("view", "permuted_view") and allow_view:
-        pad = draw(PADS)
-        offset = draw(OFFSETS)
-    return Layout(perm=perm, pad=pad, offset=offset)
+    perm = draw(_perm_choice(perms)) if perms else IDENTITY
+    pad, offset = draw(PADS), draw(OFFSETS)
+    permuted = kind in ("permuted", "permuted_view")
+    view = kind in ("view", "permuted_view") and allow_view
+    return Layout(perm=perm if permuted else IDENTITY, pad=pad if view else (0, 0, 0, 0), offset=offset if view else 0)
 
 
 @functools.cache
@@ -174,7 +181,10 @@ weight_names = st.sampled_from(["", "blk.0.attn_q.weight", "blk.3.ffn_up.weight"
                                 "output.weight"])
 
 
-distributions = st.sampled_from(sorted(DISTRIBUTIONS))
+# plain data first (what a shrunk failure shows unless the fault needs more), special values last
+DISTRIBUTION_ORDER = ("uniform", "dense", "wide", "special")
+distributions = st.sampled_from([d for d in DISTRIBUTION_ORDER if d in DISTRIBUTIONS]
+                                + sorted(set(DISTRIBUTIONS) - set(DISTRIBUTION_ORDER)))
 data_seeds = st.integers(0, 2**32 - 1)
 
 

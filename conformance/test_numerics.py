@@ -38,7 +38,7 @@ _TOKENS = spec("i32", (6, 1, 1, 1))
 ANCHORS = [  # id (op first, so -k selects it), case; see shared/reference test-backend-ops-and-cann-bugs §2
     ("rope-B6-attn_factor_f16", OpCase("ROPE", (spec("f16", (128, 4, 6, 1)), _TOKENS),
                                        _rope_params(128, 2, attn_factor=1.4245, ext_factor=1.0, freq_scale=0.25),
-                                       out_dtype="f16", distribution="dense")),
+                                       dst="f16", distribution="dense")),
     ("rope-B6-noncontiguous", OpCase("ROPE", (spec("f32", (64, 4, 6, 1), Layout(perm=(0, 2, 1, 3), pad=(2, 0, 1, 0))),
                                               _TOKENS), _rope_params(64), distribution="wide")),
     ("rope-B7-partial_rotary", OpCase("ROPE", (spec("f32", (96, 2, 6, 1)), _TOKENS), _rope_params(32, 2))),
@@ -54,7 +54,7 @@ ANCHORS = [  # id (op first, so -k selects it), case; see shared/reference test-
     ("pool_2d-max_padding_only_windows", _pool(0, 1, 1, 1.0)),
     ("im2col-B9-1d", OpCase("IM2COL", (spec("f16", (3, 4, 2, 1)), spec("f32", (50, 4, 2, 1))),
                             (("s0", 2), ("s1", 0), ("p0", 1), ("p1", 0), ("d0", 2), ("d1", 0), ("is_2d", False)),
-                            out_dtype="f16")),
+                            dst="f16")),
     ("rms_norm-B12-llama_row", OpCase("RMS_NORM", (spec("f32", (4096, 2, 1, 1)),), (("eps", f32(1e-6)),))),
     ("mul_mat-B4-permuted_f16_gqa", OpCase("MUL_MAT", (spec("f16", (128, 5, 2, 1), Layout(perm=(0, 2, 1, 3))),
                                                        spec("f32", (128, 3, 8, 1), Layout(perm=(0, 2, 1, 3)))))),

@@ -67,14 +67,14 @@ def unary_case(draw: Any, op: str, ne: Ne) -> OpCase:
     op_spec = catalogue.get(op)
     sig = draw(st.sampled_from(op_spec.signatures))
     layout = draw(input_layouts(op_spec.input_layouts))
-    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, layout),), params=params_for(draw, op), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, layout),), params=params_for(draw, op), dst=sig.dst))
 
 
 def binary_case(draw: Any, op: str, ne: Ne) -> OpCase:
     sig = draw(st.sampled_from(catalogue.get(op).signatures))
     a = spec(sig.srcs[0], ne, draw(layouts()))
     b = spec(sig.srcs[1], ne, draw(layouts(perms=())))  # same shape; src1 may be strided
-    return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (a, b), dst=sig.dst))
 
 
 class SequenceFailed(CaseFailed):

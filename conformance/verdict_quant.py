@@ -52,7 +52,7 @@ def _quant_values(raw: np.ndarray, qtype: str, n: int) -> np.ndarray:
 
 
 def judge_quantized(case: OpCase, raw_inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray) -> Metrics:
-    qtype = case.out_dtype
+    qtype = case.dst
     n = int(np.asarray(golden).size)
     m = Metrics(n=n)
     dev_raw = np.asarray(device, dtype=np.uint8).reshape(-1)

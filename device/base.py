@@ -62,6 +62,9 @@ class Capability(StrEnum):
     CANN_QUANT_LAYOUT = "cann_quant_layout"
     # Has ``time_case(case, inputs, settings)``: warm, repeated, synchronised compute times (perf mode).
     PERF = "perf"
+    # Has ``run_graph(graph_case, inputs)``: runs a multi-node graph case (golden/graphs) three ways
+    # and returns a :class:`GraphRunResult`; a device without it records graph cases as unsupported.
+    GRAPH = "graph"
 
 
 def capabilities_of(device: object) -> frozenset[Capability]:
@@ -112,6 +115,26 @@ class RunResult:
     raw_inputs: list[DeviceBytes | None] | None = None
 
 
+class GraphRun(StrEnum):
+    """The three ways a graph case runs on a device."""
+
+    FUSED = "fused"  # only the outputs flagged: the backend may fuse every chain it recognises
+    BLOCKED = "blocked"  # every intermediate flagged output: nothing fuses, every node is read back
+    GALLOCR = "gallocr"  # intermediates placed by ggml's graph allocator, which reuses buffers in place
+
+
+@dataclass
+class GraphRunResult:
+    """What ``run_graph`` returns: per run, the values of the nodes it read back (by node name, numpy
+    order, in the contract's output array type), whether each graph input's bytes came back as sent,
+    and why a run could not be made (a release without the graph allocator)."""
+
+    nodes: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # run -> node -> values
+    inputs_intact: dict[str, list[bool]] = field(default_factory=dict)  # run -> per graph input
+    not_run: dict[str, str] = field(default_factory=dict)  # run -> reason
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
 @runtime_checkable
 class Device(Protocol):
     name: str
@@ -155,9 +178,9 @@ def result_problem(case: OpCase, result: Any) -> str | None:
     out = result.output
     if not isinstance(out, np.ndarray):
         return f"RunResult.output is {type(out).__name__}, not a numpy array"
-    want = output_dtype(case.out_dtype)
+    want = output_dtype(case.dst)
     if out.dtype != want:
-        return f"RunResult.output has dtype {out.dtype}, but a {case.out_dtype} destination is returned as {want}"
+        return f"RunResult.output has dtype {out.dtype}, but a {case.dst} destination is returned as {want}"
     if result.inputs_after is not None and (
         not isinstance(result.inputs_after, (list, tuple))
         or not all(isinstance(x, np.ndarray) for x in result.inputs_after)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from device.known_bugs import KnownBug
+from device.known_bug import KnownBug
 from golden import dtypes
 from golden.case import OpCase, TensorSpec, parse_case_id
 from golden.geometry import ggml_contiguous, logical_nb, rows_unit_stride, storage_of
@@ -164,28 +164,13 @@ def compile_predicate(table: dict[str, Any], where: str) -> Callable[[OpCase], b
         else:
             raise ExpectationFileError(f"{where}: input must be an index (0, 1, ...) or \"any\", got {which!r}")
     elif "param" in table:
-        name = str(table["param"])
-        low, high = _number(table, "min", where), _number(table, "max", where)
-        if "equals" in table:
-            wanted = table["equals"]
-            test = lambda case: case.params_dict.get(name) == wanted  # noqa: E731
-        elif "in" in table:
-            if not isinstance(table["in"], list):
-                raise ExpectationFileError(f"{where}: in must be a list")
-            choices = list(table["in"])
-            test = lambda case: case.params_dict.get(name) in choices  # noqa: E731
-        elif low is not None or high is not None:
-            def test(case: OpCase) -> bool:
-                value = case.params_dict.get(name)
-                return isinstance(value, (int, float)) and _in_range(float(value), low, high)
-        else:
-            raise ExpectationFileError(f"{where}: a param predicate needs equals, in, or min/max")
+        test = _param_test(table, where)
     elif "dst" in table:
         names = _names(table["dst"], where)
-        test = lambda case: case.out_dtype in names  # noqa: E731
+        test = lambda case: case.dst in names  # noqa: E731
     elif "form" in table:
         names = _names(table["form"], where)
-        test = lambda case: case.variant in names  # noqa: E731
+        test = lambda case: case.form in names  # noqa: E731
     elif "distribution" in table:
         names = _names(table["distribution"], where)
         test = lambda case: case.distribution in names  # noqa: E731
@@ -195,6 +180,25 @@ def compile_predicate(table: dict[str, Any], where: str) -> Callable[[OpCase], b
         positive = test
         return lambda case: not positive(case)
     return test
+
+
+def _param_test(table: dict[str, Any], where: str) -> Callable[[OpCase], bool]:
+    name = str(table["param"])
+    low, high = _number(table, "min", where), _number(table, "max", where)
+    if "equals" in table:
+        wanted = table["equals"]
+        return lambda case: case.params_dict.get(name) == wanted
+    if "in" in table:
+        if not isinstance(table["in"], list):
+            raise ExpectationFileError(f"{where}: in must be a list")
+        choices = list(table["in"])
+        return lambda case: case.params_dict.get(name) in choices
+    if low is not None or high is not None:
+        def test(case: OpCase) -> bool:
+            value = case.params_dict.get(name)
+            return isinstance(value, (int, float)) and _in_range(float(value), low, high)
+        return test
+    raise ExpectationFileError(f"{where}: a param predicate needs equals, in, or min/max")
 
 
 def named_bound(name: str, where: str) -> Tolerance:

@@ -11,16 +11,17 @@ from typing import Any
 
 import numpy as np
 
-from device.base import Capability, RunResult, Unsupported, as_output
+from device.base import Capability, GraphRun, GraphRunResult, RunResult, Unsupported, as_output
 from golden import catalogue, dtypes
 from golden.case import OpCase
+from golden.graphs.case import GraphCase, evaluate_graph
 
 
 class GoldenDevice:
     name = "golden"
     # pure numpy: nothing can abort the process. Honoured for the built-in ``golden`` spec only: a
     # plug-in that subclasses this class still runs in a worker (see device.registry.runs_in_process).
-    capabilities = frozenset({Capability.IN_PROCESS})
+    capabilities = frozenset({Capability.IN_PROCESS, Capability.GRAPH})
 
     def info(self) -> dict[str, Any]:
         return {"spec": "golden", "name": "golden", "description": "exact NumPy golden model", "backend": "golden"}
@@ -33,18 +34,29 @@ class GoldenDevice:
         if not spec.implemented:
             raise Unsupported(f"{case.op}: golden not implemented")
         exact = catalogue.evaluate(case, catalogue.golden_inputs(case, inputs))
-        if dtypes.is_quantized(case.out_dtype):
+        if dtypes.is_quantized(case.dst):
             from golden import quant
 
-            if len(case.inputs) == 1 and case.inputs[0].dtype == case.out_dtype:
+            if len(case.inputs) == 1 and case.inputs[0].dtype == case.dst:
                 blocks = np.asarray(inputs[0], dtype=np.uint8)  # same-type copy: the blocks themselves
             else:  # ggml's reference quantizer on the exact values, one block of 32 at a time
-                blocks = quant.quantize(np.asarray(exact, dtype=np.float32).reshape(-1, 32), case.out_dtype)
+                blocks = quant.quantize(np.asarray(exact, dtype=np.float32).reshape(-1, 32), case.dst)
             return RunResult(blocks.reshape(-1), [np.array(x) for x in inputs])
-        if case.out_dtype in dtypes.INDEX_TYPES:
-            return RunResult(np.asarray(exact).astype(dtypes.STORAGE_DTYPE[case.out_dtype]),
+        if case.dst in dtypes.INDEX_TYPES:
+            return RunResult(np.asarray(exact).astype(dtypes.STORAGE_DTYPE[case.dst]),
                              [np.array(x) for x in inputs])
-        return RunResult(as_output(exact, case.out_dtype), [np.array(x) for x in inputs])
+        return RunResult(as_output(exact, case.dst), [np.array(x) for x in inputs])
+
+    def run_graph(self, case: GraphCase, inputs: list[np.ndarray]) -> GraphRunResult:
+        """Every run gives the golden's node values as ggml stores them (nothing fuses, nothing aliases)."""
+        graph = case.graph
+        golden = evaluate_graph(case, [np.asarray(x, np.float64) for x in inputs])
+        result = GraphRunResult()
+        for run in GraphRun:
+            wanted = [n.name for n in graph.nodes] if run is GraphRun.BLOCKED else list(graph.outputs)
+            result.nodes[run.value] = {name: as_output(golden.exact[name], graph.node(name).dst) for name in wanted}
+            result.inputs_intact[run.value] = [True] * len(graph.inputs)
+        return result
 
     def close(self) -> None:
         pass

@@ -17,6 +17,7 @@ import fnmatch
 import importlib
 import importlib.util
 import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -33,7 +34,16 @@ def _check_acl_importable() -> None:
         raise DeviceError(f"acl devices are not available: {exc}") from None
 
 
+def plugins_import_from_cwd() -> None:
+    """Plug-in modules import as under ``python -m``: from the current directory first, then the
+    installed packages, so ``--device tests.plugins.faulty:...`` works from a checkout's root also
+    through the ``conform`` script (whose ``sys.path`` starts at its own folder instead)."""
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
 def _plugin_factory(spec: DeviceSpec) -> Callable[[dict[str, Any]], Any]:
+    plugins_import_from_cwd()
     try:
         module = importlib.import_module(spec.module)
     except Exception as exc:  # ImportError, or the plug-in's own import-time failure
@@ -102,6 +112,7 @@ def import_root(spec: DeviceSpec) -> str | None:
     top-level package), or None when that cannot be told (a module not found, a zip import)."""
     if spec.kind is not DeviceKind.PLUGIN:
         return None
+    plugins_import_from_cwd()
     try:
         found = importlib.util.find_spec(spec.module)
     except (ImportError, ValueError):

@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import atexit
 import os
-import pickle
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -40,341 +38,36 @@ import numpy as np
 
 from device.base import (
     Capability,
-    Device,
     DeviceError,
-    RunResult,
-    UnstorableValue,
-    Unsupported,
     capabilities_of,
-    json_safe,
-    result_problem,
 )
-from device.channel import REPLY_SPIN_S, REQUEST_SPIN_S, WORKER, Arena, Channel, unlink_quietly
-from device.outcome import Outcome
+from device.channel import REPLY_SPIN_S, Arena, Channel, unlink_quietly
+from device.interrupt import stopped_from_outside
+from device.messages import (
+    CallRequest,
+    InfoReply,
+    InfoRequest,
+    Opened,
+    OpenFailed,
+    OpenRequest,
+    ReopenRequest,
+    Reply,
+    Request,
+    RunRequest,
+    Stop,
+    decode_message,
+    encode_message,
+)
+from device.serve import close_quietly, open_checked, serve_call, serve_info, serve_run
 from device.spec import DeviceKind, DeviceSpec
 from device.zygote import ForkedWorker, ForkServer, ForkServerError
-from golden.case import CONTIGUOUS, Layout, OpCase, TensorSpec
+from golden.case import OpCase
+from results.outcome import Outcome
+from results.record import CrashInfo
 
 STDERR_TAIL_BYTES = 4000
 # A crash record carries at most this many of the latest case ids; earlier ones are only counted.
 HISTORY_LIMIT = 1000
-# Optional device methods the parent may call by name, and the capability that declares each.
-CALLABLE_METHODS: dict[str, Capability] = {"transfer": Capability.TRANSFER, "time_case": Capability.PERF}
-
-
-# ---- messages -------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class OpenRequest:
-    spec: DeviceSpec
-    options: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    case: OpCase
-    inputs: list[np.ndarray]
-
-
-@dataclass(frozen=True)
-class CallRequest:
-    method: str
-    args: tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class InfoRequest:
-    """A fresh inventory (free memory now) and the device process' RSS."""
-
-
-@dataclass(frozen=True)
-class Stop:
-    """Close the device and exit."""
-
-
-@dataclass(frozen=True)
-class ReopenRequest:
-    """Close the device and open it again in the same process (answered by Opened or OpenFailed):
-    a fresh device state for a sequence, without the cost of a new process."""
-
-
-Request = RunRequest | CallRequest | InfoRequest | ReopenRequest | Stop
-
-
-@dataclass(frozen=True)
-class Opened:
-    info: dict[str, Any]  # JSON-safe (checked_info)
-    capabilities: frozenset[Capability]
-    rss_bytes: int | None = None  # the device process' RSS once the device is open
-
-
-@dataclass(frozen=True)
-class OpenFailed:
-    message: str
-
-
-@dataclass(frozen=True)
-class InfoReply:
-    info: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class CrashInfo:
-    """How the device process ended: the signal (``SIGABRT``), or the exit code, and its stderr tail."""
-
-    signal: str | None
-    exitcode: int | None
-    stderr_tail: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"signal": self.signal, "exitcode": self.exitcode, "stderr_tail": self.stderr_tail}
-
-
-@dataclass
-class Reply:
-    """One request's answer.
-
-    ``outcome`` is None when the device answered (the verdict decides pass or fail); otherwise it is
-    the outcome the case already has: UNSUPPORTED, ERROR, CRASH or TIMEOUT. ``result`` is the
-    :class:`~device.base.RunResult` of a :class:`RunRequest`, or what the method of a
-    :class:`CallRequest` returned. For CRASH and TIMEOUT, ``crash`` says how the process ended and
-    ``history`` lists the case ids it ran since it started, in order, ending with this one
-    (``history_dropped`` earlier ones did not fit :data:`HISTORY_LIMIT`).
-    """
-
-    outcome: Outcome | None
-    supported: bool | None = None
-    result: Any = None
-    message: str = ""
-    duration_s: float = 0.0
-    crash: CrashInfo | None = None
-    history: tuple[str, ...] = ()
-    history_dropped: int = 0
-    rss_bytes: int | None = None  # the device process' RSS after the request (None: not measured)
-
-    @property
-    def answered(self) -> bool:
-        return self.outcome is None
-
-
-# ---- the wire form of a case's request and reply ----------------------------------------------------
-# A pickled dataclass names its class, and each name costs a module lookup when it is written and
-# again when it is read: with a few µs per name, the four or five names of a case's request and
-# reply were a quarter of a small case's round trip. These two messages therefore cross as tuples of
-# plain values (their arrays in the channel's short array form); all others pickle as themselves.
-
-_RUN_WIRE, _REPLY_WIRE = "run", "reply"
-
-
-def encode_message(message: Any) -> Any:
-    """The wire form of a RunRequest or of a Reply that carries a RunResult (or nothing); any other
-    message is itself."""
-    kind = type(message)
-    if kind is RunRequest:
-        case = message.case
-        specs = tuple((t.dtype, t.ne, t.layout.perm, t.layout.pad, t.layout.offset, t.name) for t in case.inputs)
-        return (_RUN_WIRE, case.op, specs, case.params, case.out_dtype, case.variant, case.data_seed,
-                case.distribution, message.inputs)
-    if kind is Reply and message.crash is None:
-        result = message.result
-        if result is None:
-            wire_result: Any = None
-        elif type(result) is RunResult and result.raw_inputs is None:
-            wire_result = (result.output, result.inputs_after, result.extra)
-        else:
-            return message
-        outcome = None if message.outcome is None else message.outcome.value
-        return (_REPLY_WIRE, outcome, message.supported, wire_result, message.message, message.duration_s,
-                message.history, message.history_dropped, message.rss_bytes)
-    return message
-
-
-def decode_message(wire: Any) -> Any:
-    """The message whose wire form is ``wire`` (see :func:`encode_message`). Messages themselves are
-    dataclasses, never tuples, so any other value passes through as it is."""
-    if type(wire) is not tuple or not wire:
-        return wire
-    if wire[0] == _RUN_WIRE:
-        _, op, specs, params, out_dtype, variant, data_seed, distribution, inputs = wire
-        tensors = tuple(
-            TensorSpec(dtype, ne, CONTIGUOUS if offset == 0 and perm == _IDENTITY and pad == _NO_PAD
-                       else Layout(perm, pad, offset), name)
-            for dtype, ne, perm, pad, offset, name in specs
-        )
-        case = OpCase(op, tensors, params, out_dtype, variant, data_seed, distribution)
-        return RunRequest(case, inputs)
-    if wire[0] == _REPLY_WIRE:
-        _, outcome, supported, wire_result, text, duration_s, history, dropped, rss = wire
-        result = None if wire_result is None else RunResult(*wire_result)
-        return Reply(None if outcome is None else Outcome(outcome), supported, result, text, duration_s,
-                     None, history, dropped, rss)
-    return wire
-
-
-_IDENTITY, _NO_PAD = CONTIGUOUS.perm, CONTIGUOUS.pad
-
-
-# ---- serving one device (in the child, or in process) ---------------------------------------------
-
-_STATM: dict[str, int] = {}  # this process' open /proc/self/statm: {"pid", "fd"} (read per case, so kept open)
-_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def process_rss() -> int | None:
-    """This process' resident memory in bytes (Linux /proc), or None where it cannot be read."""
-    try:
-        if _STATM.get("pid") != os.getpid():  # first call, or a forked child: /proc/self was the parent's
-            _STATM["fd"] = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
-            _STATM["pid"] = os.getpid()
-        return int(os.pread(_STATM["fd"], 128, 0).split()[1]) * _PAGE_SIZE
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def serve_run(device: Device, case: OpCase, inputs: list[np.ndarray]) -> Reply:
-    """Run one case the way the contract says: ``supports(case)``, then ``run(case, inputs)`` unless it
-    said False. What ``run`` returned is checked here, next to the device: a result that breaks the
-    contract (no RunResult, an output of the wrong type, an ``extra`` JSON cannot hold) is an ERROR
-    reply naming the problem, never a lost record."""
-    start = time.perf_counter()
-
-    def reply(outcome: Outcome | None, supported: bool | None, result: Any = None, message: str = "") -> Reply:
-        return Reply(outcome, supported, result, message=message, duration_s=time.perf_counter() - start,
-                     rss_bytes=process_rss())
-
-    supported: bool | None = None
-    try:
-        answer = device.supports(case)
-        supported = None if answer is None else bool(answer)
-        if supported is False:
-            return reply(Outcome.UNSUPPORTED, False, message="the device's supports_op rejects this case")
-        result = device.run(case, inputs)
-    except Unsupported as exc:
-        return reply(Outcome.UNSUPPORTED, None, message=str(exc))
-    except Exception as exc:  # a Python-level failure of the device: an ERROR record
-        tb = traceback.format_exc(limit=3)
-        return reply(Outcome.ERROR, supported,
-                     message=f"{type(exc).__name__}: {exc} | {tb.strip().splitlines()[-2:]}")
-    problem = result_problem(case, result)
-    if problem is None:
-        try:
-            result = replace(result, extra=json_safe(result.extra, "RunResult.extra"))
-        except UnstorableValue as exc:
-            problem = str(exc)
-    if problem is not None:
-        return reply(Outcome.ERROR, supported, message=f"device contract broken: {problem}")
-    return reply(None, supported, result)
-
-
-def serve_call(device: Device, method: str, args: tuple[Any, ...]) -> Reply:
-    capability = CALLABLE_METHODS.get(method)
-    if capability is None or capability not in capabilities_of(device):
-        return Reply(Outcome.UNSUPPORTED, None, message=f"the device does not declare {method}()")
-    start = time.perf_counter()
-    try:
-        result = getattr(device, method)(*args)
-        return Reply(None, True, result, duration_s=time.perf_counter() - start, rss_bytes=process_rss())
-    except Unsupported as exc:
-        return Reply(Outcome.UNSUPPORTED, None, message=str(exc), duration_s=time.perf_counter() - start)
-    except Exception as exc:
-        return Reply(Outcome.ERROR, None, message=f"{type(exc).__name__}: {exc}",
-                     duration_s=time.perf_counter() - start)
-
-
-def checked_info(device: Device) -> dict[str, Any]:
-    """``device.info()`` as JSON data; :class:`DeviceError` when it is not a dict or holds what a
-    results header cannot store."""
-    info = device.info()
-    if not isinstance(info, dict):
-        raise DeviceError(f"info() returned {type(info).__name__}, not a dict")
-    try:
-        return dict(json_safe(info, "info()"))
-    except UnstorableValue as exc:
-        raise DeviceError(str(exc)) from None
-
-
-def serve_info(device: Device) -> dict[str, Any]:
-    try:
-        info = checked_info(device)
-    except Exception as exc:
-        info = {"error": f"{type(exc).__name__}: {exc}"}
-    return info | {"worker_rss_bytes": process_rss()}
-
-
-def open_checked(spec: DeviceSpec, options: dict[str, Any]) -> tuple[Device, dict[str, Any]]:
-    """Open the device and read its inventory; any failure is a DeviceError that names the device."""
-    from device.registry import open_device
-
-    try:
-        device = open_device(spec, options)
-    except DeviceError:
-        raise
-    except Exception as exc:
-        raise DeviceError(f"device {spec.text!r} failed to open: {type(exc).__name__}: {exc}") from None
-    try:
-        info = checked_info(device)
-    except Exception as exc:
-        reason = str(exc) if isinstance(exc, DeviceError) else f"info() raised {type(exc).__name__}: {exc}"
-        try:
-            device.close()
-        except Exception:
-            pass
-        raise DeviceError(f"device {spec.text!r} breaks the device contract: {reason}") from None
-    return device, info
-
-
-def _send(conn: Connection | Channel, reply: Reply) -> None:
-    """Send a reply; one that cannot be pickled (an odd object in the result) becomes an ERROR reply."""
-    try:
-        conn.send(reply)
-    except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
-        conn.send(Reply(Outcome.ERROR, reply.supported, duration_s=reply.duration_s, rss_bytes=reply.rss_bytes,
-                        message=f"device contract broken: the result cannot be sent to the harness "
-                                f"({type(exc).__name__}: {exc})"[:500]))
-
-
-def _child_main(conn: Connection | Channel, request: OpenRequest) -> None:
-    def opened() -> Device | None:
-        try:
-            device, info = open_checked(request.spec, request.options)
-        except BaseException as exc:  # report any failure to open as one line
-            message = str(exc) if isinstance(exc, DeviceError) else f"{type(exc).__name__}: {exc}"
-            conn.send(OpenFailed(message))
-            return None
-        conn.send(Opened(info, capabilities_of(device), process_rss()))
-        return device
-
-    device = opened()
-    if device is None:
-        return
-    while True:
-        if isinstance(conn, Channel):
-            conn.spin(REQUEST_SPIN_S)
-        try:
-            message = conn.recv()
-        except EOFError:
-            break
-        if isinstance(message, RunRequest):
-            _send(conn, serve_run(device, message.case, message.inputs))
-        elif isinstance(message, CallRequest):
-            _send(conn, serve_call(device, message.method, message.args))
-        elif isinstance(message, InfoRequest):
-            conn.send(InfoReply(serve_info(device)))
-        elif isinstance(message, ReopenRequest):
-            _close_quietly(device)
-            device = opened()
-            if device is None:
-                return
-        else:  # Stop, or anything this worker does not know
-            break
-    _close_quietly(device)
-
-
-def _close_quietly(device: Device) -> None:
-    try:
-        device.close()
-    except Exception:
-        pass
 
 
 # ---- the parent's side ----------------------------------------------------------------------------
@@ -464,7 +157,7 @@ class InProcessRunner:
 
     def reopen(self) -> None:
         """A fresh device object (its state gone), as :meth:`DeviceWorker.reopen`."""
-        _close_quietly(self.device)
+        close_quietly(self.device)
         self.device, _ = open_checked(self.spec, self.options)
 
     def close(self) -> None:
@@ -549,7 +242,7 @@ class DeviceWorker:
                     proc = None  # a fresh interpreter, as without one
             if proc is None:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "device.worker", str(child_sock.fileno()), arena_path],
+                    [sys.executable, "-m", "device.serve", str(child_sock.fileno()), arena_path],
                     stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, pass_fds=(child_sock.fileno(),), env=env,
                 )
         except BaseException:
@@ -667,6 +360,9 @@ class DeviceWorker:
                 sig = signal.Signals(-code).name
             except ValueError:
                 sig = str(-code)
+        if stopped_from_outside(sig):
+            self._stop()
+            raise KeyboardInterrupt(f"the device worker of {self.spec} was stopped by {sig}")
         tail = self._stderr_tail()
         last = next((ln for ln in reversed(tail.strip().splitlines()) if ln.strip()), "")
         history, dropped = tuple(self.history), self.history_dropped
@@ -767,27 +463,27 @@ def open_runner(spec: DeviceSpec | str, options: dict[str, Any], timeout: float)
     return worker
 
 
-def serve(conn_fd: int, arena_path: str) -> None:
-    """A worker's life: its socket and arena, the OpenRequest, then requests until Stop."""
-    arena = Arena(arena_path) if arena_path else None
-    unlink_quietly(arena_path)  # both ends hold it mapped; no file is left behind whatever happens
-    conn = Channel(Connection(conn_fd), arena, WORKER, encode_message, decode_message)
-    try:
-        request = conn.recv()
-    except EOFError:  # the harness went away before it asked for a device
-        return
-    if not isinstance(request, OpenRequest):
-        raise SystemExit(f"device worker: expected an OpenRequest, got {type(request).__name__}")
-    _child_main(conn, request)
+def open_each(devices: list[DeviceSpec], options: dict[str, Any], timeout: float) -> None:
+    """Open every device once in a worker process (all at once) and close it again.
 
+    What a cheap check of the spec cannot see without opening (a ggml device name the library lacks,
+    a CANN runtime that is missing or will not start, a plug-in factory that raises) is then one
+    DeviceError before a session starts, not an aborted session. A crash while opening stays in the worker.
+    """
+    from concurrent.futures import ThreadPoolExecutor
 
-def main() -> None:
-    serve(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "")
+    from device.registry import runs_in_process
 
+    def probe(spec: DeviceSpec) -> None:
+        worker = DeviceWorker(spec, options, timeout=timeout)
+        try:
+            worker.start()
+        finally:
+            worker.close()
 
-if __name__ == "__main__":
-    # Run as the imported module, not as __main__: the messages must pickle as device.worker.*,
-    # the names the parent knows them by.
-    from device.worker import main as _main
+    remote = [d for d in devices if not runs_in_process(d)]
+    if remote:
+        with ThreadPoolExecutor(max_workers=min(8, len(remote))) as pool:
+            for done in [pool.submit(probe, spec) for spec in remote]:
+                done.result()
 
-    _main()

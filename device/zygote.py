@@ -6,7 +6,7 @@ its time there. The fork server is started once, imports what a worker needs and
 (nothing that starts threads or holds device state, so forking it is safe), and forks a worker on
 request. The forked worker takes the caller's environment and ``sys.path``, points its stdout and
 stderr at the file it was given, and serves its socket exactly as a worker started by
-``python -m device.worker`` does.
+``python -m device.serve`` does.
 
 The fork server is the workers' parent, so it reaps them and reports each one's exit status to the
 harness; :class:`ForkedWorker` is the harness' ``subprocess.Popen``-like handle on one worker.
@@ -29,6 +29,8 @@ import threading
 import time
 import traceback
 from typing import Any
+
+from device.interrupt import ignore_stop_signals
 
 _MESSAGE_BYTES = 1 << 20
 _START_TIMEOUT_S = 120.0
@@ -67,7 +69,7 @@ class ForkServer:
     def spawn(self, conn_fd: int, stderr_fd: int, arena_path: str, env: dict[str, str]) -> ForkedWorker:
         """Fork a worker serving ``conn_fd`` with the arena at ``arena_path``, its stdout and stderr on
         ``stderr_fd`` (the caller keeps and closes its copies), in ``env``, the current directory and
-        the module path a ``python -m device.worker`` started from here would have."""
+        the module path a ``python -m device.serve`` started from here would have."""
         path = [os.getcwd()] + [p for p in sys.path if p and os.path.isdir(p)]
         with self._lock:
             try:
@@ -199,7 +201,7 @@ def _fd_bytes(fds: list[int]) -> bytes:
 def serve(control_fd: int) -> None:
     """The fork server's loop: fork workers on request, reap them and report their exits."""
     import device.registry  # noqa: F401  (what a worker imports first: ready before the fork)
-    import device.worker
+    import device.serve
 
     try:  # the ggml device's Python side (its op builders: tens of ms); no library is loaded here
         from device.ggml.graph import builders
@@ -209,9 +211,9 @@ def serve(control_fd: int) -> None:
         pass  # the worker imports it itself, as without a fork server
 
     sock = socket.socket(fileno=control_fd)
-    # Ctrl-C reaches the whole process group: the harness decides what stops; this process ends when
-    # the harness closes its socket
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C and kill -- -PGID reach the whole process group: the harness decides what stops; this
+    # process ends when the harness closes its socket, and its workers inherit the ignoring
+    ignore_stop_signals()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -249,7 +251,7 @@ def serve(control_fd: int) -> None:
                         continue
                     if pid == 0:
                         selector.close()
-                        _become_worker(device.worker, sock, (wake_r, wake_w), fds, message[1:])
+                        _become_worker(device.serve, sock, (wake_r, wake_w), fds, message[1:])
                     for fd in fds:
                         os.close(fd)
                     live.add(pid)
@@ -291,7 +293,6 @@ def _become_worker(worker: Any, control: socket.socket, wake: tuple[int, int], f
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # a worker stops on Ctrl-C, as before
         control.close()
         for fd in wake:
             os.close(fd)
@@ -323,7 +324,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # run as the imported module (not __main__), as device.worker does: its workers pickle by that name
+    # run as the imported module (not __main__), as device.serve does: its workers pickle by that name
     from device.zygote import main as _main
 
     _main()

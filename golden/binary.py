@@ -7,6 +7,8 @@ Each golden function is followed by its catalogue entry.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from golden.geometry import tile_to
@@ -23,12 +25,12 @@ BINARY_SIGS = (
 _BROADCAST = "src1 broadcasts by cyclic tiling (ggml_can_repeat); either input may have any layout"
 
 
-def _binary_spec(name: str, fn) -> OpSpec:
+def _binary_spec(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> OpSpec:
     return SPECS.add(OpSpec(name=name, family="binary", golden=two(fn), signatures=BINARY_SIGS,
                             tolerance=ELEMENTWISE_TOL, notes=_BROADCAST))
 
 
-def _binary(a: np.ndarray, b: np.ndarray, fn) -> np.ndarray:
+def _binary(a: np.ndarray, b: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return fn(np.asarray(a, np.float64), tile_to(np.asarray(b, np.float64), a.shape))
 

@@ -101,14 +101,14 @@ class OpCase:
 
     ``params`` is a tuple of ``(name, value)`` pairs in the catalogue's order so the case stays
     hashable and its id stable; use :meth:`param` / :attr:`params_dict` to read them.
-    ``variant`` selects a constructor form where one op has several (``pad_ext``, ``interpolate``).
+    ``form`` selects a constructor form where one op has several (``pad_ext``, ``interpolate``).
     """
 
     op: str
     inputs: tuple[TensorSpec, ...]
     params: tuple[tuple[str, Any], ...] = ()
-    out_dtype: str = "f32"
-    variant: str = ""
+    dst: str = "f32"
+    form: str = ""
     data_seed: int = 0
     distribution: str = "uniform"
 
@@ -138,9 +138,9 @@ class OpCase:
                 parts.append(f"lay{tag}={t.layout.label()}")
             if t.name:
                 parts.append(f"name{tag}={t.name}")
-        parts.append(f"dst={self.out_dtype}")
-        if self.variant:
-            parts.append(f"form={self.variant}")
+        parts.append(f"dst={self.dst}")
+        if self.form:
+            parts.append(f"form={self.form}")
         parts.extend(f"{k}={_fmt(v)}" for k, v in self.params)
         parts.append(f"data={self.distribution}:{self.data_seed}")
         return f"{self.op}({','.join(parts)})"
@@ -188,7 +188,7 @@ def parse_case_id(case_id: str) -> OpCase:
         fields.append((key, value))
     tensors: dict[str, dict[str, Any]] = {}
     params: list[tuple[str, Any]] = []
-    out_dtype, variant, distribution, seed = "f32", "", "uniform", 0
+    dst, form, distribution, seed = "f32", "", "uniform", 0
     seen_dst = False  # tensor fields come before dst=, params after it (a param may be called "ne")
     for key, value in fields:
         for prefix in ("type", "ne", "lay", "name"):
@@ -199,9 +199,9 @@ def parse_case_id(case_id: str) -> OpCase:
         else:
             if key == "dst":
                 seen_dst = True
-                out_dtype = value
+                dst = value
             elif key == "form":
-                variant = value
+                form = value
             elif key == "data":
                 distribution, _, s = value.rpartition(":")
                 seed = int(s)
@@ -212,4 +212,4 @@ def parse_case_id(case_id: str) -> OpCase:
         t = tensors[idx]
         ne = tuple(int(v) for v in t["ne"].strip("[]").split(","))
         inputs.append(TensorSpec(t["type"], ne, Layout.from_label(t.get("lay", "contiguous")), t.get("name", "")))  # type: ignore[arg-type]
-    return OpCase(op, tuple(inputs), tuple(params), out_dtype, variant, seed, distribution)
+    return OpCase(op, tuple(inputs), tuple(params), dst, form, seed, distribution)

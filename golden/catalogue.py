@@ -46,11 +46,11 @@ __all__ = ["OPS", "OpSpec", "Signature", "InputLayouts", "get", "implemented", "
 
 
 def signature_of(case: OpCase) -> Signature:
-    return Signature(tuple(t.dtype for t in case.inputs), case.out_dtype)
+    return Signature(tuple(t.dtype for t in case.inputs), case.dst)
 
 
 def tolerance_of(case: OpCase) -> Tolerance:
-    return get(case.op).tolerance_for(case.out_dtype, signature_of(case).label())
+    return get(case.op).tolerance_for(case.dst, signature_of(case).label())
 
 
 def get(name: str) -> OpSpec:

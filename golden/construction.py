@@ -33,8 +33,8 @@ def _inputs(case: OpCase, n: int) -> None:
 
 
 def _forms(case: OpCase, *forms: str) -> None:
-    if case.variant not in forms:
-        _fail(case, f"form={case.variant!r} is not one of {', '.join(repr(f) for f in forms)}")
+    if case.form not in forms:
+        _fail(case, f"form={case.form!r} is not one of {', '.join(repr(f) for f in forms)}")
 
 
 # ---- FILL -----------------------------------------------------------------------------------------

@@ -149,33 +149,30 @@ def conv_transpose_output_size(n_in: int, k: int, s: int) -> int:
     return (n_in - 1) * s + k
 
 
-def _scatter(values: np.ndarray, n_in: int, k: int, s: int) -> np.ndarray:
-    """Sum (..., K, L) contributions into (..., (L − 1)·s + K) output positions ``l·s + k``. Within one
-    tap the positions are distinct (s ≥ 1), so each tap is one fancy-indexed add."""
-    out = np.zeros(values.shape[:-2] + (conv_transpose_output_size(n_in, k, s),))
-    for tap in range(k):
-        out[..., np.arange(n_in) * s + tap] += values[..., tap, :]
-    return out
-
-
 def conv_transpose_1d(a: np.ndarray, b: np.ndarray, s0: int) -> np.ndarray:
     """``dst[co, l·s0 + k] += Σ_ci a[ci, co, k]·b[ci, l]`` over every (l, k): each input position
     scatters its channel mix through the K taps; positions reached by no tap stay 0 (s0 > K).
 
     Only the real products are formed (a padded matrix product would turn an inf into NaN where it
-    meets a structural zero, which ggml never computes)."""
+    meets a structural zero, which ggml never computes), one tap at a time: the (C_out, K, L) array
+    of every channel mix at once is 8 GiB at C_out = 64, K = L = 4096, an output of 4 MiB."""
     kernel = np.asarray(a, np.float64)[0]  # (C_in, C_out, K)
     data = np.asarray(b, np.float64)[0, 0]  # (C_in, L)
     c_out, k = kernel.shape[1], kernel.shape[2]
     n_in = data.shape[1]
+    out = np.zeros((c_out, conv_transpose_output_size(n_in, k, s0)))
     with np.errstate(invalid="ignore", over="ignore"):
-        out = _scatter(np.einsum("ick,il->ckl", kernel, data), n_in, k, s0)  # products (C_out, K, L)
+        for tap in range(k):  # products (C_out, L) of this tap, summed over C_in
+            out[:, tap:tap + (n_in - 1) * s0 + 1:s0] += kernel[:, :, tap].T @ data
     return out.reshape(1, 1, c_out, -1)
 
 
 def conv_transpose_taps(n_in: int, k: int, s0: int) -> np.ndarray:
     """How many (l, k) pairs reach each output position (1 to ⌈K/s0⌉; 0 in the gaps when s0 > K)."""
-    return _scatter(np.ones((k, n_in)), n_in, k, s0)
+    taps = np.zeros(conv_transpose_output_size(n_in, k, s0))
+    for tap in range(k):  # not a (K, L) array of ones: that is as big as every product at once
+        taps[tap:tap + (n_in - 1) * s0 + 1:s0] += 1
+    return taps
 
 
 def conv_transpose_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:

@@ -69,7 +69,7 @@ ACTIVATIONS: dict[str, Activation] = {
 
 def halves(inputs: list[np.ndarray], case: OpCase) -> tuple[np.ndarray, np.ndarray]:
     """The activation input x and the gate g of a GLU case (numpy order, output-shaped)."""
-    if case.variant == SPLIT:
+    if case.form == SPLIT:
         return _f64(inputs[0]), _f64(inputs[1])
     a = _f64(inputs[0])
     nc = a.shape[-1] // 2
@@ -87,9 +87,9 @@ def glu(inputs: list[np.ndarray], case: OpCase) -> np.ndarray:
 
 def check_glu(case: OpCase, inputs: list[np.ndarray]) -> None:
     """What ggml_glu / ggml_glu_split assert, and the fused form's non-empty output."""
-    if case.variant not in ("", SPLIT):
-        raise ValueError(f"{case.op}: unknown form {case.variant!r} (fused: none, or {SPLIT})")
-    if case.variant == SPLIT:
+    if case.form not in ("", SPLIT):
+        raise ValueError(f"{case.op}: unknown form {case.form!r} (fused: none, or {SPLIT})")
+    if case.form == SPLIT:
         if len(case.inputs) != 2:
             raise ValueError(f"{case.op}: the split form takes two tensors (x, gate), got {len(case.inputs)}")
         a, b = case.inputs

@@ -69,8 +69,8 @@ def check_set_rows(case: OpCase, inputs: list[np.ndarray]) -> None:
     if len(case.inputs) != 3:
         _fail(case, f"takes 3 inputs (destination, source, indices), got {len(case.inputs)}")
     a, b, c = case.inputs
-    if case.out_dtype != a.dtype:
-        _fail(case, f"dst is a view of the destination: dst={case.out_dtype} must be {a.dtype}")
+    if case.dst != a.dtype:
+        _fail(case, f"dst is a view of the destination: dst={case.dst} must be {a.dtype}")
     if b.dtype not in ("f32", "f16") or c.dtype not in dtypes.INDEX_TYPES:
         _fail(case, f"source must be f32/f16 and indices i64/i32, got {b.dtype} and {c.dtype}")
     if a.ne[0] != b.ne[0] or a.ne[2:] != b.ne[2:] or b.ne[1] != c.ne[0] or c.ne[3] != 1 \
@@ -87,11 +87,12 @@ def check_set_rows(case: OpCase, inputs: list[np.ndarray]) -> None:
 _ROW_TYPES = ("f32", "f16", "bf16")
 SPECS.add(OpSpec(
     name="SET_ROWS", family="kvcache",
-    golden=lambda xs, c: set_rows(xs[0], xs[1], xs[2], c.out_dtype),
+    golden=lambda xs, c: set_rows(xs[0], xs[1], xs[2], c.dst),
     signatures=tuple(sig(d, s, i) for d, s, i in (
         ("f32", "f32", "i64"), ("f16", "f32", "i64"), ("bf16", "f32", "i64"),
         ("f32", "f32", "i32"), ("f16", "f32", "i32"), ("bf16", "f32", "i32"),
-        ("f16", "f16", "i64"), ("f32", "f16", "i64"), ("bf16", "f16", "i32"))),
+        ("f16", "f16", "i64"), ("f32", "f16", "i64"), ("bf16", "f16", "i32"),
+        ("bf16", "f16", "i64"), ("f16", "f16", "i32"))),  # every pair ggml-cann claims, with either index type
     quantized_signatures=tuple(sig(d, s, i) for d, s, i in (
         ("q4_0", "f32", "i64"), ("q8_0", "f32", "i64"), ("q4_0", "f16", "i32"), ("q8_0", "f16", "i32"))),
     tolerance={

@@ -9,6 +9,8 @@ Products of f32/f16 values are exact in float64 and the K-sum is within K·2^-53
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from golden.case import OpCase
@@ -25,9 +27,16 @@ def broadcast_weights(a: np.ndarray, b_shape: tuple[int, ...]) -> np.ndarray:
 
 
 def mul_mat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = broadcast_weights(np.asarray(a, np.float64), np.shape(b))
+    """Each b slice times its a slice, transposed. The blockwise broadcast is a reshape of b into
+    (a's slice, its repeat) pairs, so a is never copied (a copy per b slice is GiBs for a model's
+    weights under 32 query heads)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    a3, a2, n, k = a.shape
+    b3, b2, m = b.shape[:3]
+    pairs = b.reshape(a3, b3 // a3, a2, b2 // a2, m, k)
     with np.errstate(invalid="ignore", over="ignore"):  # float64 GEMM: K·2^-53 relative in any order
-        return np.matmul(np.asarray(b, np.float64), np.swapaxes(a, -1, -2))
+        out = np.matmul(pairs, np.swapaxes(a, -1, -2)[:, None, :, None])
+    return out.reshape(b3, b2, m, n)
 
 
 def abs_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -79,6 +88,43 @@ def bf16_dot_product_model() -> ErrorModel:
 BF16_EPS = 2.0**-8  # unit roundoff of BF16 (8 significant bits)
 
 
+def _src1_rounding(case: OpCase) -> float:
+    """The unit of the src1 rounding a device may do before the dot (its weights' vec_dot_type)."""
+    weights, src1 = case.inputs[0].dtype, case.inputs[1].dtype
+    if src1 == "f32" and weights == "f16":
+        return F16_EPS
+    if src1 == "f32" and weights == "bf16":
+        return BF16_EPS
+    return 0.0
+
+
+def dot_product_typical(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """The aggregate criterion's scale for a K-term dot product (golden/tolerance.py): each of the K
+    accumulation steps errs by at most u·|partial sum| ≤ u·Σ|a||b| and each product by u·|a_k b_k|;
+    root-sum-square: √K·u·Σ|a||b| + u·√Σ(a_k b_k)². src1 rounded first (F16/BF16 vec_dot_type) adds
+    e·√Σ(a_k b_k)²; underflow √(K+1)·2^-150."""
+    a, b = (finite_abs(np.asarray(v, np.float64)) for v in inputs[:2])
+    k = a.shape[-1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        scale = abs_dot(a, b)
+        squares = np.sqrt(mul_mat(a * a, b * b))
+        return np.sqrt(k) * F32_EPS * scale + (F32_EPS + _src1_rounding(case)) * squares + np.sqrt(k + 1) * 2.0**-150
+
+
+def quant_matmul_typical(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """quant_matmul_model's terms as root-sum-square: src1's per-element rounding (Q8_0 or F16, the
+    larger) √Σ(|a_k|·e_k)², and the f32 accumulation √K·u·Σ|a||b|."""
+    a, b = (np.asarray(v, np.float64) for v in inputs[:2])
+    k = a.shape[-1]
+    abs_a, abs_b = finite_abs(a), finite_abs(b)
+    blocks = abs_b.reshape(abs_b.shape[:-1] + (k // 32, 32))
+    amax = np.repeat(blocks.max(axis=-1), 32, axis=-1)
+    src1_error = np.maximum(amax * (0.5 / 127 + F16_EPS), F16_EPS * abs_b + 2.0**-25)
+    with np.errstate(invalid="ignore", over="ignore"):
+        rounding = np.sqrt(mul_mat(abs_a * abs_a, src1_error * src1_error))
+        return rounding + np.sqrt(k) * F32_EPS * abs_dot(abs_a, abs_b) + np.sqrt(k + 1) * 2.0**-150
+
+
 def quant_matmul_model() -> ErrorModel:
     """MUL_MAT with Q4_0/Q8_0 weights, against the exact product of the dequantized weights and src1.
 
@@ -108,7 +154,8 @@ _QUANT_MATMUL = Tolerance(
     "exact on the dequantized weights; the device may round src1 first — ggml's CPU quantizes it to Q8_0 "
     "(≤ ½ step + F16 scale rounding per block), CANN casts it to F16 — then accumulates in f32 "
     "(K·2^-24·Σ|a||b|); ggml CPU ci: ≤ 0.26 of the allowance", ulp=0.5, model=quant_matmul_model(),
-    model_name="quant_matmul")
+    model_name="quant_matmul", typical=quant_matmul_typical, typical_name="√K·u·Σ|a||b| + √Σ(|a|·e_src1)²")
+_DOT_TYPICAL: dict[str, Any] = {"typical": dot_product_typical, "typical_name": "√K·u·Σ|a||b| + (u+e)·√Σ(ab)²"}
 _GAMMA_K = "γ_K dot-product bound: K products and sums in f32 in any order, FMA or not (K·2^-24·Σ|a||b|)"
 SPECS.add(OpSpec(
     name="MUL_MAT", family="matmul", golden=lambda xs, c: mul_mat(xs[0], xs[1]),
@@ -117,28 +164,29 @@ SPECS.add(OpSpec(
     quantized_signatures=(sig("q4_0", "f32", dst="f32"), sig("q8_0", "f32", dst="f32"),
                           sig("q4_0", "f16", dst="f32"), sig("q8_0", "f16", dst="f32")),
     tolerance={"f32": Tolerance(_GAMMA_K + "; ggml CPU: ≤ 0.84 of it at K = 1, 4e-5 at K = 4096",
-                                ulp=0.5, model=dot_product_model(1.0)),
+                                ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL),
                "f16_f32_to_f32": Tolerance(
                    _GAMMA_K + ", plus 2^-11·Σ|a||b| (+2^-25·Σ|a| below F16's range) because a device may round "
                    "src1 to F16 first — ggml's CPU and CANN do (F16's vec_dot_type is F16). Accumulating in F16 "
                    "is not allowed: it errs by ~2^-12·√K·Σ|a||b| where the products share a sign; ggml CPU: "
-                   "≤ 0.66·2^-11·Σ|a||b| (0.91 of the allowance nightly)", ulp=0.5, model=dot_product_model(1.0)),
+                   "≤ 0.66·2^-11·Σ|a||b| (0.91 of the allowance nightly)", ulp=0.5, model=dot_product_model(1.0),
+                   **_DOT_TYPICAL),
                "f16_f16_to_f32": Tolerance(
                    _GAMMA_K + "; F16·F16 products are exact in f32 (11 + 11 significant bits); ggml CPU: ≤ 0.06",
-                   ulp=0.5, model=dot_product_model(1.0)),
+                   ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL),
                "f32_f16_to_f32": Tolerance(
                    _GAMMA_K + "; F16 src1 widens to f32 exactly (ggml's CPU declines this signature: F32's "
-                   "vec_dot_type is F32)", ulp=0.5, model=dot_product_model(1.0)),
+                   "vec_dot_type is F32)", ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL),
                "bf16_f32_to_f32": Tolerance(
                    "γ_K dot-product bound K·2^-24·Σ|a||b|, plus 2^-8·Σ|a||b| (+2^-134·Σ|a| below BF16's normal "
                    "range) because a device may round src1 to BF16 first — ggml's CPU does (BF16's vec_dot_type "
                    "is BF16); ggml CPU: ≤ 0.74 of the allowance ci, 0.97 nightly (at K = 1 the src1 rounding is all of "
-                   "it: the bound is tight)", ulp=0.5, model=bf16_dot_product_model()),
+                   "it: the bound is tight)", ulp=0.5, model=bf16_dot_product_model(), **_DOT_TYPICAL),
                "bf16_bf16_to_f32": Tolerance(
                    "γ_K dot-product bound: BF16·BF16 products are exact in f32 (8 + 8 significant bits), then "
                    "accumulated in f32 in any order (K·2^-24·Σ|a||b|); ggml CPU: ≤ 0.18 of the allowance ci, 0.33 "
                    "nightly",
-                   ulp=0.5, model=dot_product_model(1.0)),
+                   ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL),
                "q4_0_f32_to_f32": _QUANT_MATMUL, "q8_0_f32_to_f32": _QUANT_MATMUL,
                "q4_0_f16_to_f32": _QUANT_MATMUL, "q8_0_f16_to_f32": _QUANT_MATMUL},
     input_layouts=InputLayouts.ROWS, specials=(0.0, -0.0),
@@ -190,7 +238,16 @@ def routed(model: ErrorModel) -> ErrorModel:
     MUL_MAT on the pairs the ids select, so the same bound holds per output element."""
 
     def routed_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
-        return np.reshape(model(case, routed_pairs(inputs), golden), np.shape(golden))
+        # one expert at a time, as the golden: routed_pairs copies an expert per (token, slot)
+        weights, rows, chosen = _routing(*inputs[:3])
+        weights, rows = np.asarray(weights, np.float64), np.asarray(rows, np.float64)
+        g = np.asarray(golden)[0]  # (T, U, N)
+        out = np.zeros(g.shape)
+        for expert in np.unique(chosen):
+            routed = chosen == expert
+            pair = [weights[expert][None, None], rows[routed][None, None]]  # (1, 1, N, K), (1, 1, R, K)
+            out[routed] = model(case, pair, g[routed][None, None])[0, 0]
+        return out.reshape(np.shape(golden))
 
     routed_model.__name__ = f"routed {model.__name__}"
     return routed_model
@@ -216,7 +273,8 @@ _ROUTED_QUANT = Tolerance(
     "MUL_MAT's quantized-weights model per routed pair: exact on the dequantized expert; src1 may be rounded to "
     "Q8_0 (ggml CPU) or F16 (ggml-cann), then accumulated in f32 (K·2^-24·Σ|a||b|); ggml CPU, 300 cases each: "
     "Q4_0 ≤ 0.37, Q8_0 ≤ 0.33 of the allowance", ulp=0.5,
-    model=routed(quant_matmul_model()), model_name="routed quant_matmul")
+    model=routed(quant_matmul_model()), model_name="routed quant_matmul", typical=routed(quant_matmul_typical),
+    typical_name="routed √K·u·Σ|a||b| + √Σ(|a|·e_src1)²")
 SPECS.add(OpSpec(
     name="MUL_MAT_ID", family="matmul", golden=lambda xs, c: mul_mat_id(xs[0], xs[1], xs[2]),
     signatures=(sig("f32", "f32", "i32", dst="f32"), sig("f16", "f32", "i32", dst="f32"),
@@ -226,7 +284,8 @@ SPECS.add(OpSpec(
                                 "src1 may be rounded to F16, as ggml's CPU does); ggml CPU, 300 cases each: "
                                 "F32 ≤ 0.50, F16·F32 ≤ 0.93 (src1 rounded to F16 at K = 1), F16·F16 ≤ 0.22 "
                                 "of the allowance", ulp=0.5,
-                                model=routed(dot_product_model(1.0)), model_name="routed dot_product"),
+                                model=routed(dot_product_model(1.0)), model_name="routed dot_product",
+                                typical=routed(dot_product_typical), typical_name="routed √K·u·Σ|a||b|"),
                "q4_0_f32_i32_to_f32": _ROUTED_QUANT, "q8_0_f32_i32_to_f32": _ROUTED_QUANT},
     validate=check_mul_mat_id, input_layouts=InputLayouts.ROWS, specials=(0.0, -0.0), structured_inputs=True,
     notes="dst ne [N, n_expert_used, n_tokens, 1]. ids are drawn with repeats within a token, unused experts, "
@@ -267,7 +326,8 @@ _OUT_PROD_QUANT = Tolerance(
     "exact on the dequantized a (its blocks run along m, not k, so no src rounding pairs with them), then a "
     "k-term f32 dot product in any order (γ_k·Σ|a||b|); ggml CPU, 300 cases each: Q4_0 ≤ 0.56, Q8_0 ≤ 0.62 "
     "of the allowance", ulp=0.5,
-    model=_transposed(dot_product_model(1.0)), model_name="dot_product over k")
+    model=_transposed(dot_product_model(1.0)), model_name="dot_product over k",
+    typical=_transposed(dot_product_typical), typical_name="√k·u·Σ|a||b| over k")
 SPECS.add(OpSpec(
     name="OUT_PROD", family="matmul", golden=lambda xs, c: out_prod(xs[0], xs[1]),
     signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32"), sig("f16", "f16", dst="f32")),
@@ -276,7 +336,8 @@ SPECS.add(OpSpec(
                                 "model; F16 a with F32 b: b may be rounded to F16, as MUL_MAT's F16 path does); "
                                 "ggml CPU, 300 cases each: F32 ≤ 0.58, F16·F32 ≤ 5e-4 (it keeps b in f32) of "
                                 "the allowance",
-                                ulp=0.5, model=_transposed(dot_product_model(1.0)), model_name="dot_product over k"),
+                                ulp=0.5, model=_transposed(dot_product_model(1.0)), model_name="dot_product over k",
+                                typical=_transposed(dot_product_typical), typical_name="√k·u·Σ|a||b| over k"),
                "q4_0_f32_to_f32": _OUT_PROD_QUANT, "q8_0_f32_to_f32": _OUT_PROD_QUANT},
     validate=check_out_prod, input_layouts=InputLayouts.ROWS, specials=(0.0, -0.0),
     notes="dst ne [a.ne0, b.ne0, b.ne2, b.ne3]; a's dims 2/3 broadcast blockwise. a must not be transposed "

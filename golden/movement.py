@@ -114,7 +114,7 @@ def pad_circular(x: np.ndarray, lp: Sequence[int], rp: Sequence[int]) -> np.ndar
 
 def _pad(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
     lp, rp = c.param("lp"), c.param("rp")
-    return pad_circular(xs[0], lp, rp) if "circular" in c.variant else pad(xs[0], lp, rp)
+    return pad_circular(xs[0], lp, rp) if "circular" in c.form else pad(xs[0], lp, rp)
 
 
 # ---- the catalogue entries ------------------------------------------------------------------------
@@ -173,7 +173,7 @@ SPECS.add(OpSpec(
 
 def _cpy(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
     # a quantized destination keeps the exact source values; the verdict quantizes around them
-    dst = "f32" if dtypes.is_quantized(c.out_dtype) else c.out_dtype
+    dst = "f32" if dtypes.is_quantized(c.dst) else c.dst
     return cpy(xs[0], c.param("dst_ne"), dst)
 
 

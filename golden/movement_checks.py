@@ -132,15 +132,15 @@ def pads(case: OpCase, inputs: list[np.ndarray]) -> None:
     lp, rp = tuple(case.param("lp")), tuple(case.param("rp"))
     if len(lp) != 4 or len(rp) != 4 or min(lp + rp) < 0:
         _fail(case, f"lp={list(lp)} and rp={list(rp)} must be four non-negative paddings each")
-    if case.variant not in ("", "pad_ext", "circular", "pad_ext_circular"):
-        _fail(case, f"form={case.variant!r} is not one of '', pad_ext, circular, pad_ext_circular")
-    if not case.variant.startswith("pad_ext") and any(lp):
+    if case.form not in ("", "pad_ext", "circular", "pad_ext_circular"):
+        _fail(case, f"form={case.form!r} is not one of '', pad_ext, circular, pad_ext_circular")
+    if not case.form.startswith("pad_ext") and any(lp):
         _fail(case, "ggml_pad and ggml_pad_circular pad at the end only: lp must be zero (use form=pad_ext)")
 
 
 def upscale_shape(case: OpCase, inputs: list[np.ndarray]) -> None:
     _n_inputs(case, 1)
-    if case.variant == "interpolate":
+    if case.form == "interpolate":
         _shape(case, "ne")
     elif int(case.param("sf")) < 2:
         _fail(case, f"sf={case.param('sf')} must be an integer > 1 (ggml_upscale asserts it)")

@@ -73,8 +73,16 @@ def group_stats(x: np.ndarray, n_groups: int, eps: float) -> tuple[np.ndarray, n
     return mean, rstd
 
 
-def centred_norm_model(stats: Callable[[OpCase, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray, int]]
-                       ) -> ErrorModel:
+def _worst(m: float) -> float:
+    return m
+
+
+def _root_sum_square(m: float) -> float:
+    return float(np.sqrt(max(m, 0.0)))
+
+
+def centred_norm_model(stats: Callable[[OpCase, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray, int]],
+                       count: Callable[[float], float] = _worst) -> ErrorModel:
     """NORM/GROUP_NORM in f32 with the sums in any order (sequential f32 included: ggml's CPU does
     that on strided rows, a device may everywhere). Over ``n`` elements the f32 mean is off by
     ``Δm ≤ (n−1)·u·mean|x| + u·|mean|`` (Higham's bound, then the division); each ``d = x − mean``
@@ -82,15 +90,16 @@ def centred_norm_model(stats: Callable[[OpCase, np.ndarray], tuple[np.ndarray, n
     first-order change with the mean is zero (Σd = 0), leaving ``n·Δm²``; sqrtf and the reciprocal
     add 2u, or an rsqrtf within 2 ulp 4u (CUDA's). So
     ``|Δy| ≤ rstd·Δm + |y|·((n+1)/2 + 6)·u + ½|y|·(rstd·Δm)²``. ``stats`` gives mean, rstd, mean|x|
-    (broadcastable to the input) and n."""
+    (broadcastable to the input) and n. ``count`` turns a number of roundings into their weight: the
+    number itself (worst case), or its square root (the aggregate criterion's root-sum-square)."""
 
     def model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             mean, rstd, mean_abs, n = stats(case, np.asarray(inputs[0], np.float64))
-            dmean = (n - 1) * F32_EPS * finite_abs(mean_abs) + F32_EPS * finite_abs(mean)
+            dmean = count(n - 1) * F32_EPS * finite_abs(mean_abs) + F32_EPS * finite_abs(mean)
             shift = finite_abs(rstd) * dmean
             y = finite_abs(golden)
-            bound = shift + y * ((n + 1) / 2 + 6) * F32_EPS + 0.5 * y * shift * shift
+            bound = shift + y * (count(n + 1) / 2 + 6) * F32_EPS + 0.5 * y * shift * shift
         return np.broadcast_to(bound, golden.shape)
 
     model.__name__ = "centred_norm(rstd·Δmean + ((n+1)/2+6)·u·|y|)"
@@ -110,7 +119,8 @@ def _group_stats_model(c: OpCase, x: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return mean, rstd, mean_abs, per * x.shape[2] * x.shape[3]
 
 
-def one_pass_variance_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+def one_pass_variance_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray,
+                            count: Callable[[float], float] = _worst) -> np.ndarray:
     """NORM with the variance in one pass, ``Σx²/n − mean²`` in f32 (ggml-cuda's and ggml-vulkan's
     norm kernels): Σx²/n is off by (n+1)·u·(mean² + var) (positive terms), mean² by 2|mean|·Δm + u·mean²
     (Δm as in :func:`centred_norm_model`: here it does not cancel), and the subtraction by u·(mean² + var),
@@ -122,8 +132,9 @@ def one_pass_variance_model(case: OpCase, inputs: list[np.ndarray], golden: np.n
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         mean, rstd = row_stats(x, case.param("eps"))
         var = np.mean((x - mean) ** 2, axis=-1, keepdims=True)
-        dmean = (n - 1) * F32_EPS * finite_abs(np.mean(np.abs(x), axis=-1, keepdims=True)) + F32_EPS * finite_abs(mean)
-        dvar = (n + 3) * F32_EPS * finite_abs(mean * mean + var) + 2 * finite_abs(mean) * dmean
+        dmean = count(n - 1) * F32_EPS * finite_abs(np.mean(np.abs(x), axis=-1, keepdims=True)) \
+            + F32_EPS * finite_abs(mean)
+        dvar = count(n + 3) * F32_EPS * finite_abs(mean * mean + var) + 2 * finite_abs(mean) * dmean
         delta = dvar * finite_abs(rstd) ** 2
         scale_error = np.where(delta < 1.0, 1.0 / np.sqrt(np.maximum(1.0 - delta, 1e-300)) - 1.0, np.inf)
         bound = finite_abs(golden) * scale_error
@@ -136,6 +147,21 @@ _centred_rows = centred_norm_model(_row_stats_model)
 def norm_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
     """The centred (two-pass) model, plus what a one-pass variance adds."""
     return _centred_rows(case, inputs, golden) + one_pass_variance_model(case, inputs, golden)
+
+
+_centred_rows_typical = centred_norm_model(_row_stats_model, _root_sum_square)
+
+
+def norm_typical(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """norm_model with each count m of roundings in a sum taken as √m (the aggregate criterion)."""
+    return _centred_rows_typical(case, inputs, golden) + one_pass_variance_model(case, inputs, golden,
+                                                                                 _root_sum_square)
+
+
+def rms_norm_typical(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """rms_norm_model with the sum's n + 1 roundings as root-sum-square: (√(n+1)/2 + 6)·u·|y|."""
+    n = np.asarray(inputs[0]).shape[-1]
+    return finite_abs(golden) * (np.sqrt(n + 1) / 2 + 6) * F32_EPS
 
 
 def rms_norm_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
@@ -158,14 +184,16 @@ SPECS.add(OpSpec(
                                 "+ 2|mean|·Δmean)/(var+eps); ggml CPU ci (0.20.2, 0.25.1, 0.17.0): ≤ 0.16, "
                                 "ggml-vulkan 0.25.1: ≤ 0.28 of the allowance",
                                 ulp=0.5, atol=2.0**-149, model=norm_model,
-                                model_name="centred_norm + one_pass_variance")},
+                                model_name="centred_norm + one_pass_variance", typical=norm_typical,
+                                typical_name="the same with √m for each m roundings of a sum")},
     params={"eps": P("added to the variance (f32, > 0)")}, notes=_NORM_NOTE))
 SPECS.add(OpSpec(
     name="RMS_NORM", family="norm", golden=lambda xs, c: rms_norm(xs[0], c.param("eps")), signatures=_F32_ONLY,
     tolerance={"f32": Tolerance("x·x summed in f32 in any order ((n+1)·u relative), /n, +eps, sqrtf and 1/ (or an "
                                 "rsqrtf within 2 ulp) and ·x; one subnormal step where x·scale underflows (ggml's "
                                 "CPU sums in double); ggml CPU ci: ≤ 0.25 of the allowance",
-                                ulp=0.5, atol=2.0**-149, model=rms_norm_model)},
+                                ulp=0.5, atol=2.0**-149, model=rms_norm_model,
+                                typical=rms_norm_typical, typical_name="(√(n+1)/2 + 6)·u·|y|")},
     params={"eps": P("added to the mean square (f32, > 0)")},
     notes=_NORM_NOTE + ". form=inplace builds ggml_rms_norm_inplace on a ggml_dup of the input (the in-place "
                        "kernel runs; the input stays checkable)"))
@@ -174,7 +202,9 @@ SPECS.add(OpSpec(
     signatures=_F32_ONLY,
     tolerance={"f32": Tolerance("NORM over each group's ne0·ne1·channels block, sums in f32 in any order; ggml "
                                 "CPU ci: ≤ 0.33 of the allowance",
-                                ulp=0.5, atol=2.0**-149, model=centred_norm_model(_group_stats_model))},
+                                ulp=0.5, atol=2.0**-149, model=centred_norm_model(_group_stats_model),
+                                typical=centred_norm_model(_group_stats_model, _root_sum_square),
+                                typical_name="the same with √m for each m roundings of a sum")},
     params={"n_groups": P("groups over ne2: ceil(C/G) channels each, the last shorter or empty", int),
             "eps": P("added to the variance (f32, > 0)")},
     notes=_NORM_NOTE + ". Channels are ne2; every ne3 batch is normalised separately"))

@@ -12,6 +12,8 @@ matrix; COUNT_EQUAL [1] I64; L2_NORM and CUMSUM a's shape.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from golden.case import OpCase
@@ -45,6 +47,18 @@ def sum_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.
     return gamma(max(x.size - 1, 0)) * np.sum(finite_abs(x)).reshape(1, 1, 1, 1)
 
 
+def _rss(m: int) -> float:
+    """√m·u: m roundings each ≤ u relative to the running sum, root-sum-square (the aggregate criterion)."""
+    return float(np.sqrt(max(m, 0))) * F32_EPS
+
+
+def sum_typical(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """√(n−1)·u·Σ|x|: sum_model's n − 1 roundings as root-sum-square (golden/tolerance.py)."""
+    x = _f64(inputs[0])
+    return _rss(x.size - 1) * np.sum(finite_abs(x)).reshape(1, 1, 1, 1)
+
+
+_SUM_TYPICAL: dict[str, Any] = {"typical": sum_typical, "typical_name": "√(n−1)·u·Σ|x|"}
 _SUM_REASON = ("all n elements added in f32 in any order (γ_{n−1}·Σ|x|, Higham), then rounded to the "
                "destination; ggml's CPU adds F32 in double and F16/BF16 in f32")
 SPECS.add(OpSpec(
@@ -53,13 +67,13 @@ SPECS.add(OpSpec(
     tolerance={"f32": Tolerance(_SUM_REASON + " (γ includes the last addition's rounding; a double sum "
                                 "rounded once is within u·|S|). ggml CPU nightly: ≤ 0.05 of the allowance (it adds in "
                                 "double)",
-                                model=sum_model, model_name="γ_{n−1}·Σ|x|"),
+                                model=sum_model, model_name="γ_{n−1}·Σ|x|", **_SUM_TYPICAL),
                "f16": Tolerance(_SUM_REASON + " (an F16 accumulator is not a correct implementation). ggml CPU "
                                 "nightly: ≤ 0.997 of the allowance (a sum rounded to an F16 tie)", ulp=0.5,
-                                model=sum_model, model_name="γ_{n−1}·Σ|x|"),
+                                model=sum_model, model_name="γ_{n−1}·Σ|x|", **_SUM_TYPICAL),
                "bf16": Tolerance(_SUM_REASON + " (a BF16 accumulator is not a correct implementation). ggml CPU "
                                  "nightly: ≤ 1.0 of the allowance (an exact sum on a BF16 tie)", ulp=0.5,
-                                 model=sum_model, model_name="γ_{n−1}·Σ|x|")},
+                                 model=sum_model, model_name="γ_{n−1}·Σ|x|", **_SUM_TYPICAL)},
     notes="ggml_sum accepts any layout; ggml-cann declines rows that are not contiguous "
           "(ggml_is_contiguous_rows). The result is one element of a's type: F16 overflows to ±inf past 65504"))
 
@@ -79,12 +93,19 @@ def mean_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np
     return gamma(n + 1) * np.mean(finite_abs(x), axis=-1, keepdims=True)
 
 
+def mean_typical(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """√(n+1)·u·mean|x|: mean_model's n + 1 roundings as root-sum-square (golden/tolerance.py)."""
+    x = _f64(inputs[0])
+    return _rss(x.shape[-1] + 1) * np.mean(finite_abs(x), axis=-1, keepdims=True)
+
+
 SPECS.add(OpSpec(
     name="MEAN", family="reduction", golden=lambda xs, c: mean_rows(xs[0]), signatures=(sig("f32"),),
     tolerance={"f32": Tolerance("row sum in f32 in any order (γ_{n−1}·Σ|x|), then /n or ·(1/n) (two "
                                 "roundings): γ_{n+1}·mean|x|, the final rounding included. ggml CPU nightly: ≤ 0.34 "
                                 "of the allowance (it adds in double)",
-                                model=mean_model, model_name="γ_{n+1}·mean|x|")},
+                                model=mean_model, model_name="γ_{n+1}·mean|x|",
+                                typical=mean_typical, typical_name="√(n+1)·u·mean|x|")},
     notes="F32 only: ggml_mean accepts any type (and ggml-cann claims every type), but ggml's CPU aborts on "
           "anything but F32, so other types are not drawn. Any layout"))
 

@@ -60,6 +60,14 @@ def sum_rows_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -
     return m / (1.0 - m) * total
 
 
+def sum_rows_typical(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+    """The aggregate criterion's scale (golden/tolerance.py): the n − 1 additions each err by at most
+    u·|partial| ≤ u·Σ|x|, root-sum-square √(n−1)·u·Σ|x|."""
+    x = np.abs(np.asarray(inputs[0], dtype=np.float64))
+    total = np.sum(np.where(np.isfinite(x), x, 0.0), axis=-1, keepdims=True)
+    return np.sqrt(max(x.shape[-1] - 1, 0)) * 2.0**-24 * total
+
+
 SPECS.add(OpSpec(
     name="ARANGE", family="sequence",
     golden=lambda xs, c: arange(c.param("start"), c.param("stop"), c.param("step")).reshape(1, 1, 1, -1),
@@ -82,6 +90,7 @@ SPECS.add(OpSpec(
     tolerance={"f32": Tolerance("the row's n terms added in f32 in any order (sequential, pairwise, tree): "
                                 "γ_{n−1}·Σ|x| (Higham), the final rounding included; ggml's CPU sums in double "
                                 "and rounds once (≤ u·|S|); ggml CPU ci: ≤ 0.017 of the allowance",
-                                model=sum_rows_model, model_name="γ_{n−1}·Σ|x|")},
+                                model=sum_rows_model, model_name="γ_{n−1}·Σ|x|",
+                                typical=sum_rows_typical, typical_name="√(n−1)·u·Σ|x|")},
     validate=checks.one_input, notes="output ne [1, ne1, ne2, ne3]; half the cases are one or two rows longer "
                                      "than 1,024 (to 8,192 in ci, 131k in nightly)"))

@@ -92,6 +92,9 @@ class OpSpec:
     validate: Validator | None = None  # rejects cases ggml would abort on (ValueError, before any device)
     input_layouts: InputLayouts = InputLayouts.ANY  # for src0; see InputLayouts
     inplace_inputs: tuple[int, ...] = ()  # inputs the op writes by definition (CLAMP returns a view of a)
+    # ggml has an in-place constructor for the op (ggml_<op>_inplace, ggml_unary_inplace): its
+    # form=inplace is drawn too, and a device builds it with that constructor
+    inplace_form: bool = False
     specials: tuple[float, ...] = (np.nan, np.inf, -np.inf, 0.0, -0.0)
     max_abs_input: float | None = None  # inputs beyond this are outside the op's defined domain
     structured_inputs: bool = False  # inputs need a maker (indices, positions, masks): conformance registers it
@@ -106,12 +109,17 @@ class OpSpec:
     def all_signatures(self) -> tuple[Signature, ...]:
         return self.signatures + self.quantized_signatures
 
-    def tolerance_for(self, dst: str, signature: str = "") -> Tolerance:
-        """The row for a signature label (``q4_0_f32_to_f32``) if there is one, else for the dst dtype."""
+    def tolerance_key(self, dst: str, signature: str = "") -> str:
+        """The key of the row for a signature label (``q4_0_f32_to_f32``) if there is one, else for the
+        dst dtype, else ``*``; ``OP[key]`` names the row in records."""
         for key in (signature, dst, "*"):
             if key and key in self.tolerance:
-                return self.tolerance[key]
+                return key
         raise KeyError(f"{self.name}: no tolerance row for destination dtype {dst}")
+
+    def tolerance_for(self, dst: str, signature: str = "") -> Tolerance:
+        """The row for a signature label if there is one, else for the dst dtype (see tolerance_key)."""
+        return self.tolerance[self.tolerance_key(dst, signature)]
 
     def check_params(self, case: OpCase) -> None:
         """Unknown, missing or mistyped parameters are a ValueError naming them."""

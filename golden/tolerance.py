@@ -9,6 +9,17 @@ model (e.g. GELU's F16 table, a dot product growing with K). A case passes when 
 element is within its allowance, the NaN/±inf pattern matches the golden's, and (if set) the NMSE
 is at most ``nmse``. Every rule carries a one-line reason from an error model; numbers without a
 reason are not allowed (the catalogue test checks that).
+
+Where the worst case grows with a reduction length n (a dot product, a row sum, attention's keys),
+a row also carries ``typical``: per element, the root-sum-square of the worst error of each rounding
+on the way (√n·u·Σ|x| where the worst case is n·u·Σ|x|). Roundings of drawn data are independent
+with zero mean, so a correct result's error over the output stays near that; a systematic fault
+(a dropped tail of the reduction) does not. The aggregate criterion is
+
+    RMS_i(|d_i − g_i|) ≤ TYPICAL_FACTOR · RMS_i(sqrt(typical_i² + base_i²))
+
+over the finite elements, with base_i = atol + rtol·|g_i| + ulp·spacing(g_i), the row's part that does
+not grow with n. docs/reduction-error-model.md derives TYPICAL_FACTOR and shows its margins.
 """
 
 from __future__ import annotations
@@ -25,6 +36,10 @@ ErrorModel = Callable[[OpCase, list[np.ndarray], np.ndarray], np.ndarray]
 F16_EPS = 2.0**-11  # unit roundoff of IEEE half
 F32_EPS = 2.0**-24  # unit roundoff of IEEE single
 F32_SUBNORMAL_HALF_STEP = 2.0**-150  # the largest f32 rounding error among subnormal results
+# A rounding error uniform within ±e has standard deviation e/√3, so a sum of independent roundings has
+# σ ≤ typical/√3; twice typical is ≥ 3.5σ for a one-element output, more for longer ones (the RMS of many
+# elements concentrates) and where partial sums stay below their worst (docs/reduction-error-model.md)
+TYPICAL_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -36,6 +51,8 @@ class Tolerance:
     nmse: float | None = None
     model: ErrorModel | None = None
     model_name: str = ""
+    typical: ErrorModel | None = None  # the root-sum-square rounding error (aggregate criterion), or None
+    typical_name: str = ""
 
     def allowed(self, case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, dst_dtype: str) -> np.ndarray:
         from golden.dtypes import ulp as spacing
@@ -48,6 +65,26 @@ class Tolerance:
             allowed = allowed + self.model(case, inputs, golden)
         return np.broadcast_to(allowed, golden.shape)
 
+    def aggregate_allowed(self, case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, dst_dtype: str,
+                          finite: np.ndarray | None) -> float | None:
+        """TYPICAL_FACTOR · RMS over the finite elements of sqrt(typical² + base²); None without ``typical``."""
+        if self.typical is None:
+            return None
+        from golden.dtypes import ulp as spacing
+
+        g = np.abs(np.where(np.isfinite(golden), golden, 0.0))
+        base = self.atol + self.rtol * g
+        if self.ulp:
+            base = base + self.ulp * spacing(g, dst_dtype)
+        typical = np.broadcast_to(self.typical(case, inputs, golden), golden.shape)
+        with np.errstate(invalid="ignore", over="ignore"):
+            per_element = typical * typical + base * base
+            if finite is not None:
+                per_element = per_element[finite]
+        if per_element.size == 0:
+            return None
+        return TYPICAL_FACTOR * float(np.sqrt(np.mean(per_element)))
+
     def describe(self) -> dict[str, object]:
         d: dict[str, object] = {"reason": self.reason}
         for key in ("ulp", "atol", "rtol"):
@@ -57,6 +94,8 @@ class Tolerance:
             d["nmse"] = self.nmse
         if self.model is not None:
             d["model"] = self.model_name or self.model.__name__
+        if self.typical is not None:
+            d["aggregate"] = f"RMS error ≤ {TYPICAL_FACTOR:g}·RMS({self.typical_name or self.typical.__name__})"
         return d
 
 

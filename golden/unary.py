@@ -72,7 +72,7 @@ _GELU_F32 = ("tanh-GELU evaluated in f32 (tanhf within 2 ulp, 5 roundings in its
              "uses an F16 table instead: a known deviation of ggml:CPU (device/ggml/known_bugs_cpu.py)")
 GELU_CPU_TABLE = Tolerance(_GELU_TABLE, ulp=0.5, model=f16_table_model(1.13))
 SPECS.add(OpSpec(
-    name="GELU", family="unary", golden=one(gelu), signatures=SAME_FLOAT,
+    name="GELU", family="unary", inplace_form=True, golden=one(gelu), signatures=SAME_FLOAT,
     tolerance={"f32": Tolerance(_GELU_F32, ulp=0.5, model=gelu_f32_model, model_name="gelu_f32"),
                "f16": Tolerance("f32 evaluation of F16 inputs, then one F16 rounding (ggml's CPU: its F16 table, "
                                 "which is exactly that)", ulp=0.5, model=f16_table_model(1.13))},
@@ -101,7 +101,7 @@ def gelu_quick_f32_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndar
 
 GELU_QUICK_CPU_TABLE = Tolerance(_GELU_TABLE, ulp=0.5, model=f16_table_model(1.1))
 SPECS.add(OpSpec(
-    name="GELU_QUICK", family="unary", golden=one(gelu_quick), signatures=SAME_FLOAT,
+    name="GELU_QUICK", family="unary", inplace_form=True, golden=one(gelu_quick), signatures=SAME_FLOAT,
     tolerance={"f32": Tolerance("x·σ(1.702x) in f32 (expf within 2 ulp; 4 ulp in all, plus the rounding of 1.702x); "
                                 "ggml's CPU uses an F16 table instead: a known deviation of ggml:CPU",
                                 ulp=4.0, model=gelu_quick_f32_model, model_name="gelu_quick_f32"),
@@ -124,7 +124,7 @@ def silu(x: np.ndarray) -> np.ndarray:
 
 
 SPECS.add(OpSpec(
-    name="SILU", family="unary", golden=one(silu), signatures=SAME_FLOAT,
+    name="SILU", family="unary", inplace_form=True, golden=one(silu), signatures=SAME_FLOAT,
     tolerance={"f32": Tolerance("expf(−x) within 2.5 ulp (5u relative, scaled by e/(1+e) ≤ 1), then 1+e and "
                                 "x/(1+e) (or x·(1/(1+e))) roundings: 7u ≤ 8u relative; exp(−x) overflows f32 for "
                                 "x < −88.7 giving −0 where the exact value is below 4e-37; ggml CPU ci: ≤ 0.65 of it",
@@ -140,7 +140,7 @@ def tanh(x: np.ndarray) -> np.ndarray:
 
 
 SPECS.add(OpSpec(
-    name="TANH", family="unary", golden=one(tanh), signatures=SAME_FLOAT_BF16,
+    name="TANH", family="unary", inplace_form=True, golden=one(tanh), signatures=SAME_FLOAT_BF16,
     tolerance=libm(2.5, "glibc documents tanhf within 2 ulp on x86-64 (measured 2.0 ulp here)"),
     input_layouts=InputLayouts.ROWS))
 
@@ -151,7 +151,7 @@ def relu(x: np.ndarray) -> np.ndarray:
     return np.where(x > 0, x, 0.0)
 
 
-SPECS.add(OpSpec(name="RELU", family="unary", golden=one(relu), signatures=SAME_FLOAT_BF16,
+SPECS.add(OpSpec(name="RELU", family="unary", inplace_form=True, golden=one(relu), signatures=SAME_FLOAT_BF16,
                   tolerance={"*": EXACT}, input_layouts=InputLayouts.ROWS))
 
 
@@ -162,7 +162,7 @@ def hardsigmoid(x: np.ndarray) -> np.ndarray:
 
 
 SPECS.add(OpSpec(
-    name="HARDSIGMOID", family="unary", golden=one(hardsigmoid), signatures=SAME_FLOAT_BF16,
+    name="HARDSIGMOID", family="unary", inplace_form=True, golden=one(hardsigmoid), signatures=SAME_FLOAT_BF16,
     tolerance={"f32": Tolerance("(x+3) and /6 are two f32 roundings (2·2^-24 relative)", rtol=2 * 2.0**-24),
                "f16": rounded_via_f32("two f32 roundings, then F16"),
                "bf16": rounded_via_f32("two f32 roundings, then BF16")},
@@ -176,7 +176,7 @@ def hardswish(x: np.ndarray) -> np.ndarray:
 
 
 SPECS.add(OpSpec(
-    name="HARDSWISH", family="unary", golden=one(hardswish), signatures=SAME_FLOAT_BF16,
+    name="HARDSWISH", family="unary", inplace_form=True, golden=one(hardswish), signatures=SAME_FLOAT_BF16,
     tolerance={"f32": Tolerance("(x+3), /6 and ·x are three f32 roundings (3·2^-24 relative)", rtol=3 * 2.0**-24),
                "f16": Tolerance("three f32 roundings, then F16", ulp=0.5, rtol=3 * 2.0**-24),
                "bf16": Tolerance("three f32 roundings, then BF16", ulp=0.5, rtol=3 * 2.0**-24)},
@@ -189,7 +189,7 @@ def sqr(x: np.ndarray) -> np.ndarray:
         return x * x
 
 
-SPECS.add(OpSpec(name="SQR", family="unary", golden=one(sqr), signatures=SAME_FLOAT_BF16,
+SPECS.add(OpSpec(name="SQR", family="unary", inplace_form=True, golden=one(sqr), signatures=SAME_FLOAT_BF16,
                   tolerance=ELEMENTWISE_TOL))
 
 
@@ -209,7 +209,8 @@ def scale_unfused_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarr
 
 
 SPECS.add(OpSpec(
-    name="SCALE", family="unary", golden=lambda xs, c: scale(xs[0], c.param("s"), c.param("bias", 0.0)),
+    name="SCALE", family="unary", inplace_form=True,
+    golden=lambda xs, c: scale(xs[0], c.param("s"), c.param("bias", 0.0)),
     signatures=(sig("f32"),),
     tolerance={"f32": Tolerance("x·s is one f32 rounding; x·s+b one rounding if fused, or two (x·s rounded "
                                 "first: + ½ulp(x·s)) if not; ggml CPU ci: ≤ 0.998 (at rounding ties)", ulp=0.5,
@@ -266,7 +267,7 @@ def leaky_relu(x: np.ndarray, slope: float) -> np.ndarray:
 
 
 SPECS.add(OpSpec(
-    name="LEAKY_RELU", family="unary", golden=lambda xs, c: leaky_relu(xs[0], c.param("slope")),
+    name="LEAKY_RELU", family="unary", inplace_form=True, golden=lambda xs, c: leaky_relu(xs[0], c.param("slope")),
     signatures=SAME_FLOAT,
     tolerance={"f32": Tolerance("slope·x is one rounding; max(x,0) adds an exact zero", ulp=0.5),
                "f16": rounded_via_f32()},
@@ -278,7 +279,7 @@ def abs_(x: np.ndarray) -> np.ndarray:
     return np.abs(_f64(x))
 
 
-SPECS.add(OpSpec(name="ABS", family="unary", golden=one(abs_), signatures=SAME_FLOAT_BF16,
+SPECS.add(OpSpec(name="ABS", family="unary", inplace_form=True, golden=one(abs_), signatures=SAME_FLOAT_BF16,
                  tolerance={"*": EXACT}, input_layouts=InputLayouts.ROWS))
 
 
@@ -317,7 +318,7 @@ def neg(x: np.ndarray) -> np.ndarray:
     return -_f64(x)
 
 
-SPECS.add(OpSpec(name="NEG", family="unary", golden=one(neg), signatures=SAME_FLOAT_BF16,
+SPECS.add(OpSpec(name="NEG", family="unary", inplace_form=True, golden=one(neg), signatures=SAME_FLOAT_BF16,
                  tolerance={"*": Tolerance("bit-exact: negation flips the sign bit (NaN stays NaN)")},
                  input_layouts=InputLayouts.ROWS, specials=_SPECIALS + _F32_SUBNORMALS + (F32_MAX,)))
 
@@ -330,7 +331,7 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 SPECS.add(OpSpec(
-    name="SIGMOID", family="unary", golden=one(sigmoid), signatures=SAME_FLOAT_BF16,
+    name="SIGMOID", family="unary", inplace_form=True, golden=one(sigmoid), signatures=SAME_FLOAT_BF16,
     tolerance=f32_libm(0.5, "expf(−x) (≤2.5 ulp: glibc 1, CUDA 2) scaled by e/(1+e) ≤ 1, then the 1+e and "
                             "1/(1+e) roundings: ≤ 7·2^-24 relative; for x < −88.72 expf(−x) overflows and "
                             "1/inf = 0 where the exact value is below 2^-128 (2^-127 allowed: expf's error "
@@ -350,7 +351,7 @@ def exp(x: np.ndarray) -> np.ndarray:
 
 
 SPECS.add(OpSpec(
-    name="EXP", family="unary", golden=one(exp), signatures=SAME_FLOAT_BF16,
+    name="EXP", family="unary", inplace_form=True, golden=one(exp), signatures=SAME_FLOAT_BF16,
     tolerance=f32_libm(2.5, "expf within 2.5 ulp (glibc documents 1 ulp, CUDA 2 ulp), gradual underflow below "
                             "−87.34, +inf above ln(FLT_MAX) = 88.7228"),
     input_layouts=InputLayouts.ROWS,
@@ -380,7 +381,7 @@ def _exp_minus_one_cancellation(case: OpCase, inputs: list[np.ndarray], golden: 
 _exp_minus_one_cancellation.__name__ = "exp_minus_one_cancellation(2.5·2^-24 for x ≤ 0)"
 
 SPECS.add(OpSpec(
-    name="ELU", family="unary", golden=one(elu), signatures=SAME_FLOAT_BF16,
+    name="ELU", family="unary", inplace_form=True, golden=one(elu), signatures=SAME_FLOAT_BF16,
     tolerance=f32_libm(1.5, "x > 0: x exactly; x ≤ 0: expm1f within 1.5 ulp (glibc and CUDA document 1 ulp), "
                             "or expf(x) − 1 within 2.5·2^-24 absolute",
                        model=_exp_minus_one_cancellation),
@@ -395,7 +396,7 @@ def sgn(x: np.ndarray) -> np.ndarray:
     return np.where(x > 0, 1.0, np.where(x < 0, -1.0, 0.0))
 
 
-SPECS.add(OpSpec(name="SGN", family="unary", golden=one(sgn), signatures=SAME_FLOAT_BF16,
+SPECS.add(OpSpec(name="SGN", family="unary", inplace_form=True, golden=one(sgn), signatures=SAME_FLOAT_BF16,
                  tolerance={"*": Tolerance("bit-exact: the result is −1, 0 or 1 by comparisons")},
                  input_layouts=InputLayouts.ROWS, specials=_SPECIALS + _F32_SUBNORMALS,
                  notes="ggml defines SGN(NaN) = 0 and SGN(±0) = 0; subnormal inputs keep their sign"))
@@ -407,7 +408,7 @@ def step(x: np.ndarray) -> np.ndarray:
     return np.where(x > 0, 1.0, 0.0)
 
 
-SPECS.add(OpSpec(name="STEP", family="unary", golden=one(step), signatures=SAME_FLOAT_BF16,
+SPECS.add(OpSpec(name="STEP", family="unary", inplace_form=True, golden=one(step), signatures=SAME_FLOAT_BF16,
                  tolerance={"*": Tolerance("bit-exact: the result is 0 or 1 by one comparison")},
                  input_layouts=InputLayouts.ROWS, specials=_SPECIALS + _F32_SUBNORMALS,
                  notes="STEP(NaN) = 0 and STEP(±0) = 0 as ggml writes it"))
@@ -435,7 +436,7 @@ def _erf_cancellation(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray
 _erf_cancellation.__name__ = "erf_cancellation(3·2^-24·|x|)"
 
 SPECS.add(OpSpec(
-    name="GELU_ERF", family="unary", golden=one(gelu_erf), signatures=SAME_FLOAT_BF16,
+    name="GELU_ERF", family="unary", inplace_form=True, golden=one(gelu_erf), signatures=SAME_FLOAT_BF16,
     tolerance=f32_libm(0.5, "f32 0.5·x·(1 + erff(x/√2)): erff within 2.5 ulp (glibc 1, CUDA 2) and the "
                             "argument's roundings (3·2^-24·|x| absolute, see the model), then 1 + erf rounded "
                             "(2^-24 relative) and the product's rounding",
@@ -453,7 +454,7 @@ def softplus(x: np.ndarray) -> np.ndarray:
 
 
 SPECS.add(OpSpec(
-    name="SOFTPLUS", family="unary", golden=one(softplus), signatures=SAME_FLOAT_BF16,
+    name="SOFTPLUS", family="unary", inplace_form=True, golden=one(softplus), signatures=SAME_FLOAT_BF16,
     tolerance=f32_libm(1.5, "logf(1 + expf(x)): logf within 1.5 ulp (glibc and CUDA 1 ulp); expf's 2.5 ulp "
                             "(5·2^-24 relative) moves the log by at most 5·2^-24·softplus; rounding 1 + e is "
                             "2^-24 absolute in the log. ggml returns x for x > 20, off by log1p(e^-20) = 2e-9: "
@@ -474,7 +475,7 @@ def sqrt(x: np.ndarray) -> np.ndarray:
 
 
 SPECS.add(OpSpec(
-    name="SQRT", family="unary", golden=one(sqrt), signatures=SAME_FLOAT_BF16,
+    name="SQRT", family="unary", inplace_form=True, golden=one(sqrt), signatures=SAME_FLOAT_BF16,
     tolerance={"f32": Tolerance("IEEE sqrt is correctly rounded (glibc and CUDA: 0 ulp)", ulp=0.5),
                "f16": rounded_via_f32("sqrtf correctly rounded in f32, then the F16 rounding"),
                "bf16": rounded_via_f32("sqrtf correctly rounded in f32, then the BF16 rounding")},
@@ -502,13 +503,13 @@ def cos(x: np.ndarray) -> np.ndarray:
 _TRIG = ("within 2.5 ulp (glibc 1, CUDA 2 ulp) over the whole f32 range: both reduce the argument with "
          "enough bits of π (Payne–Hanek) for any f32")
 SPECS.add(OpSpec(
-    name="SIN", family="unary", golden=one(sin), signatures=SAME_FLOAT_BF16,
+    name="SIN", family="unary", inplace_form=True, golden=one(sin), signatures=SAME_FLOAT_BF16,
     tolerance=f32_libm(2.5, "sinf " + _TRIG),
     specials=_SPECIALS + _F32_SUBNORMALS + _SIN_NEAR_ZERO + _COS_NEAR_ZERO + _LARGE_ARGUMENTS,
     notes="GGML_OP_SIN; large arguments and those nearest multiples of π/2 come through the special values. "
           + _MEASURED + "f32 worst 0.22 of the allowance (0.56 ulp)"))
 SPECS.add(OpSpec(
-    name="COS", family="unary", golden=one(cos), signatures=SAME_FLOAT_BF16,
+    name="COS", family="unary", inplace_form=True, golden=one(cos), signatures=SAME_FLOAT_BF16,
     tolerance=f32_libm(2.5, "cosf " + _TRIG),
     specials=_SPECIALS + _F32_SUBNORMALS + _SIN_NEAR_ZERO + _COS_NEAR_ZERO + _LARGE_ARGUMENTS,
     notes="GGML_OP_COS; large arguments and those nearest odd multiples of π/2 come through the special values. "
@@ -522,7 +523,7 @@ def log(x: np.ndarray) -> np.ndarray:
 
 
 SPECS.add(OpSpec(
-    name="LOG", family="unary", golden=one(log), signatures=SAME_FLOAT_BF16,
+    name="LOG", family="unary", inplace_form=True, golden=one(log), signatures=SAME_FLOAT_BF16,
     tolerance=f32_libm(1.5, "logf within 1.5 ulp (glibc and CUDA document 1 ulp), subnormal inputs included"),
     specials=_SPECIALS + _F32_SUBNORMALS + (-F32_MIN_SUBNORMAL, -1.0, 1.0, 1.0000001192092896,
                                             0.99999994039535522, F32_MIN_NORMAL, F32_MAX),

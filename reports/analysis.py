@@ -31,7 +31,6 @@ from reports.clusters import (
     input_elements,
 )
 from reports.expectations import Expectation
-from reports.load import FAILING_OUTCOMES, ResultsFile, as_float, load_artefact
 from reports.matrix import (  # noqa: F401  (re-exported: the matrix's names are the report's vocabulary)
     ALL_PASS,
     CELL_EXPLANATIONS,
@@ -48,10 +47,13 @@ from reports.matrix import (  # noqa: F401  (re-exported: the matrix's names are
     device_name,
     dtype_key,
     dtype_sort_key,
+    op_family,
 )
 from reports.plots import HIST_BINS, error_points, error_scatter_svg, ratio_bin, thin
 from reports.repro import header_inventory
 from reports.runstatus import RunStatus, run_status
+from results.load import FAILING_OUTCOMES, ResultsFile, as_float, load_artefact
+from results.outcome import Outcome
 
 
 def op_params_text(case_id: str) -> str:
@@ -115,11 +117,46 @@ class Coverage:
         ordered = sorted(self.values, key=_natural_key)
         return ordered[:limit], max(0, len(ordered) - limit)
 
+    def readable(self, name: str, limit: int = 6) -> str:
+        """The values reached, as a person reads them: a range for many numbers, per-dim ranges for
+        shape-like lists, the kinds of layout reached, short numbers; else the first values."""
+        values = self.values
+        more = f" ({self.count_text} values)"
+        if name == "layout":
+            kinds = {kind for value in values for kind, token in _LAYOUT_KINDS if token in value}
+            return ", ".join(k for k, _ in _LAYOUT_KINDS if k in kinds) + f" ({self.count_text} layouts)"
+        if self.numeric_only and len(values) > 4:
+            return self.range_text + more
+        if self.numeric_only:
+            return ", ".join(_fmt_number(float(v)) for v in sorted(values, key=float))
+        lists = [_int_list(v) for v in values]
+        is_order = name.endswith(("perm", "axes"))  # a permutation reads whole, not as ranges per dim
+        if len(values) > 2 and not is_order and all(lists) and len({len(x) for x in lists if x}) == 1:
+            dims = zip(*[x for x in lists if x], strict=True)
+            ranges = [f"{lo}" if lo == hi else f"{lo}…{hi}" for lo, hi in ((min(d), max(d)) for d in dims)]
+            return "[" + ", ".join(ranges) + "]" + more
+        shown, rest = self.shown_values(limit)
+        return ", ".join(shown) + (f" (+{rest} more)" if rest else "")
+
     @property
     def range_text(self) -> str:
         if self.low is None or self.high is None:
             return ""
         return f"{_fmt_number(self.low)} … {_fmt_number(self.high)}"
+
+
+# what a layout text holds, in the order a reader meets them
+_LAYOUT_KINDS = (("contiguous", "contiguous"), ("permuted", "perm["), ("padded", "pad["), ("offset", "offs["))
+
+
+def _int_list(text: str) -> list[int] | None:
+    """``[1,2,3]`` as integers; None for anything else."""
+    if not (text.startswith("[") and text.endswith("]")):
+        return None
+    try:
+        return [int(part) for part in text[1:-1].split(",")]
+    except ValueError:
+        return None
 
 
 def _value_text(value: Any) -> str:
@@ -152,6 +189,14 @@ class OpDeviceStats:
     passed: int = 0
     failed: int = 0
     known: int = 0
+    # the suite's budget: cases it drew, the drawn ones a known bug covered (they judged nothing; a
+    # documented deviation is still judged against its own bound), and the cases judged — drawn cases
+    # not covered plus companions (the covered case's shapes, params and data in a layout the bug
+    # does not cover)
+    drawn: int = 0
+    covered: int = 0
+    companions: int = 0
+    judged: int = 0
     worst_ratio: float | None = None  # worst error_ratio over cases that ran
     worst_passing_ratio: float | None = None
     worst_case_id: str = ""
@@ -234,6 +279,7 @@ class KnownBugStats:
 class DeviceSummary:
     column: DeviceColumn
     counts: Counter[str] = field(default_factory=Counter)
+    known_counts: Counter[str] = field(default_factory=Counter)  # per outcome, the failures known bugs explain
     known: int = 0
     claimed_failing: int = 0
     device_seconds: float = 0.0
@@ -244,7 +290,7 @@ class DeviceSummary:
 
     @property
     def ran(self) -> int:
-        return self.total - self.counts["unsupported"]
+        return self.total - self.counts[Outcome.UNSUPPORTED]
 
     @property
     def failing(self) -> int:
@@ -256,7 +302,7 @@ class DeviceSummary:
 
     @property
     def pass_rate(self) -> float | None:
-        return self.counts["pass"] / self.ran if self.ran else None
+        return self.counts[Outcome.PASS] / self.ran if self.ran else None
 
 
 @dataclass
@@ -363,15 +409,46 @@ class ReportData:
         return [bug for bug in self.known_bugs if bug.is_stale]
 
     def closest_to_bound(self, limit: int = 15) -> list[tuple[str, str, OpDeviceStats]]:
-        """Ops whose passing cases come nearest their tolerance (worst passing error ratio)."""
+        """Ops whose passing cases come nearest their tolerance (worst passing error ratio), half-ulp
+        ties left out (:meth:`half_ulp_ties`)."""
         rows = [
             (op.op, column, stats)
             for op in self.ops.values()
             for column, stats in op.per_device.items()
-            if stats.worst_passing_ratio is not None
+            if stats.worst_passing_ratio is not None and stats.worst_passing_ratio != HALF_ULP_TIE
         ]
         rows.sort(key=lambda row: -(row[2].worst_passing_ratio or 0.0))
         return rows[:limit]
+
+
+    def half_ulp_ties(self) -> list[tuple[str, str]]:
+        """(op, device) whose worst passing ratio is exactly 1: a correctly rounded result half an ulp
+        from the exact value, which a bound of half an ulp allows exactly (expected, not a warning)."""
+        return [(op.op, column) for op in self.ops.values() for column, stats in op.per_device.items()
+                if stats.worst_passing_ratio == HALF_ULP_TIE]
+
+    def matrix_families(self) -> list[tuple[str, list[tuple[str, list[tuple[str, dict[str, CellStats]]]]], bool]]:
+        """Matrix rows by op family (catalogue order), each with whether a cell needs attention."""
+        families: dict[str, list[tuple[str, list[tuple[str, dict[str, CellStats]]]]]] = {}
+        for op, rows in self.matrix_groups():
+            families.setdefault(op_family(op), []).append((op, rows))
+        return [(family, ops, any(cell.needs_attention for _, rows in ops for _, cells in rows
+                                  for cell in cells.values()))
+                for family, ops in families.items()]
+
+    def op_families(self) -> list[tuple[str, list[OpSummary], bool]]:
+        """Per-op rows by family, each with whether an op of it failed unexpectedly somewhere."""
+        families: dict[str, list[OpSummary]] = {}
+        for op in self.ops.values():
+            families.setdefault(op_family(op.op), []).append(op)
+        attention = {op for op, rows in self.matrix_groups()
+                     if any(cell.needs_attention for _, cells in rows for cell in cells.values())}
+        return [(family, ops, any(op.op in attention for op in ops)) for family, ops in families.items()]
+
+
+# A worst passing error ratio of exactly 1: an exact tie at the bound (half an ulp off for a correctly
+# rounded result under a half-ulp bound), expected rather than near failing.
+HALF_ULP_TIE = 1.0
 
 
 def _parse_time(text: Any) -> datetime | None:
@@ -502,57 +579,23 @@ def analyse(
             op_name = case["op"]
             is_failure = outcome in FAILING_OUTCOMES
 
-            cause = record_known_bug(case)
-            if cause is not None:
-                bug = known_bugs.get(cause.id)
-                if bug is None:
-                    bug = known_bugs[cause.id] = KnownBugStats(cause=cause)
-                bug.devices.add(spec)
-                if outcome == "pass":
-                    bug.passing += 1
-                elif outcome == "unsupported":
-                    bug.declined += 1
-                else:
-                    bug.failures += 1
-            elif outcome != "pass":
-                matched = next((e for e in expectations if e.matches(case)), None)
-                if matched is not None:
-                    if outcome == "unsupported":
-                        matched.matched_unsupported += 1
-                    else:
-                        matched.matched_failures += 1
-                        cause = expectation_causes[id(matched)]
-            elif expectations:
+            cause = _count_known_bug(case, known_bugs)
+            if cause is None and outcome != Outcome.PASS:
+                cause = _match_expectation(case, expectations, expectation_causes)
+            elif cause is None and expectations:
                 passing_for_stale_check.append(case)
             known = is_failure and cause is not None
             if is_failure and not (cause is not None and cause.from_harness):
-                test_id = case.get("test_id")
-                if isinstance(test_id, str):
-                    failing_tests.add(test_id)
+                _add_failing_test(failing_tests, case)
 
-            summary = summaries[column]
-            summary.counts[outcome] += 1
-            summary.device_seconds += as_float(case.get("duration_s")) or 0.0
-            if known:
-                summary.known += 1
-            if is_failure and case.get("supported") is True:
-                summary.claimed_failing += 1
-
+            _add_to_summary(summaries[column], case, known, is_failure)
             cells = matrix[(op_name, dtype_key(case.get("dtypes")))]
-            cell = cells.get(column)
-            if cell is None:
-                cell = cells[column] = CellStats()
+            cell = cells.get(column) or cells.setdefault(column, CellStats())
             cell.add(case, known)
-
-            op = ops.get(op_name)
-            if op is None:
-                op = ops[op_name] = OpSummary(op=op_name)
+            op = ops.get(op_name) or ops.setdefault(op_name, OpSummary(op=op_name))
             _add_to_op(op, column, case, known)
-
             if is_failure:
-                kind, detail = failure_kind(case)
-                key = ClusterKey(op=op_name, column=column, signature=dtype_signature(case.get("dtypes")),
-                                 kind=kind, detail=detail, known=cause.id if known and cause else "")
+                key = _cluster_key(case, column, cause if known else None)
                 target = known_clusters if known else clusters
                 cluster = target.get(key)
                 if cluster is None:
@@ -561,14 +604,7 @@ def analyse(
                 cluster.add(item, total, max_examples_per_cluster)
         statuses.append(run_status(results, failing_tests))
 
-    for results in files:  # the run's own expectations-file entries that no record carries: stale
-        for header in results.headers:
-            for entry in header.get("expectations") or ():
-                if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"] not in known_bugs:
-                    known_bugs[entry["id"]] = KnownBugStats(
-                        cause=KnownCause(id=entry["id"], reason=str(entry.get("reason", "")), from_harness=True,
-                                         repro=str(entry.get("repro", "")), source=str(entry.get("source", ""))),
-                        matched_nothing=True)
+    _add_unmatched_entries(files, known_bugs)
 
     # Only entries that explained no failure need the passing cases: "stale, or fixed?"
     for expectation in expectations:
@@ -600,15 +636,98 @@ def analyse(
     )
 
 
+def _add_failing_test(failing_tests: set[str], case: dict[str, Any]) -> None:
+    test_id = case.get("test_id")
+    if isinstance(test_id, str):
+        failing_tests.add(test_id)
+
+
+def _count_known_bug(case: dict[str, Any], known_bugs: dict[str, KnownBugStats]) -> KnownCause | None:
+    """The known bug the record carries (counted by what the case did), or None."""
+    cause = record_known_bug(case)
+    if cause is None:
+        return None
+    bug = known_bugs.get(cause.id)
+    if bug is None:
+        bug = known_bugs[cause.id] = KnownBugStats(cause=cause)
+    bug.devices.add(case["device"])
+    if case["outcome"] == Outcome.PASS:
+        bug.passing += 1
+    elif case["outcome"] == Outcome.UNSUPPORTED:
+        bug.declined += 1
+    else:
+        bug.failures += 1
+    return cause
+
+
+def _match_expectation(case: dict[str, Any], expectations: list[Expectation],
+                       causes: dict[int, KnownCause]) -> KnownCause | None:
+    """The expectations file's entry that explains a case that did not pass (counted), or None."""
+    matched = next((e for e in expectations if e.matches(case)), None)
+    if matched is None:
+        return None
+    if case["outcome"] == Outcome.UNSUPPORTED:
+        matched.matched_unsupported += 1
+        return None
+    matched.matched_failures += 1
+    return causes[id(matched)]
+
+
+def _add_to_summary(summary: DeviceSummary, case: dict[str, Any], known: bool, is_failure: bool) -> None:
+    summary.counts[case["outcome"]] += 1
+    summary.device_seconds += as_float(case.get("duration_s")) or 0.0
+    if known:
+        summary.known += 1
+        summary.known_counts[case["outcome"]] += 1
+    if is_failure and case.get("supported") is True:
+        summary.claimed_failing += 1
+
+
+def _cluster_key(case: dict[str, Any], column: str, known_cause: KnownCause | None) -> ClusterKey:
+    kind, detail = failure_kind(case)
+    return ClusterKey(op=case["op"], column=column, signature=dtype_signature(case.get("dtypes")),
+                      kind=kind, detail=detail, known=known_cause.id if known_cause else "")
+
+
+def covered_by_known_bug(case: dict[str, Any]) -> bool:
+    """A failing record a known bug of its device explains, not judged against a deviation's bound."""
+    extra = case.get("extra")
+    deviation = isinstance(extra, dict) and "known_deviation_error_ratio" in extra
+    return bool(case.get("expected")) and case["outcome"] in FAILING_OUTCOMES and not deviation
+
+
+def _count_drawn_and_judged(stats: OpDeviceStats, case: dict[str, Any]) -> None:
+    """Drawn cases, known-bug companions, drawn cases a known bug covers, and cases judged."""
+    companion = bool(case.get("companion_of"))
+    stats.companions += companion
+    stats.drawn += not companion
+    covered = covered_by_known_bug(case)
+    stats.covered += covered and not companion
+    stats.judged += case["outcome"] not in (Outcome.UNSUPPORTED, Outcome.ERROR) and not covered
+
+
+def _add_unmatched_entries(files: list[ResultsFile], known_bugs: dict[str, KnownBugStats]) -> None:
+    """The run's own expectations-file entries (header ``expectations``) that no record carries: stale."""
+    for results in files:
+        for header in results.headers:
+            for entry in header.get("expectations") or ():
+                if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"] not in known_bugs:
+                    known_bugs[entry["id"]] = KnownBugStats(
+                        cause=KnownCause(id=entry["id"], reason=str(entry.get("reason", "")), from_harness=True,
+                                         repro=str(entry.get("repro", "")), source=str(entry.get("source", ""))),
+                        matched_nothing=True)
+
+
 def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) -> None:
     stats = op.per_device.get(column)
     if stats is None:
         stats = op.per_device[column] = OpDeviceStats()
     stats.cases += 1
     outcome = case["outcome"]
-    if outcome != "unsupported":
+    _count_drawn_and_judged(stats, case)
+    if outcome != Outcome.UNSUPPORTED:
         stats.ran += 1
-        if outcome == "pass":
+        if outcome == Outcome.PASS:
             stats.passed += 1
         else:
             stats.failed += 1
@@ -625,7 +744,7 @@ def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) ->
             if stats.worst_ratio is None or ratio > stats.worst_ratio:
                 stats.worst_ratio = ratio
                 stats.worst_case_id = case["case_id"]
-            if outcome == "pass" and (stats.worst_passing_ratio is None or ratio > stats.worst_passing_ratio):
+            if outcome == Outcome.PASS and (stats.worst_passing_ratio is None or ratio > stats.worst_passing_ratio):
                 stats.worst_passing_ratio = ratio
 
     params = case.get("params")

@@ -23,8 +23,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reports.clusters import FailureKind, dtype_signature, failure_kind
-from reports.load import FAILING_OUTCOMES, ResultsFile, as_float
 from reports.matrix import CLAIMED_FAIL, NOT_CLAIMED, CellStats, classify_cell, dtype_key
+from results.load import FAILING_OUTCOMES, ResultsFile, as_float
+from results.outcome import Outcome
 
 # A baseline error ratio below this counts as this much when looking for 2x growth: otherwise an
 # op measured at exactly 0 last time would be flagged for any rounding at all.
@@ -49,22 +50,22 @@ class _Figures:
 
     def add(self, outcome: str, ratio: float | None, claimed: bool) -> None:
         self.total += 1
-        if outcome == "unsupported":
+        if outcome == Outcome.UNSUPPORTED:
             return
         self.ran += 1
-        if outcome == "pass":
+        if outcome == Outcome.PASS:
             self.passed += 1
         else:
             self.claimed_failing += claimed
         if ratio is None:
-            if outcome == "pass":
+            if outcome == Outcome.PASS:
                 return
             ratio = math.inf
         elif ratio != ratio:  # NaN
             ratio = math.inf
         if self.worst is None or ratio > self.worst:
             self.worst = ratio
-        if outcome == "pass" and (self.worst_passing is None or ratio > self.worst_passing):
+        if outcome == Outcome.PASS and (self.worst_passing is None or ratio > self.worst_passing):
             self.worst_passing = ratio
 
     def merge(self, other: _Figures) -> None:
@@ -123,9 +124,9 @@ def _summarise(files: list[ResultsFile], run_of: dict[int, str] | None = None) -
             if figures is None:
                 figures = cells[key] = _Figures()
             figures.add(outcome, ratio, case.get("supported") is True)
-            if several_runs and outcome != "unsupported":
+            if several_runs and outcome != Outcome.UNSUPPORTED:
                 counts = summary.per_run.setdefault((run, op, spec), [0, 0])
-                counts[0] += outcome == "pass"
+                counts[0] += outcome == Outcome.PASS
                 counts[1] += 1
             if outcome in FAILING_OUTCOMES and not isinstance(case.get("expected"), dict):
                 kind, detail = failure_kind(case)

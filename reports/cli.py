@@ -9,11 +9,12 @@ warning.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from reports.csv_export import write_support_csv
 from reports.html import build_report
-from reports.load import ReportInputError
+from results.load import ReportInputError
 
 PROG = "conform report"
 EXIT_BAD_INPUT = 2
@@ -35,8 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("results", nargs="+", metavar="RESULTS", help="results files (.jsonl); several merge")
     parser.add_argument("-o", "--output", required=True, metavar="HTML",
                         help="the report file to write (never one of the inputs)")
-    parser.add_argument("--baseline", nargs="+", metavar="OLD", default=None,
-                        help="results files of earlier runs to compare with (clusters, per-op pass rate and error)")
+    parser.add_argument("--baseline", action="append", metavar="OLD", default=None,
+                        help="a results file of an earlier run to compare with (clusters, per-op pass rate and "
+                        "error); repeat it for several")
     parser.add_argument("--expectations", metavar="FILE", default=None,
                         help="TOML file of known failures (see reports/README.md)")
     parser.add_argument("--csv", metavar="CSV", default=None,
@@ -52,6 +54,10 @@ def report_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.max_failures < 0:
         print(f"{PROG}: error: --max-failures must be 0 or more", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if os.path.isdir(args.output) or args.output.endswith(os.sep):
+        print(f"{PROG}: error: -o {args.output}: is a directory; give the report file's name "
+              f"(e.g. {os.path.join(args.output, 'report.html')})", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         data = build_report(args.results, args.output, baseline_paths=args.baseline,
@@ -70,6 +76,9 @@ def report_main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except OSError as exc:  # e.g. the output directory is not writable
         target = exc.filename or ""
+        if target.endswith(".tmp") and os.path.abspath(target[:-4]) == os.path.abspath(args.output):
+            # the report is written beside itself first: name the user's file, not the temporary one
+            target = args.output
         print(f"{PROG}: error: {target}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from reports.load import ResultsFile, as_float
 from reports.repro import header_inventory, pasteable_repro
+from results.load import ResultsFile, as_float
+from results.outcome import Outcome
 
 
 class FailureKind(Enum):
@@ -41,13 +42,13 @@ _KIND_ORDER = {kind: index for index, kind in enumerate(FailureKind)}
 def failure_kind(case: dict[str, Any]) -> tuple[FailureKind, str]:
     """The kind of a failing record, and a detail that splits it further (a crash's signal)."""
     outcome = case["outcome"]
-    if outcome == "crash":
+    if outcome == Outcome.CRASH:
         crash = case.get("crash")
         signal = crash.get("signal") if isinstance(crash, dict) else None
         return FailureKind.CRASH, str(signal) if signal not in (None, "") else ""
-    if outcome == "timeout":
+    if outcome == Outcome.TIMEOUT:
         return FailureKind.TIMEOUT, ""
-    if outcome == "error":
+    if outcome == Outcome.ERROR:
         return FailureKind.ERROR, ""
     message = str(case.get("message") or "")
     # The harness's own wording (conformance/harness.py, verdict*.py) says which check failed.

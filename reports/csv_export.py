@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from reports.analysis import DeviceColumn, device_columns, op_params_text
-from reports.load import ResultsFile, load_many
+from results.load import ResultsFile, load_many
+from results.outcome import Outcome
 
 CSV_FIELDS = (
     "backend_name", "op_name", "op_params", "test_mode", "supported", "error_message", "backend_reg_name",
@@ -29,7 +30,7 @@ def _supported(case: dict[str, Any]) -> bool:
     claimed = case.get("supported")
     if isinstance(claimed, bool):
         return claimed
-    return case["outcome"] != "unsupported"
+    return case["outcome"] != Outcome.UNSUPPORTED
 
 
 def support_rows(files: Iterable[ResultsFile]) -> list[tuple[str, ...]]:

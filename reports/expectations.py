@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reports.load import ReportInputError
+from results.load import ReportInputError
 
 CATEGORIES = ("backend-bug", "unsupported", "harness")
 ENTRY_KEYS = {"pattern", "reason", "issue", "category", "device"}

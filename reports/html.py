@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup, escape
 
 from reports.analysis import (
     CELL_EXPLANATIONS,
@@ -31,7 +33,9 @@ from reports.analysis import (
 )
 from reports.baseline import ERROR_GROWTH_FACTOR, ERROR_GROWTH_FLOOR, PASS_RATE_SIGMAS
 from reports.expectations import load_expectations
-from reports.load import (
+from reports.perf import REGRESSION_FACTOR, PerfSection, build_perf_section, format_quantity, format_seconds
+from reports.plots import pass_rate_svg, ratio_histogram_svg
+from results.load import (
     ResultsError,
     as_float,
     check_outputs_are_not_inputs,
@@ -40,9 +44,7 @@ from reports.load import (
     load_many,
     paused_gc,
 )
-from reports.perf import REGRESSION_FACTOR, PerfSection, build_perf_section, format_quantity, format_seconds
-from reports.plots import pass_rate_svg, ratio_histogram_svg
-from reports.schema import OUTCOMES
+from results.schema import OUTCOMES
 
 # Next to this module (not in a subfolder) so pyproject's package-data "*.j2" ships it.
 TEMPLATE_DIR = Path(__file__).parent
@@ -130,6 +132,13 @@ def ordered_metrics(metrics: Any) -> list[tuple[str, Any]]:
     return known + rest
 
 
+def breakable(text: Any) -> Markup:
+    """Escaped text with a line-break opportunity after each comma, slash and opening bracket, so an
+    identifier (case id, repro line) wraps between its parts rather than inside a token."""
+    escaped = str(escape("" if text is None else text))
+    return Markup(re.sub(r"([,/(\[])", r"\1<wbr>", escaped))
+
+
 def _make_environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
@@ -154,6 +163,7 @@ def _make_environment() -> jinja2.Environment:
         pass_rate_plot=pass_rate_svg,
         seconds=format_seconds,
         quantity=format_quantity,
+        breakable=breakable,
     )
     return env
 
@@ -214,7 +224,7 @@ def build_report(
 ) -> ReportData:
     """Read results (and optionally baseline runs and an expectations file) and write one HTML file.
 
-    Raises :class:`reports.load.ReportInputError` (a one-line, user-facing message) for missing,
+    Raises :class:`results.load.ReportInputError` (a one-line, user-facing message) for missing,
     malformed or foreign inputs, and for an output that would overwrite an input. The same file
     given twice, or two copies of one run, are read once; ``ReportData.input_warnings`` says so.
     ``other_outputs`` are further files the caller will write (the CSV), checked the same way.

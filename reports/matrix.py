@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from results.outcome import Outcome
+
 # Cell kinds of the support matrix, most alarming first (the legend and sort order follow this).
 CLAIMED_FAIL = "claimed-fail"
 NONE_PASS = "none-pass"
@@ -82,9 +84,9 @@ class CellStats:
     def add(self, case: dict[str, Any], known: bool) -> None:
         self.total += 1
         outcome = case["outcome"]
-        if outcome == "pass":
+        if outcome == Outcome.PASS:
             self.passed += 1
-        elif outcome == "unsupported":
+        elif outcome == Outcome.UNSUPPORTED:
             self.unsupported += 1
         else:
             self.failed += 1
@@ -93,6 +95,16 @@ class CellStats:
                 self.claimed_failing_known += known
             if known:
                 self.known += 1
+
+    @property
+    def needs_attention(self) -> bool:
+        """Some failure here is not explained by a known bug (what a release manager must look at)."""
+        return self.failed > self.known
+
+    @property
+    def only_known_failures(self) -> bool:
+        """Cases failed, and known bugs explain every one: shown in the calm colour of known failures."""
+        return self.failed > 0 and self.failed == self.known
 
     @property
     def claimed_failing_unexpected(self) -> bool:
@@ -131,3 +143,14 @@ def classify_cell(stats: CellStats | None) -> str:
     if stats.passed == 0 and stats.failed:
         return NONE_PASS
     return SOME_PASS
+
+
+def op_family(op: str) -> str:
+    """The golden catalogue's family of an op (``unary``, ``binary``, ``norm``...); ``other`` for an op
+    the catalogue does not know (results of another harness version)."""
+    from golden import catalogue
+
+    try:
+        return catalogue.get(op).family or "other"
+    except KeyError:
+        return "other"

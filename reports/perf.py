@@ -2,7 +2,7 @@
 moves and the FLOPs it does, its share of the device's roofline, and regressions against a baseline.
 
 A case record with a ``perf`` block (``conform perf`` or ``conform run --perf``; see
-``reports/RESULTS.md``) is a row. The baseline runs (``conform report --baseline``) are matched by
+``results/RESULTS.md``) is a row. The baseline runs (``conform report --baseline``) are matched by
 device and case id, which fixes the shape, the data and the parameters: a row whose median time is
 more than :data:`REGRESSION_FACTOR` times the baseline's is flagged. Each op gets a bar chart of
 its rows' times on a log scale, with the ggml:CPU time and the baseline's marked on each bar.
@@ -18,7 +18,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from reports.load import ResultsFile, as_float, iter_cases
+from results.load import ResultsFile, as_float, iter_cases
 
 REGRESSION_FACTOR = 1.2  # slower than this times the baseline's median at the same case: a regression
 PERF_TEST_PREFIX = "perf::"

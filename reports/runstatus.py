@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reports.load import ResultsFile
+from results.load import ResultsFile
 
 EXIT_OK = 0
 EXIT_TESTS_FAILED = 1

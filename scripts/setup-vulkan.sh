@@ -2,7 +2,7 @@
 # A Vulkan device for the harness on a machine without a GPU: Debian's lavapipe (mesa-vulkan-drivers,
 # a conformant Vulkan 1.3 implementation that runs compute shaders on the CPU) and ggml 0.25.1's
 # prebuilt Vulkan libraries from the npm package @node-llama-cpp/linux-x64-vulkan, unpacked into
-# .backends/ggml-0.25.1-vulkan/ (ignored by git).
+# .backends/ggml-0.25.1-vulkan/ (ignored by git), with the same release's libllama for `conform model`.
 #
 # Idempotent. On success the last line on stdout is the folder to pass as --ggml-lib; everything
 # else goes to stderr. Where something cannot be had it prints one line "skip: <reason>" on stderr
@@ -35,7 +35,10 @@ if ! have_lavapipe; then
     have_lavapipe || skip "mesa-vulkan-drivers is installed but no lavapipe ICD (lvp_icd) or libvulkan.so.1 is found"
 fi
 
-if [ ! -f "$DEST/libggml-base.so" ] || [ ! -f "$DEST/libggml-vulkan.so" ]; then
+# a folder from before libllama was copied is refreshed once; a package without one leaves a marker
+have_libllama() { ls "$DEST"/libllama.*.so >/dev/null 2>&1 || [ -f "$DEST/.no-libllama" ]; }
+
+if [ ! -f "$DEST/libggml-base.so" ] || [ ! -f "$DEST/libggml-vulkan.so" ] || ! have_libllama; then
     command -v npm >/dev/null 2>&1 || skip "no npm to fetch $NPM_PACKAGE"
     work="$(mktemp -d)"
     trap 'rm -rf "$work"' EXIT
@@ -45,7 +48,10 @@ if [ ! -f "$DEST/libggml-base.so" ] || [ ! -f "$DEST/libggml-vulkan.so" ]; then
     bins="$work/package/bins/linux-x64-vulkan"
     [ -f "$bins/libggml-base.so" ] || skip "$NPM_PACKAGE has no bins/linux-x64-vulkan/libggml-base.so"
     rm -rf "$DEST.partial" && mkdir -p "$DEST.partial"
-    cp "$bins"/libggml*.so "$DEST.partial"/  # the ggml libraries only (not llama's or the node addon)
+    # the ggml libraries and libllama (its RUNPATH is $ORIGIN, so it finds these ggml libraries); not the node addon
+    cp "$bins"/libggml*.so "$DEST.partial"/
+    cp "$bins"/libllama.*.so "$DEST.partial"/ 2>/dev/null \
+        || { echo "setup-vulkan: $NPM_PACKAGE ships no libllama" >&2; touch "$DEST.partial/.no-libllama"; }
     rm -rf "$DEST" && mv "$DEST.partial" "$DEST"
 fi
 

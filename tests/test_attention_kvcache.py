@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from conformance.cases.kvcache import judge_set_rows
-from conformance.data import as_stored, make_inputs
+from conformance.data import as_stored
+from conformance.inputs import make_inputs
 from golden import attention, catalogue, dtypes
 from golden.case import OpCase, TensorSpec
 
@@ -103,7 +104,7 @@ def test_a_fully_masked_row_is_zero_in_the_golden_the_bound_and_on_ggml_cpu(sink
 
 def _set_rows_case(dst: str = "f32") -> OpCase:
     return OpCase("SET_ROWS", (TensorSpec(dst, (4, 5, 1, 1)), TensorSpec("f32", (4, 3, 1, 1)),
-                               TensorSpec("i64", (3, 1, 1, 1))), out_dtype=dst)
+                               TensorSpec("i64", (3, 1, 1, 1))), dst=dst)
 
 
 def test_set_rows_last_duplicate_wins_in_the_golden() -> None:

@@ -194,12 +194,15 @@ def test_pytest_itself_reports_bad_options_as_a_usage_error(tmp_path: Path, args
     assert errors == [errors[0]] and errors[0].startswith(f"ERROR: conform: {expect}")
 
 
-def test_pytest_itself_stops_when_a_device_does_not_open(tmp_path: Path) -> None:
-    """A ggml name the library lacks is found when the device opens: the session ends with the reason."""
-    proc = _pytest(tmp_path, "--device", "ggml:CPU7")
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED
-    assert "Traceback" not in proc.stdout + proc.stderr
-    assert "conform: unknown ggml device 'CPU7'" in proc.stdout
+@pytest.mark.parametrize("name", ["CPU7", "NOPE"])
+def test_pytest_itself_stops_when_a_device_does_not_open(tmp_path: Path, name: str) -> None:
+    """A ggml name the library lacks is found when the device is opened once before collection: pytest's
+    one usage-error line on stderr, nothing on stdout (no ``! _pytest.outcomes.Exit``, no "deselected")."""
+    proc = _pytest(tmp_path, "--device", f"ggml:{name}")
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "Traceback" not in proc.stdout + proc.stderr and not proc.stdout.strip(), proc.stdout
+    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 1 and errors[0].startswith(f"ERROR: conform: unknown ggml device '{name}'"), errors
     assert not (tmp_path / "r.jsonl").exists()
 
 
@@ -213,6 +216,98 @@ def test_a_device_whose_info_breaks_the_contract(tmp_path: Path, factory: str, e
     line = one_line(code, stderr)
     assert code == 2 and spec in line and expect in line
     proc = _pytest(tmp_path, "--device", spec)
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR
     assert "INTERNALERROR" not in proc.stdout + proc.stderr and "Traceback" not in proc.stdout + proc.stderr
-    assert expect in proc.stdout
+    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 1 and spec in errors[0] and expect in errors[0], errors
+
+
+# ---- conform report and repro: the user's own arguments --------------------------------------------
+
+def _one_run(tmp_path: Path) -> Path:
+    """A results file of a few golden RELU cases."""
+    out = tmp_path / "run"
+    code, stderr = conform("run", "--device", "golden", "--op", "RELU", "--no-report", "--out", str(out))
+    assert code == 0, stderr
+    return out / "results.jsonl"
+
+
+def test_report_into_a_directory_names_the_users_argument(tmp_path: Path) -> None:
+    results = _one_run(tmp_path)
+    folder = tmp_path / "somedir"
+    folder.mkdir()
+    for given in (str(folder), str(folder) + "/"):
+        line = one_line(*conform("report", str(results), "-o", given))
+        assert f"-o {given}: is a directory" in line and ".tmp" not in line, line
+    assert list(folder.iterdir()) == []
+
+
+def test_report_baseline_takes_one_file_so_the_results_follow(tmp_path: Path) -> None:
+    """``--baseline old.jsonl new.jsonl``: the baseline is old.jsonl, and new.jsonl is the run reported
+    (it used to swallow both and ask for RESULTS)."""
+    old = _one_run(tmp_path / "old")
+    new = _one_run(tmp_path / "new")
+    code, stderr = conform("report", "--baseline", str(old), str(new), "-o", str(tmp_path / "r.html"))
+    assert code == 0, stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "since baseline" in html.lower()
+
+
+def test_repro_writes_no_artefacts_unless_asked(tmp_path: Path) -> None:
+    """A failing case: nothing in the current directory by default; with --out DIR, DIR/artefacts/*.npz."""
+    failing = "GELU_QUICK(type=f32,ne=[4,1,1,1],dst=f32,data=uniform:1)"
+    device = "tests.plugins.faulty:erf_gelu_quick"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "repro", failing, "--device", device],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert proc.returncode == 1 and proc.stdout.startswith("FAIL"), proc.stdout + proc.stderr
+    assert list(tmp_path.iterdir()) == [] and "artefact" not in proc.stdout
+    code = subprocess.run([sys.executable, "-m", "conformance.cli", "repro", failing, "--device", device,
+                           "--out", str(tmp_path / "kept")], capture_output=True, cwd=tmp_path, env=env,
+                          timeout=120).returncode
+    assert code == 1 and len(list((tmp_path / "kept" / "artefacts").glob("*.npz"))) == 1
+
+
+# ---- plug-ins load as the README shows, without PYTHONPATH -------------------------------------------
+
+def _installed_script(name: str) -> Path:
+    script = Path(sys.executable).parent / name
+    if not script.exists():
+        pytest.skip(f"no {name} script beside {sys.executable} (the project is not installed in this environment)")
+    return script
+
+
+def test_plugin_from_the_checkout_root_through_the_conform_script() -> None:
+    """README: ``conform run --device tests.plugins.faulty:erf_gelu_quick`` from the repository root."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([str(_installed_script("conform")), "repro", GOOD_CASE, "--device",
+                           "tests.plugins.faulty:erf_gelu_quick"], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("PASS"), proc.stdout + proc.stderr
+
+
+def test_plugin_from_an_installed_package(tmp_path: Path) -> None:
+    """A vendor's package installed into an environment (here: copied into a fresh venv's site-packages,
+    which sees this project's environment through a .pth file), used from an unrelated folder."""
+    import site
+    import sysconfig
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    ours = [str(ROOT), sysconfig.get_path("purelib"), *site.getsitepackages()]
+    (Path(purelib) / "conform_env.pth").write_text("\n".join(dict.fromkeys(ours)) + "\n")
+    package = Path(purelib) / "vendor_board"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from device.golden_device import GoldenDevice\n\n\ndef factory(options):\n    return GoldenDevice()\n")
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([str(python), "-c", "import sys; from conformance.cli import main; sys.exit(main())",
+                           "repro", GOOD_CASE, "--device", "vendor_board:factory"],
+                          capture_output=True, text=True, cwd=work, env=env, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("PASS"), proc.stdout + proc.stderr
+    assert list(work.iterdir()) == []

@@ -13,8 +13,9 @@ import ctypes
 import numpy as np
 import pytest
 
-from conformance.data import as_stored, make_inputs
+from conformance.data import as_stored
 from conformance.harness import CaseFailed, Harness
+from conformance.inputs import make_inputs
 from conformance.verdict_raw import judge_raw_inputs
 from device.base import Capability, capabilities_of
 from device.golden_device import GoldenDevice
@@ -39,13 +40,14 @@ def test_absent_capabilities_are_none() -> None:
         name = "bare"
 
     assert capabilities_of(Bare()) == frozenset()
-    assert capabilities_of(GoldenDevice) == {Capability.IN_PROCESS}
+    assert capabilities_of(GoldenDevice) == {Capability.IN_PROCESS, Capability.GRAPH}
 
 
-def test_ggml_cpu_declares_transfer_and_perf_only() -> None:
+def test_ggml_cpu_declares_transfer_perf_and_graph_only() -> None:
     cpu = open_device("ggml:CPU", {})
     try:
-        assert capabilities_of(cpu) == {Capability.TRANSFER, Capability.PERF}  # not CANN's layout, no raw reader
+        # not CANN's layout, no raw reader
+        assert capabilities_of(cpu) == {Capability.TRANSFER, Capability.PERF, Capability.GRAPH}
     finally:
         cpu.close()
 

@@ -39,7 +39,7 @@ def test_drawn_cases_match_their_catalogue_entry(op: str, signature, data: st.Da
     case = data.draw(cases.strategy_for(op, signature))
     assert case.op == op
     assert tuple(t.dtype for t in case.inputs[: len(signature.srcs)]) == signature.srcs
-    assert case.out_dtype == signature.dst
+    assert case.dst == signature.dst
     catalogue.get(op).check_params(case)
 
 

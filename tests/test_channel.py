@@ -16,9 +16,9 @@ import pytest
 
 from device.base import RunResult
 from device.channel import HARNESS, WORKER, Arena, Channel
-from device.outcome import Outcome
-from device.worker import Reply, RunRequest, decode_message, encode_message
+from device.messages import Reply, RunRequest, decode_message, encode_message
 from golden.case import CONTIGUOUS, Layout, OpCase, TensorSpec
+from results.outcome import Outcome
 
 
 def _pair(arena_bytes: int | None = 1 << 16) -> tuple[Channel, Channel]:
@@ -144,7 +144,7 @@ def _case() -> OpCase:
         (TensorSpec("f32", (5, 3, 2, 1)),
          TensorSpec("f16", (5, 3, 1, 1), Layout((0, 2, 1, 3), (1, 0, 0, 0), 3), "mask")),
         params=(("scale", 0.25), ("max_bias", 8.0), ("sinks", (1, 2))),
-        out_dtype="f32", variant="ext", data_seed=17, distribution="normal",
+        dst="f32", form="ext", data_seed=17, distribution="normal",
     )
 
 

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance.harness import BREAKER_EXTRA_ATTEMPTS, BREAKER_EXTRA_DEATHS, Breaker, CaseFailed
-from conformance.record import CaseDescription, CaseRecord
-from device.outcome import Outcome
 from golden.case import OpCase, TensorSpec
+from results.outcome import Outcome
+from results.record import CaseDescription, CaseRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,7 +46,7 @@ def test_the_breaker_opens_after_its_budget() -> None:
 def test_a_known_bugs_crash_does_not_trip_it() -> None:
     """Known bugs crash on some layouts by design (device/ggml/known_bugs_cpu.py); the other examples of
     the test must still run."""
-    from conformance.record import ExpectedFailure
+    from results.record import ExpectedFailure
 
     breaker = Breaker("t")
     for i in range(10):
@@ -197,7 +197,7 @@ def test_a_failing_case_is_run_again() -> None:
 
     harness = Harness("tests.plugins.faulty:erf_gelu_quick", {}, timeout=60)
     harness.current_test_id = "test_unary[gelu_quick-f32]"
-    case = OpCase("GELU_QUICK", (TensorSpec("f32", (256, 4, 1, 1)),), out_dtype="f32", data_seed=1,
+    case = OpCase("GELU_QUICK", (TensorSpec("f32", (256, 4, 1, 1)),), dst="f32", data_seed=1,
                   distribution="dense")
     try:
         answers = _draw_same_case(harness, case, once=True, examples=3)

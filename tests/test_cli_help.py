@@ -38,7 +38,7 @@ def test_every_option_has_help(command: str) -> None:
 
 @pytest.mark.parametrize(("command", "shown"), [
     ("run", ["(default: ci)", "(default: 120.0)", "(default: 1)", "default: ggml:CPU", "default: conform-out/<time>"]),
-    ("repro", ["(default: 120.0)", "(default: 1)", "(default: .)", "else ggml:CPU"]),
+    ("repro", ["(default: 120.0)", "(default: 1)", "(default: nothing is written)", "else ggml:CPU"]),
 ])
 def test_help_shows_the_defaults(command: str, shown: list[str]) -> None:
     text = " ".join(_subparser(command).format_help().split())

@@ -64,7 +64,7 @@ def test_pad_reflect_limit_is_ne0_minus_one() -> None:
 
 
 def test_fill_f16_rounds_the_constant_once() -> None:
-    case = OpCase("FILL", (TensorSpec("f16", (3, 1, 1, 1)),), params=(("c", 65520.0),), out_dtype="f16")
+    case = OpCase("FILL", (TensorSpec("f16", (3, 1, 1, 1)),), params=(("c", 65520.0),), dst="f16")
     exact = catalogue.evaluate(case, [np.zeros((1, 1, 1, 3))])
     assert np.all(exact == 65520.0)  # the verdict stores it: +inf in F16, as ggml's conversion does
 

@@ -17,11 +17,11 @@ from device.base import DeviceError, RunResult, output_dtype
 from device.ggml.device import open_ggml_device
 from device.golden_device import GoldenDevice
 from golden.case import OpCase, TensorSpec
-from reports.schema import ResultsWriter
+from results.schema import ResultsWriter
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGINS = "tests.plugins.contract_breakers"
-RELU = OpCase("RELU", (TensorSpec("f32", (8, 2, 1, 1)),), out_dtype="f32", data_seed=1)
+RELU = OpCase("RELU", (TensorSpec("f32", (8, 2, 1, 1)),), dst="f32", data_seed=1)
 
 
 def evaluate(factory: str, case: OpCase = RELU):
@@ -83,7 +83,7 @@ def test_a_device_that_cannot_open_is_one_line_naming_it(factory: str, expect: s
 
 def test_an_override_of_run_is_what_runs() -> None:
     """A GgmlDevice subclass whose ADD returns zeros fails ADD: the worker calls run(), nothing else."""
-    add = OpCase("ADD", (TensorSpec("f32", (8, 2, 1, 1)), TensorSpec("f32", (8, 2, 1, 1))), out_dtype="f32",
+    add = OpCase("ADD", (TensorSpec("f32", (8, 2, 1, 1)), TensorSpec("f32", (8, 2, 1, 1))), dst="f32",
                  data_seed=3, distribution="dense")
     h = Harness(f"{PLUGINS}:zero_add", {}, timeout=60)
     try:
@@ -94,17 +94,18 @@ def test_an_override_of_run_is_what_runs() -> None:
 
 
 OUTPUT_CASES = [
-    OpCase("RELU", (TensorSpec("f32", (5, 3, 1, 1)),), out_dtype="f32", data_seed=1),
-    OpCase("RELU", (TensorSpec("f16", (5, 3, 1, 1)),), out_dtype="f16", data_seed=1),
-    OpCase("CPY", (TensorSpec("f32", (5, 3, 1, 1)),), (("dst_ne", (5, 3, 1, 1)),), out_dtype="bf16", data_seed=1),
-    OpCase("ARGSORT", (TensorSpec("f32", (5, 3, 1, 1)),), (("order", "asc"),), out_dtype="i32", data_seed=1),
-    OpCase("CPY", (TensorSpec("f32", (64, 2, 1, 1)),), (("dst_ne", (64, 2, 1, 1)),), out_dtype="q8_0", data_seed=1),
+    OpCase("RELU", (TensorSpec("f32", (5, 3, 1, 1)),), dst="f32", data_seed=1),
+    OpCase("RELU", (TensorSpec("f16", (5, 3, 1, 1)),), dst="f16", data_seed=1),
+    OpCase("CPY", (TensorSpec("f32", (5, 3, 1, 1)),), (("dst_ne", (5, 3, 1, 1)),), dst="bf16", data_seed=1),
+    OpCase("ARGSORT", (TensorSpec("f32", (5, 3, 1, 1)),), (("order", "asc"),), dst="i32", data_seed=1),
+    OpCase("CPY", (TensorSpec("f32", (64, 2, 1, 1)),), (("dst_ne", (64, 2, 1, 1)),), dst="q8_0", data_seed=1),
 ]
 
 
-@pytest.mark.parametrize("case", OUTPUT_CASES, ids=lambda c: f"{c.op}-{c.out_dtype}")
+@pytest.mark.parametrize("case", OUTPUT_CASES, ids=lambda c: f"{c.op}-{c.dst}")
 def test_ggml_and_golden_return_the_destination_dtype(case: OpCase) -> None:
-    from conformance.data import as_stored, make_inputs
+    from conformance.data import as_stored
+    from conformance.inputs import make_inputs
 
     inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
     ggml = open_ggml_device("CPU", {})
@@ -114,7 +115,7 @@ def test_ggml_and_golden_return_the_destination_dtype(case: OpCase) -> None:
         again = ggml.run(case, inputs)  # no supports() before: built afresh
     finally:
         ggml.close()
-    want = output_dtype(case.out_dtype)
+    want = output_dtype(case.dst)
     assert got.output.dtype == want and again.output.dtype == want
     np.testing.assert_array_equal(got.output, again.output)
     assert GoldenDevice().run(case, inputs).output.dtype == want

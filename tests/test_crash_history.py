@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from conformance.harness import Harness
-from conformance.record import CaseRecord
 from conformance.sequence import Replay, Step, shrink
-from device.outcome import Outcome
 from device.worker import DeviceWorker
 from golden.case import OpCase, TensorSpec
-from reports.schema import ResultsWriter
+from results.outcome import Outcome
+from results.record import CaseRecord
+from results.schema import ResultsWriter
 
 ROOT = Path(__file__).parent.parent
 DEVICE = "tests.plugins.stateful_crash:crashes_third_call_after_scale"
@@ -83,7 +83,8 @@ def test_the_history_restarts_with_the_process_and_keeps_the_latest(monkeypatch:
 
 
 def case_input(case: OpCase):  # type: ignore[no-untyped-def]
-    from conformance.data import as_stored, make_inputs
+    from conformance.data import as_stored
+    from conformance.inputs import make_inputs
 
     return as_stored(make_inputs(case)[0], case.inputs[0].dtype)
 

@@ -16,7 +16,7 @@ PLUGINS = "tests.plugins.faulty"
 
 
 def gelu_quick_case(seed: int, distribution: str) -> OpCase:
-    return OpCase("GELU_QUICK", (TensorSpec("f32", (256, 4, 1, 1)),), out_dtype="f32",
+    return OpCase("GELU_QUICK", (TensorSpec("f32", (256, 4, 1, 1)),), dst="f32",
                   data_seed=seed, distribution=distribution)
 
 

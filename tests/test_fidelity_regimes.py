@@ -15,7 +15,7 @@ from hypothesis.errors import NoSuchExample
 from conformance.cases.elementwise import elementwise_shape
 from conformance.cases.movement import get_rows_inputs, long_rows, tall_table
 from conformance.cases.numerics import big_mul_mat_case, mul_mat_inputs
-from conformance.data import make_inputs
+from conformance.inputs import make_inputs
 from conformance.strategies import NIGHTLY_MIN_EXAMPLES
 from golden import quant
 from golden.case import Layout, OpCase, TensorSpec
@@ -89,5 +89,5 @@ def test_a_table_of_several_indices_gathers_its_last_row() -> None:
 
 def test_src1_that_is_src0_holds_the_same_values() -> None:
     a = TensorSpec("f32", (33, 2, 1, 1))
-    x, y = make_inputs(OpCase("ADD", (a, a), variant="self", data_seed=5))
+    x, y = make_inputs(OpCase("ADD", (a, a), form="self", data_seed=5))
     assert np.array_equal(x, y) and x is not y

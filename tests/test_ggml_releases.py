@@ -127,7 +127,7 @@ def test_a_constructor_the_release_lacks_makes_only_its_op_unsupported() -> None
         import json
         from device.ggml.device import GgmlDevice
         from golden.case import parse_case_id
-        from conformance.data import make_inputs
+        from conformance.inputs import make_inputs
         dev = GgmlDevice("CPU", {str(folder)!r})
         res = {{}}
         for cid in ("PAD(type=f32,ne=[4,3,1,1],dst=f32,form=pad_ext,lp=[1,0,0,0],rp=[2,1,0,0],data=uniform:1)",

@@ -15,7 +15,7 @@ from golden.case import OpCase, TensorSpec
 
 
 def _argmax_case(ne0: int, rows: int) -> OpCase:
-    return OpCase("ARGMAX", (TensorSpec("f32", (ne0, rows, 1, 1)),), out_dtype="i32")
+    return OpCase("ARGMAX", (TensorSpec("f32", (ne0, rows, 1, 1)),), dst="i32")
 
 
 def _judge(rows: list[list[float]], picked: list[int]) -> bool:
@@ -66,7 +66,7 @@ def test_glu_halves_swapped_odd_row_and_reglu_short_circuit() -> None:
 
 
 def test_glu_split_rejects_mismatched_halves() -> None:
-    case = OpCase("SWIGLU", (TensorSpec("f32", (4, 2, 1, 1)), TensorSpec("f32", (4, 3, 1, 1))), variant=glu.SPLIT)
+    case = OpCase("SWIGLU", (TensorSpec("f32", (4, 2, 1, 1)), TensorSpec("f32", (4, 3, 1, 1))), form=glu.SPLIT)
     with pytest.raises(ValueError, match="same shape and type"):
         catalogue.evaluate(case, [np.zeros((1, 1, 2, 4)), np.zeros((1, 1, 3, 4))])
 
@@ -81,5 +81,5 @@ def test_l2_norm_clamps_the_norm_at_eps_outside_the_root() -> None:
     ((5, 7, 1, 1), False), ((5, 3, 3, 1), False), ((5, 2, 3, 1), True), ((5, 1, 1, 2), True), ((5, 2, 2, 2), True),
 ])
 def test_count_equal_bug_predicate_follows_the_cpu_row_index(ne: tuple[int, int, int, int], missed: bool) -> None:
-    case = OpCase("COUNT_EQUAL", (TensorSpec("i32", ne), TensorSpec("i32", ne)), out_dtype="i64")
+    case = OpCase("COUNT_EQUAL", (TensorSpec("i32", ne), TensorSpec("i32", ne)), dst="i64")
     assert _count_equal_rows_missed(case) is missed

@@ -96,7 +96,7 @@ def test_case_id_round_trip(ne, layout, seed, scale) -> None:
 def test_case_id_round_trip_keeps_params_named_like_tensor_fields() -> None:
     """UPSCALE, RESHAPE and REPEAT take a parameter ``ne``: it must not overwrite the input's shape."""
     case = OpCase("UPSCALE", (TensorSpec("f32", (3, 4, 1, 1)),), params=(("ne", (5, 6, 1, 1)),),
-                  variant="interpolate", data_seed=7)
+                  form="interpolate", data_seed=7)
     again = parse_case_id(case.case_id)
     assert again == case and again.inputs[0].ne == (3, 4, 1, 1)
 
@@ -149,8 +149,9 @@ def test_ulp_is_finite_at_the_largest_values() -> None:
 CANN_0202_OPS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "cann-0.20.2-ops.md"
 
 
-def test_catalogue_is_every_op_of_ggml_cann_0_20_2() -> None:
-    """The 81 ops ggml-cann 0.20.2's supports_op accepts (the reference index), no more, no fewer."""
+def test_catalogue_covers_every_op_of_ggml_cann_0_20_2() -> None:
+    """Every one of the 81 ops ggml-cann 0.20.2's supports_op accepts (the reference index) is in the
+    catalogue; ops beyond them are welcome (added by README's "Adding an op")."""
     if not CANN_0202_OPS.exists():
         pytest.skip(f"the reference list is not beside this checkout ({CANN_0202_OPS})")
     text = CANN_0202_OPS.read_text()
@@ -161,5 +162,7 @@ def test_catalogue_is_every_op_of_ggml_cann_0_20_2() -> None:
     for line in new_part.splitlines():
         if ":" in line:
             wanted |= set(re.sub(r"\([^)]*\)", "", line.split(":", 1)[1]).split())
-    assert len(wanted) == 81
-    assert wanted == set(catalogue.OPS), (sorted(wanted - set(catalogue.OPS)), sorted(set(catalogue.OPS) - wanted))
+    assert len(wanted) == 81  # the reference index parsed whole
+    missing = sorted(wanted - set(catalogue.OPS))
+    assert not missing, (f"ggml-cann 0.20.2 ops missing from the catalogue: {missing}; add each by README's "
+                         "'Adding an op' (golden/<family>.py: its function and OpSpec)")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.schema import OUTCOMES, SCHEMA, SCHEMA_VERSION
+from results.schema import OUTCOMES, SCHEMA, SCHEMA_VERSION
 
 ROOT = Path(__file__).parent.parent
 CASE_FIELDS = ("run_id", "worker", "test_id", "case_id", "device", "op", "dtypes", "shapes", "layout", "params",

@@ -7,8 +7,8 @@ import pytest
 
 from conformance.harness import Harness
 from device.known_bugs import find
-from device.outcome import Outcome
 from golden.case import Layout, OpCase, TensorSpec
+from results.outcome import Outcome
 
 GELU = OpCase("GELU", (TensorSpec("f32", (64, 3, 1, 1)),), distribution="dense", data_seed=5)
 
@@ -48,6 +48,6 @@ def test_a_documented_deviation_covers_only_what_it_documents(factory: str, outc
 def test_the_im2col_row_stride_bug_measures_rows_in_the_data_type(dtype: str, perm: tuple, known: bool) -> None:
     params = (("s0", 1), ("s1", 1), ("p0", 0), ("p1", 0), ("d0", 1), ("d1", 1), ("is_2d", True))
     case = OpCase("IM2COL", (TensorSpec(dtype, (1, 1, 1, 1)), TensorSpec(dtype, (1, 2, 1, 2), Layout(perm=perm))),
-                  params=params, out_dtype=dtype)
+                  params=params, dst=dtype)
     bug = find(case, "CPU", "0.20.2")
     assert (bug is not None and bug.id == "cpu-im2col-2d-ignores-nb1") is known

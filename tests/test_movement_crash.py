@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 import conformance.cases.movement  # noqa: F401  (GET_ROWS index maker)
-from conformance.data import as_stored, make_inputs
+from conformance.data import as_stored
 from conformance.harness import open_runner
-from device.outcome import Outcome
+from conformance.inputs import make_inputs
 from golden import catalogue
 from golden.case import Layout, OpCase, TensorSpec
+from results.outcome import Outcome
 
 GET_ROWS = OpCase("GET_ROWS", (TensorSpec("f32", (4, 3, 1, 1)), TensorSpec("i32", (2, 1, 1, 1))))
 

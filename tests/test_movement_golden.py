@@ -64,7 +64,7 @@ def test_arange_length_and_values() -> None:
 
 
 def _argsort_case(order: str) -> OpCase:
-    return OpCase("ARGSORT", (TensorSpec("f32", (4, 1, 1, 1)),), params=(("order", order),), out_dtype="i32")
+    return OpCase("ARGSORT", (TensorSpec("f32", (4, 1, 1, 1)),), params=(("order", order),), dst="i32")
 
 
 def test_argsort_verdict_accepts_any_order_of_ties_only() -> None:

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conformance.data import make_inputs
+from conformance.inputs import make_inputs
 from conformance.perf import LLAMA_TINY, bytes_moved, flops, llama, tensor_bytes
 from golden.case import parse_case_id
-from reports.load import load_results
 from reports.perf import REGRESSION_FACTOR, build_perf_section
+from results.load import load_results
 from tests.reports.synth import header, make_case, write_results
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 from conformance.harness import Harness
-from conformance.record import CaseDescription, CaseRecord, ExpectedFailure
 from conformance.set_get import SetGetCase
-from device.known_bugs import KnownBug
-from device.outcome import Outcome
+from device.known_bug import KnownBug
 from golden import dtypes, quant
 from golden.case import OpCase, TensorSpec
-from reports.schema import OUTCOMES
+from results.outcome import Outcome
+from results.record import CaseDescription, CaseRecord, ExpectedFailure
+from results.schema import OUTCOMES
 
 ROOT = Path(__file__).parent.parent
-# reports/RESULTS.md's case fields, schema version 1
+# results/RESULTS.md's case fields, schema version 1
 CASE_FIELDS = {"type", "test_id", "case_id", "device", "op", "dtypes", "shapes", "layout", "params", "distribution",
                "data_seed", "supported", "outcome", "tolerance", "duration_s", "repro", "artefact", "message"}
 

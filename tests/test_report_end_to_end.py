@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from reports.analysis import CLAIMED_FAIL
-from reports.load import load_results
+from results.load import load_results
 from tests.reports.browser import dump_dom, find_chromium
 from tests.reports.test_chromium import measure
 

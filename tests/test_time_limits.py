@@ -7,9 +7,9 @@ import pytest
 
 from conformance.harness import Harness
 from conformance.options import check_known_bug_timeout
-from device.known_bugs import KnownBug
-from device.outcome import Outcome
+from device.known_bug import KnownBug
 from golden.case import OpCase, TensorSpec
+from results.outcome import Outcome
 
 PLUGINS = "tests.plugins.faulty"
 SILU = OpCase("SILU", (TensorSpec("f32", (8, 1, 1, 1)),), data_seed=1)

@@ -155,7 +155,8 @@ def test_the_generated_c_program_builds_and_agrees_on_a_correct_backend(tmp_path
     """The C program against ggml's public API, built against the wheel's ggml (its CPU backend passes these)."""
     import libggml
 
-    from conformance.data import as_stored, make_inputs
+    from conformance.data import as_stored
+    from conformance.inputs import make_inputs
     from conformance.triage import build_line, c_program
     from golden import catalogue
 
@@ -163,7 +164,7 @@ def test_the_generated_c_program_builds_and_agrees_on_a_correct_backend(tmp_path
     inputs = [as_stored(x, t.dtype) for x, t in zip(make_inputs(case), case.inputs, strict=True)]
     exact = catalogue.golden_inputs(case, inputs)
     golden = catalogue.evaluate(case, exact)
-    allowed = catalogue.tolerance_of(case).allowed(case, exact, golden, case.out_dtype)
+    allowed = catalogue.tolerance_of(case).allowed(case, exact, golden, case.dst)
     source = c_program(case, "CPU", inputs, golden, allowed)
     assert source is not None
     path = tmp_path / "repro.c"

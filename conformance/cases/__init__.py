@@ -13,61 +13,25 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from collections.abc import Callable
-from dataclasses import dataclass, replace
 
-import numpy as np
 from hypothesis import strategies as st
 
+from conformance.cases.registry import (  # noqa: F401  (the package's interface)
+    ON_CHANGE,
+    CaseStrategy,
+    Comparator,
+    InputMaker,
+    MissingPiece,
+    OpCases,
+    family_default,
+    lookup_loaded,
+    register,
+)
 from golden import catalogue
 from golden.case import OpCase
 from golden.spec import Signature
 
-CaseStrategy = Callable[[str, Signature], st.SearchStrategy[OpCase]]
-InputMaker = Callable[[OpCase, np.random.Generator], list[np.ndarray]]
-Comparator = Callable[..., object]  # (case, exact inputs, golden, device output) -> verdict.Metrics
-
-
-class MissingPiece(LookupError):
-    """The suite lacks something the catalogue says an op needs (a harness error, never a skip)."""
-
-
-@dataclass(frozen=True)
-class OpCases:
-    op: str
-    group: str  # the test function (test_<group>) whose parameters include this op
-    draw: CaseStrategy | None = None
-    quantized: CaseStrategy | None = None
-    make_inputs: InputMaker | None = None
-    judge: Comparator | None = None
-
-
-_ENTRIES: dict[str, OpCases] = {}
-_FAMILY_DEFAULTS: dict[str, OpCases] = {}
 _LOOKED_UP: dict[str, OpCases] = {}  # lookup()'s answers, forgotten whenever an entry changes
-
-
-def register(*ops: str, group: str | None = None, draw: CaseStrategy | None = None,
-             quantized: CaseStrategy | None = None, make_inputs: InputMaker | None = None,
-             judge: Comparator | None = None) -> None:
-    """Add (or complete) the entries of ``ops``; only the given pieces change."""
-    _forget_answers()
-    for op in ops:
-        old = _ENTRIES.get(op) or OpCases(op, group or "")
-        _ENTRIES[op] = OpCases(
-            op, group or old.group, draw or old.draw, quantized or old.quantized, make_inputs or old.make_inputs,
-            judge or old.judge)
-
-
-def family_default(family: str, *, group: str, draw: CaseStrategy) -> None:
-    """The strategy (and test group) for ops of a golden family that register nothing of their own."""
-    _forget_answers()
-    _FAMILY_DEFAULTS[family] = OpCases("", group, draw)
-
-
-def _forget_answers() -> None:
-    _LOOKED_UP.clear()
-    strategy_for.cache_clear()
 
 
 def lookup(op: str) -> OpCases:
@@ -75,19 +39,8 @@ def lookup(op: str) -> OpCases:
     load_all()
     found = _LOOKED_UP.get(op)
     if found is None:
-        found = _LOOKED_UP[op] = _lookup(op)
+        found = _LOOKED_UP[op] = lookup_loaded(op)
     return found
-
-
-def _lookup(op: str) -> OpCases:
-    spec = catalogue.get(op)
-    own = _ENTRIES.get(spec.name)
-    default = _FAMILY_DEFAULTS.get(spec.family)
-    if own is None:
-        return replace(default, op=spec.name) if default is not None else OpCases(spec.name, "")
-    if own.draw is None and default is not None:
-        own = replace(own, draw=default.draw, group=own.group or default.group)
-    return own
 
 
 def entry(op: str) -> OpCases:
@@ -118,6 +71,9 @@ def strategy_for(op: str, signature: Signature) -> st.SearchStrategy[OpCase]:
     draw = found.quantized if signature.quantized else found.draw
     assert draw is not None  # entry() checked it
     return draw(op, signature)
+
+
+ON_CHANGE.extend((_LOOKED_UP.clear, strategy_for.cache_clear))
 
 
 _LOADED = False

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.strategies import ALL_PERMS, ROW_KEEPING_PERMS, f32, finish, layouts, spec
 from golden import dtypes
 from golden.case import Layout, OpCase
@@ -99,7 +99,7 @@ def fa_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     softcap = draw(st.sampled_from([0.0] * 6 + [50.0, 30.0, 1.0]))
     params = (("scale", f32(scale)), ("max_bias", f32(max_bias)), ("logit_softcap", f32(softcap)),
               ("prec", draw(st.sampled_from(["default", "f32"]))), ("mask", has_mask), ("sinks", has_sinks))
-    return finish(draw, OpCase(op, tuple(inputs), params=params, out_dtype=sig.dst))
+    return finish(draw, OpCase(op, tuple(inputs), params=params, dst=sig.dst))
 
 
 # ---- inputs ------------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
 from conformance.cases.movement import factorisation, grown
+from conformance.cases.registry import register
 from conformance.strategies import f32, finish, input_layouts, row_size, shapes, spec
 from golden import catalogue, dtypes
 from golden.case import Layout, Ne, OpCase
@@ -41,9 +41,9 @@ FILL_CONSTANTS = (0.0, -0.0, 1.0, -1.0, 0.1, 65504.0, 65519.0, 65520.0, -1e5, 2.
 def fill_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_elements=MAX_ELEMENTS))
     c = f32(draw(st.one_of(st.sampled_from(FILL_CONSTANTS), st.floats(width=32))))
-    variant = draw(st.sampled_from(["", "inplace"]))
+    form = draw(st.sampled_from(["", "inplace"]))
     src = spec(sig.srcs[0], ne, draw(_layout("FILL")))
-    return finish(draw, OpCase("FILL", (src,), params=(("c", c),), out_dtype=sig.dst, variant=variant))
+    return finish(draw, OpCase("FILL", (src,), params=(("c", c),), dst=sig.dst, form=form))
 
 
 @st.composite
@@ -94,8 +94,8 @@ def set_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     params = (("nb1", es * nb[1]), ("nb2", es * nb[2]), ("nb3", es * nb[3]), ("offset", es * offset))
     a = spec(dtype, ne_a, draw(_layout("SET")))  # type: ignore[arg-type]
     b = spec(sig.srcs[1], ne_b, draw(input_layouts(InputLayouts.ANY)))
-    variant = draw(st.sampled_from(["", "inplace"]))
-    return finish(draw, OpCase("SET", (a, b), params=params, out_dtype=sig.dst, variant=variant))
+    form = draw(st.sampled_from(["", "inplace"]))
+    return finish(draw, OpCase("SET", (a, b), params=params, dst=sig.dst, form=form))
 
 
 @st.composite

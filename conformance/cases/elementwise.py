@@ -11,17 +11,13 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import family_default, register
+from conformance.cases.registry import family_default, register
 from conformance.strategies import f32, finish, input_layouts, nightly_sizes, one_in, shapes, spec, tiling_shape
 from conformance.verdict import Metrics, compare
-from device.ggml.ops_elementwise import UNARY_OPS
 from golden import catalogue
 from golden.case import Layout, Ne, OpCase
 from golden.spec import InputLayouts, Signature
 from golden.unary import clamp_undefined_choices
-
-# ops with an in-place constructor the ggml builders call for form=inplace (CLAMP is in place already)
-INPLACE_OPS = frozenset({"SCALE", "LEAKY_RELU", "SQR", "SQRT", "SIN", "COS", "LOG", *UNARY_OPS})
 
 interesting_floats = st.one_of(
     st.sampled_from([0.0, 1.0, -1.0, 0.5, 1e-3, 1e3, -0.0]),
@@ -35,11 +31,15 @@ def elementwise_shape(draw: st.DrawFn) -> Ne:
     arithmetic and multi-block grids begin, in one nightly case in 128 (a few per test: each takes
     seconds); 2^17 in one dev or ci case in 16."""
     nightly = nightly_sizes()
+    usual = draw(shapes())
+    big_ne0 = draw(BIG_ROWS)  # drawn either way: the choices do not depend on the branch (shrinking)
     if not one_in(draw, 128 if nightly else 16):
-        return draw(shapes())
+        return usual
     total = (1 << 24) if nightly else (1 << 17)
-    ne0 = draw(st.sampled_from([4096, 4097, 16384, 65536]))
-    return (ne0, max(1, total // ne0), 1, 1)
+    return (big_ne0, max(1, total // big_ne0), 1, 1)
+
+
+BIG_ROWS = st.sampled_from([4096, 4097, 16384, 65536])
 
 
 ELEMENTWISE_SHAPE = elementwise_shape()  # one strategy object (a new one per draw costs Hypothesis' checks)
@@ -49,10 +49,10 @@ ELEMENTWISE_SHAPE = elementwise_shape()  # one strategy object (a new one per dr
 def binary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(ELEMENTWISE_SHAPE)
     a = spec(sig.srcs[0], ne, draw(input_layouts(catalogue.get(op).input_layouts)))
-    if sig.srcs[0] == sig.srcs[1] and one_in(draw, 6):  # src1 is src0 itself
-        return finish(draw, OpCase(op, (a, a), out_dtype=sig.dst, variant="self"))
     b = spec(sig.srcs[1], draw(tiling_shape(ne)), draw(input_layouts(InputLayouts.ANY)))
-    return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
+    if sig.srcs[0] == sig.srcs[1] and one_in(draw, 6):  # src1 is src0 itself (b drawn anyway: shrinking)
+        return finish(draw, OpCase(op, (a, a), dst=sig.dst, form="self"))
+    return finish(draw, OpCase(op, (a, b), dst=sig.dst))
 
 
 def _no_params(draw: st.DrawFn) -> tuple:
@@ -80,10 +80,11 @@ UNARY_PARAMS = {"SCALE": _scale_params, "CLAMP": _clamp_params, "LEAKY_RELU": _l
 def unary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(ELEMENTWISE_SHAPE)
     params = UNARY_PARAMS.get(op, _no_params)(draw)
-    variant = "inplace" if op in INPLACE_OPS and one_in(draw, 4) else ""
-    lay = Layout() if variant else draw(input_layouts(catalogue.get(op).input_layouts))
-    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst,
-                               variant=variant))
+    drawn_layout = draw(input_layouts(catalogue.get(op).input_layouts))  # drawn either way: shrinking
+    form = "inplace" if catalogue.get(op).inplace_form and one_in(draw, 4) else ""
+    lay = Layout() if form else drawn_layout
+    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, dst=sig.dst,
+                               form=form))
 
 
 family_default("binary", group="binary", draw=binary_case)
@@ -95,7 +96,7 @@ def add1_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     """ADD1: a padded-1-d a and a one-element b (ggml_add1 asserts ggml_is_scalar(b)) at any offset."""
     a = spec(sig.srcs[0], draw(shapes()), draw(input_layouts(catalogue.get(op).input_layouts)))
     b = spec(sig.srcs[1], (1, 1, 1, 1), draw(input_layouts(InputLayouts.ANY)))
-    return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (a, b), dst=sig.dst))
 
 
 register("ADD1", group="binary", draw=add1_case)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import DISTRIBUTIONS, floats
 from conformance.strategies import finish, input_layouts, shapes, spec
 from golden import catalogue, dtypes
@@ -28,16 +28,16 @@ def glu_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     if len(sig.srcs) == 2:
         ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
         srcs = (spec(sig.srcs[0], ne, draw(layouts)), spec(sig.srcs[1], ne, draw(layouts)))
-        return finish(draw, OpCase(op, srcs, out_dtype=sig.dst, variant=SPLIT))
+        return finish(draw, OpCase(op, srcs, dst=sig.dst, form=SPLIT))
     nc, ne1, ne2, ne3 = draw(shapes(max_elements=MAX_ELEMENTS // 2))
     ne0 = 2 * nc + draw(st.sampled_from([0, 0, 0, 1]))  # an odd row leaves its last element out
     src = spec(sig.srcs[0], (ne0, ne1, ne2, ne3), draw(layouts))
-    return finish(draw, OpCase(op, (src,), params=(("swapped", draw(st.booleans())),), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (src,), params=(("swapped", draw(st.booleans())),), dst=sig.dst))
 
 
 def _activation_and_gate(case: OpCase, xs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Views of the activation input and the gate inside the drawn arrays (so they can be edited)."""
-    if case.variant == SPLIT:
+    if case.form == SPLIT:
         return xs[0], xs[1]
     a = xs[0]
     nc = a.shape[-1] // 2

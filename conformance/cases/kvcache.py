@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import floats, plain_input
 from conformance.strategies import finish, input_layouts, row_size, spec
 from conformance.verdict import Metrics, compare
@@ -74,7 +74,7 @@ def set_rows_case(draw: st.DrawFn, op: str, sig: Signature, quantized: bool = Fa
         spec(src_type, (ne0, n_rows, ne2, ne3), draw(input_layouts(InputLayouts.ROWS))),
         spec(idx_type, (n_rows, ne11, ne12, 1), draw(input_layouts(InputLayouts.ANY))),
     )
-    case = OpCase(op, inputs, out_dtype=sig.dst)
+    case = OpCase(op, inputs, dst=sig.dst)
     return finish(draw, case, distribution=FINITE if quantized else None)
 
 
@@ -118,7 +118,7 @@ def _candidates(case: OpCase, inputs: list[np.ndarray]) -> dict[tuple[int, int, 
 
 
 def judge_set_rows(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray) -> Metrics:
-    if dtypes.is_quantized(case.out_dtype):
+    if dtypes.is_quantized(case.dst):
         return _judge_quantized(case, inputs, golden, device)
     g = np.array(golden, dtype=np.float64, copy=True)
     d = np.asarray(device, dtype=np.float64).reshape(g.shape)
@@ -130,7 +130,7 @@ def judge_set_rows(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, d
 
 
 def _judge_quantized(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray) -> Metrics:
-    qtype = case.out_dtype
+    qtype = case.dst
     dst = case.inputs[0]
     ne0, ne1, ne2, ne3 = dst.ne
     m = Metrics(n=int(np.asarray(golden).size))

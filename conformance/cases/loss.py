@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import plain_input
 from conformance.strategies import finish, input_layouts, shapes, spec
 from golden import catalogue, dtypes
@@ -20,7 +20,7 @@ def cross_entropy_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_ne0=4096, max_elements=1 << 14))
     logits = spec(sig.srcs[0], ne, draw(input_layouts(catalogue.get(op).input_layouts)))
     labels = spec(sig.srcs[1], ne, draw(input_layouts(InputLayouts.ANY)))
-    return finish(draw, OpCase(op, (logits, labels), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (logits, labels), dst=sig.dst))
 
 
 def label_rows(rng: np.random.Generator, np_shape: tuple[int, ...]) -> np.ndarray:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import plain_input
 from conformance.strategies import ROW_KEEPING_PERMS, finish, input_layouts, layouts, row_size, spec
 from golden import catalogue
@@ -48,7 +48,7 @@ def _mul_mat_id(draw: st.DrawFn, op: str, sig: Signature, quantized: bool) -> Op
     inputs = (spec(sig.srcs[0], (k, n, n_expert, 1), experts_layout),
               spec(sig.srcs[1], (k, b_rows, tokens, 1), b_layout),
               spec("i32", (n_used, tokens, 1, 1), draw(layouts(perms=TRANSPOSED_IDS))))
-    return finish(draw, OpCase(op, inputs, out_dtype=sig.dst))
+    return finish(draw, OpCase(op, inputs, dst=sig.dst))
 
 
 def mul_mat_id_case(op: str, sig: Signature) -> st.SearchStrategy[OpCase]:
@@ -92,7 +92,7 @@ def _out_prod(draw: st.DrawFn, op: str, sig: Signature, quantized: bool) -> OpCa
     a_layout = Layout() if quantized else draw(input_layouts(catalogue.get(op).input_layouts))
     inputs = (spec(sig.srcs[0], (m, k, a2, a3), a_layout),
               spec(sig.srcs[1], (n, k, a2 * r2, a3 * r3), draw(input_layouts(catalogue.InputLayouts.ANY))))
-    return finish(draw, OpCase(op, inputs, out_dtype=sig.dst))
+    return finish(draw, OpCase(op, inputs, dst=sig.dst))
 
 
 def out_prod_case(op: str, sig: Signature) -> st.SearchStrategy[OpCase]:

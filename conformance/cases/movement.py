@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import plain_input
 from conformance.strategies import (
     ALL_PERMS,
@@ -92,15 +92,15 @@ def view_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
         return draw(strided_view_case(dtype))
     ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
     params: tuple = ()
-    variant = ""
+    form = ""
     if op == "PERMUTE":
         params = (("axes", draw(st.sampled_from(ALL_AXES))),)
     elif op == "RESHAPE":
         params = (("ne", draw(factorisation(_count(ne)))),)
     elif op == "CONT" and draw(st.booleans()):
-        variant, params = "cont_4d", (("ne", draw(factorisation(_count(ne)))),)
+        form, params = "cont_4d", (("ne", draw(factorisation(_count(ne)))),)
     src = spec(dtype, ne, draw(_layout(op)))
-    return finish(draw, OpCase(op, (src,), params=params, out_dtype=sig.dst, variant=variant))
+    return finish(draw, OpCase(op, (src,), params=params, dst=sig.dst, form=form))
 
 
 @st.composite
@@ -120,7 +120,7 @@ def strided_view_case(draw: st.DrawFn, dtype: str) -> OpCase:
     src_ne = draw(factorisation(extent + draw(st.integers(0, 3))))
     es = type_size(dtype)
     params = (("ne", ne), ("nb", (es, nb1 * es, nb2 * es, nb3 * es)), ("offset", offset * es))
-    return finish(draw, OpCase("VIEW", (spec(dtype, src_ne),), params=params, out_dtype=dtype))
+    return finish(draw, OpCase("VIEW", (spec(dtype, src_ne),), params=params, dst=dtype))
 
 
 # ---- CPY: conversions, reshaping and strided destinations ----------------------------------------
@@ -152,7 +152,7 @@ ANY_PERM = st.sampled_from(ALL_PERMS)
 def cpy_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
     params = draw(cpy_destination(ne))
-    case = OpCase("CPY", (spec(sig.srcs[0], ne, draw(_layout("CPY"))),), params=params, out_dtype=sig.dst)
+    case = OpCase("CPY", (spec(sig.srcs[0], ne, draw(_layout("CPY"))),), params=params, dst=sig.dst)
     case = finish(draw, case)
     if sig.dst == "i32":  # a NaN or inf cast to I32 is undefined behaviour in C: draw finite values
         case = replace(case, distribution=draw(NO_NAN_INF))
@@ -170,7 +170,7 @@ def repeat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
         budget //= r
     target = tuple(n * r for n, r in zip(ne, reps, strict=True))
     src = spec(sig.srcs[0], ne, draw(_layout("REPEAT")))
-    return finish(draw, OpCase("REPEAT", (src,), params=(("ne", target),), out_dtype=sig.dst))
+    return finish(draw, OpCase("REPEAT", (src,), params=(("ne", target),), dst=sig.dst))
 
 
 @st.composite
@@ -197,7 +197,7 @@ def concat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
                      for d in range(4))  # type: ignore[assignment]
     a = spec(sig.srcs[0], ne_a, draw(_layout("CONCAT")))
     b = spec(sig.srcs[1], ne_b, draw(_layout("CONCAT")))
-    return finish(draw, OpCase("CONCAT", (a, b), params=(("dim", dim),), out_dtype=sig.dst))
+    return finish(draw, OpCase("CONCAT", (a, b), params=(("dim", dim),), dst=sig.dst))
 
 
 @st.composite
@@ -227,7 +227,7 @@ def pad_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
         padded = tuple(n + r for n, r in zip(ne, rp, strict=True))
         lp = draw(grown(padded, most=2, budget=MAX_ELEMENTS // 2)) if form == "pad_ext" else (0, 0, 0, 0)  # type: ignore[arg-type]
     src = spec("f32", ne, draw(_layout("PAD")))
-    return finish(draw, OpCase("PAD", (src,), params=(("lp", lp), ("rp", rp)), variant=form))
+    return finish(draw, OpCase("PAD", (src,), params=(("lp", lp), ("rp", rp)), form=form))
 
 
 # antialias twice: its filter shows only when shrinking, which it gets about half the time
@@ -254,7 +254,7 @@ def upscale_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
         # the antialias filter acts only when shrinking: its sizes shrink here (sf above enlarges)
         top = n if kind == "antialias" else 2 * n + 3
         out.append(draw(st.integers(1, max(1, min(top, room)))))
-    case = OpCase("UPSCALE", (src,), params=(("ne", tuple(out)), *mode), variant="interpolate")
+    case = OpCase("UPSCALE", (src,), params=(("ne", tuple(out)), *mode), form="interpolate")
     return finish(draw, case, distribution=values)
 
 
@@ -276,7 +276,7 @@ def tall_table(draw: st.DrawFn) -> Ne:
     if nightly_sizes():
         budget, edges = 1 << 21, TALL_TABLE_ROWS + NIGHTLY_TABLE_ROWS
     ne1 = draw(_table_rows(edges))
-    ne0 = draw(st.integers(1, max(1, min(16, budget // ne1))))
+    ne0 = min(draw(st.integers(1, 16)), max(1, budget // ne1))  # fixed bounds, clamped: shrinking
     return (ne0, ne1, 1, 1)
 
 
@@ -285,15 +285,14 @@ TALL_TABLE = tall_table()
 
 @st.composite
 def get_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    if one_in(draw, 3):
-        ne = draw(TALL_TABLE)
-        n_rows = draw(st.integers(1, 64))
-    else:
-        ne = draw(shapes(max_elements=MAX_ELEMENTS // 2, max_outer=6))
-        n_rows = draw(st.integers(1, max(1, min(12, MAX_ELEMENTS // _count((ne[0], 1, ne[2], ne[3]))))))
+    # both branches drawn, bounds fixed and clamped: the choices do not depend on the branch (shrinking)
+    tall, tall_rows = draw(TALL_TABLE), draw(st.integers(1, 64))
+    usual = draw(shapes(max_elements=MAX_ELEMENTS // 2, max_outer=6))
+    usual_rows = min(draw(st.integers(1, 12)), max(1, MAX_ELEMENTS // _count((usual[0], 1, usual[2], usual[3]))))
+    ne, n_rows = (tall, tall_rows) if one_in(draw, 3) else (usual, usual_rows)
     data = spec(sig.srcs[0], ne, draw(_layout("GET_ROWS")))
     rows = spec("i32", (n_rows, ne[2], ne[3], 1), draw(input_layouts(InputLayouts.ANY)))
-    return finish(draw, OpCase("GET_ROWS", (data, rows), out_dtype=sig.dst))
+    return finish(draw, OpCase("GET_ROWS", (data, rows), dst=sig.dst))
 
 
 @st.composite
@@ -321,8 +320,8 @@ def acc_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     params = (("nb1", 4 * nb[1]), ("nb2", 4 * nb[2]), ("nb3", 4 * nb[3]), ("offset", 4 * offset))
     a = spec("f32", ne_a)  # type: ignore[arg-type]
     b = spec("f32", ne_b, draw(input_layouts(InputLayouts.ANY)))
-    variant = draw(st.sampled_from(["", "inplace"]))
-    return finish(draw, OpCase("ACC", (a, b), params=params, variant=variant))
+    form = draw(st.sampled_from(["", "inplace"]))
+    return finish(draw, OpCase("ACC", (a, b), params=params, form=form))
 
 
 # ---- ARANGE, ARGSORT, SUM_ROWS -------------------------------------------------------------------
@@ -355,7 +354,8 @@ def long_rows(draw: st.DrawFn) -> Ne:
 @st.composite
 def reduced_rows(draw: st.DrawFn, *, max_elements: int) -> Ne:
     """Half the time a row longer than 1,024 elements, else any shape (ARGSORT, SUM_ROWS)."""
-    return draw(long_rows()) if draw(st.booleans()) else draw(shapes(max_elements=max_elements))
+    long, usual = draw(long_rows()), draw(shapes(max_elements=max_elements))  # both: shrinking
+    return long if draw(st.booleans()) else usual
 
 
 @st.composite
@@ -363,7 +363,7 @@ def argsort_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(reduced_rows(max_elements=MAX_ELEMENTS // 2))
     order = draw(st.sampled_from(["asc", "desc"]))
     src = spec("f32", ne, draw(_layout("ARGSORT")))
-    return finish(draw, OpCase("ARGSORT", (src,), params=(("order", order),), out_dtype="i32"))
+    return finish(draw, OpCase("ARGSORT", (src,), params=(("order", order),), dst="i32"))
 
 
 @st.composite

@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import floats, plain_input
 from conformance.strategies import (
     ROW_KEEPING_PERMS,
@@ -56,10 +56,10 @@ def norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     else:
         ne = draw(shapes())
         params = (("eps", f32(draw(EPS))),)
-    variant = draw(INPLACE_FORM) if op == "RMS_NORM" else ""
+    form = draw(INPLACE_FORM) if op == "RMS_NORM" else ""
     # in place, the kernel sees the ggml_dup's contiguous copy: the input's layout would test only the dup
-    lay = Layout() if variant else draw(input_layouts(catalogue.get(op).input_layouts))
-    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, out_dtype=sig.dst, variant=variant))
+    lay = Layout() if form else draw(input_layouts(catalogue.get(op).input_layouts))
+    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, dst=sig.dst, form=form))
 
 
 # ---- SOFT_MAX, DIAG_MASK_INF -----------------------------------------------------------------------
@@ -72,13 +72,16 @@ SOFT_MAX_SCALES = st.one_of(st.sampled_from([1.0, 0.125, 0.08838835, 2.0]), st.f
 
 @st.composite
 def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    # both regimes drawn, bounds fixed and clamped: the choices do not depend on the branch (shrinking)
+    vocab = draw(st.sampled_from(VOCAB_ROWS + (NIGHTLY_VOCAB_ROWS if nightly_sizes() else ())))
+    vocab_heads, vocab_rows = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    row = draw(row_size(max_ne0=1024))
+    row_heads = draw(st.integers(1, 12))  # 3, 5, 6, 7, 12... reach ALiBi's second slope segment
+    rows = min(draw(st.integers(1, 8)), max(1, MAX_ELEMENTS // (row * row_heads * 2)))
     if one_in(draw, 6):  # a vocabulary-wide row: one or two heads of one or two rows
-        ne0 = draw(st.sampled_from(VOCAB_ROWS + (NIGHTLY_VOCAB_ROWS if nightly_sizes() else ())))
-        heads, ne1 = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+        ne0, heads, ne1 = vocab, vocab_heads, vocab_rows
     else:
-        ne0 = draw(row_size(max_ne0=1024))
-        heads = draw(st.integers(1, 12))  # 3, 5, 6, 7, 12... reach ALiBi's second slope segment
-        ne1 = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (ne0 * heads * 2)))))
+        ne0, heads, ne1 = row, row_heads, rows
     ne3 = draw(st.integers(1, 2))
     ne = (ne0, ne1, heads, ne3)
     inputs = [spec("f32", ne)]
@@ -92,8 +95,8 @@ def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     max_bias = draw(MAX_BIASES) if has_mask else 0.0
     scale = draw(SOFT_MAX_SCALES)
     params = (("scale", f32(scale)), ("max_bias", f32(max_bias)), ("mask", has_mask), ("sinks", has_sinks))
-    variant = draw(INPLACE_FORM)
-    return finish(draw, OpCase("SOFT_MAX", tuple(inputs), params=params, out_dtype=sig.dst, variant=variant))
+    form = draw(INPLACE_FORM)
+    return finish(draw, OpCase("SOFT_MAX", tuple(inputs), params=params, dst=sig.dst, form=form))
 
 
 @st.composite
@@ -101,7 +104,7 @@ def diag_mask_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_ne0=512))
     params = (("n_past", draw(st.integers(0, ne[0] + 1))),)
     src = spec(sig.srcs[0], ne, draw(input_layouts(catalogue.get(op).input_layouts)))
-    return finish(draw, OpCase("DIAG_MASK_INF", (src,), params=params, out_dtype=sig.dst))
+    return finish(draw, OpCase("DIAG_MASK_INF", (src,), params=params, dst=sig.dst))
 
 
 # ---- ROPE -------------------------------------------------------------------------------------------
@@ -171,7 +174,7 @@ def rope_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     )
     if multi:
         params += (("sections", draw(_rope_sections(mode, n_dims, head_dim))),)
-    return finish(draw, OpCase("ROPE", tuple(inputs), params=params, out_dtype=sig.dst))
+    return finish(draw, OpCase("ROPE", tuple(inputs), params=params, dst=sig.dst))
 
 
 # ---- MUL_MAT ----------------------------------------------------------------------------------------
@@ -191,22 +194,23 @@ def big_mul_mat_case(draw: st.DrawFn, sig: Signature) -> OpCase:
         k, n, m = draw(st.sampled_from(DEEP_K)), draw(st.integers(1, 2)), draw(st.integers(1, 2))
     a = spec(sig.srcs[0], (k, n, 1, 1), name=draw(weight_names))
     b = spec(sig.srcs[1], (k, m, 1, 1))
-    return finish(draw, OpCase("MUL_MAT", (a, b), out_dtype=sig.dst))
+    return OpCase("MUL_MAT", (a, b), dst=sig.dst)  # the caller draws its data (finish)
 
 
 @st.composite
 def mul_mat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
-    if one_in(draw, 32 if nightly_sizes() else 8):  # nightly's take seconds each: a dozen per test
-        return draw(big_mul_mat_case(sig))
+    big = draw(big_mul_mat_case(sig))  # drawn either way: the choices do not depend on the branch
     k = draw(row_size(max_ne0=4096))
     a2, a3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
     r2, r3 = draw(st.integers(1, 3)), draw(st.integers(1, 2))
-    n = draw(st.integers(1, max(1, min(16, MAX_ELEMENTS // (k * a2 * a3)))))
-    m = draw(st.integers(1, max(1, min(8, MAX_ELEMENTS // (k * a2 * r2 * a3 * r3)))))
+    n = min(draw(st.integers(1, 16)), max(1, MAX_ELEMENTS // (k * a2 * a3)))  # fixed bounds, clamped
+    m = min(draw(st.integers(1, 8)), max(1, MAX_ELEMENTS // (k * a2 * r2 * a3 * r3)))
     lay = draw(input_layouts(catalogue.get("MUL_MAT").input_layouts))
     a = spec(sig.srcs[0], (k, n, a2, a3), lay, draw(weight_names))
     b = spec(sig.srcs[1], (k, m, a2 * r2, a3 * r3), draw(layouts(perms=ROW_KEEPING_PERMS)))
-    return finish(draw, OpCase("MUL_MAT", (a, b), out_dtype=sig.dst))
+    if one_in(draw, 32 if nightly_sizes() else 8):  # nightly's take seconds each: a dozen per test
+        return finish(draw, big)
+    return finish(draw, OpCase("MUL_MAT", (a, b), dst=sig.dst))
 
 
 def same_sign_operands(case: OpCase) -> bool:
@@ -260,7 +264,7 @@ def im2col_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     kernel = spec(sig.srcs[0], kernel_ne)
     data = spec(sig.srcs[1], data_ne, draw(input_layouts(catalogue.get("IM2COL").input_layouts)))
     params = (("s0", s0), ("s1", s1), ("p0", p0), ("p1", p1), ("d0", d0), ("d1", d1), ("is_2d", is_2d))
-    return finish(draw, OpCase("IM2COL", (kernel, data), params=params, out_dtype=sig.dst))
+    return finish(draw, OpCase("IM2COL", (kernel, data), params=params, dst=sig.dst))
 
 
 @st.composite
@@ -277,7 +281,7 @@ def pool_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     (k0, s0, p0), (k1, s1, p1) = dims
     params += [("k0", k0), ("k1", k1), ("s0", s0), ("s1", s1), ("p0", f32(p0)), ("p1", f32(p1))]
     lay = draw(input_layouts(catalogue.get("POOL_2D").input_layouts))
-    return finish(draw, OpCase("POOL_2D", (spec(sig.srcs[0], ne, lay),), params=tuple(params), out_dtype=sig.dst))
+    return finish(draw, OpCase("POOL_2D", (spec(sig.srcs[0], ne, lay),), params=tuple(params), dst=sig.dst))
 
 
 # ---- TIMESTEP_EMBEDDING -----------------------------------------------------------------------------
@@ -287,7 +291,7 @@ def timestep_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     n = draw(st.integers(1, max(1, min(64, MAX_ELEMENTS // dim))))
     params = (("dim", dim), ("max_period", draw(st.sampled_from([10000, 10000, 1000, 100, 2]))))
     t = spec(sig.srcs[0], (n, 1, 1, 1), draw(input_layouts(catalogue.get("TIMESTEP_EMBEDDING").input_layouts)))
-    return finish(draw, OpCase("TIMESTEP_EMBEDDING", (t,), params=params, out_dtype=sig.dst))
+    return finish(draw, OpCase("TIMESTEP_EMBEDDING", (t,), params=params, dst=sig.dst))
 
 
 # ROPE positions per distribution: a prompt at a small offset, anywhere in a 4k context, anywhere

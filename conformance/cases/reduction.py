@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import DISTRIBUTIONS, plain_input
 from conformance.strategies import f32, finish, input_layouts, row_size, shapes, spec
 from conformance.verdict import Metrics
@@ -34,13 +34,13 @@ def _layout(op: str) -> st.SearchStrategy:
 def reduce_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     """SUM, MEAN, CUMSUM: one tensor of any shape and layout."""
     src = spec(sig.srcs[0], draw(shapes()), draw(_layout(op)))
-    return finish(draw, OpCase(op, (src,), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (src,), dst=sig.dst))
 
 
 @st.composite
 def l2_norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     src = spec(sig.srcs[0], draw(shapes()), draw(_layout(op)))
-    return finish(draw, OpCase(op, (src,), params=(("eps", f32(draw(L2_EPS))),), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (src,), params=(("eps", f32(draw(L2_EPS))),), dst=sig.dst))
 
 
 @st.composite
@@ -48,14 +48,14 @@ def argmax_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne0 = draw(row_size())
     ne1 = draw(st.integers(1, max(1, min(32, MAX_ELEMENTS // ne0))))
     src = spec(sig.srcs[0], (ne0, ne1, 1, 1), draw(_layout(op)))
-    return finish(draw, OpCase(op, (src,), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (src,), dst=sig.dst))
 
 
 @st.composite
 def count_equal_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
     a, b = spec(sig.srcs[0], ne, draw(_layout(op))), spec(sig.srcs[1], ne, draw(_layout(op)))
-    return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (a, b), dst=sig.dst))
 
 
 # ---- input makers ---------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.cases import register
+from conformance.cases.registry import register
 from conformance.data import floats
 from conformance.strategies import ALL_PERMS, f32, finish, input_layouts, layouts, spec
 from golden import catalogue, dtypes, ssm
@@ -38,7 +38,7 @@ def conv_transpose_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     s0 = draw(st.one_of(st.sampled_from([1, 2, k, k + 1]), st.integers(1, 5)))  # s0 > K leaves gaps
     kernel = spec(sig.srcs[0], (k, c_out, c_in, 1), draw(input_layouts(catalogue.get(op).input_layouts)))
     data = spec(sig.srcs[1], (length, c_in, 1, 1), draw(layouts(perms=ALL_PERMS)))
-    return finish(draw, OpCase(op, (kernel, data), params=(("s0", s0),), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (kernel, data), params=(("s0", s0),), dst=sig.dst))
 
 
 # ---- SSM_CONV ---------------------------------------------------------------------------------------
@@ -50,7 +50,7 @@ def ssm_conv_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     n_t = draw(st.integers(1, max(1, min(32, MAX_ELEMENTS // (d_inner * n_s) - d_conv + 1))))
     sx = spec(sig.srcs[0], (d_conv - 1 + n_t, d_inner, n_s, 1), draw(input_layouts(catalogue.get(op).input_layouts)))
     c = spec(sig.srcs[1], (d_conv, d_inner, 1, 1), draw(layouts(perms=ALL_PERMS)))
-    return finish(draw, OpCase(op, (sx, c), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (sx, c), dst=sig.dst))
 
 
 # ---- GATED_LINEAR_ATTN ------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ def gla_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     qkvg = tuple(spec(t, (size, heads, tokens, 1)) for t in sig.srcs[:4])
     state = spec(sig.srcs[4], (size * size * heads, n_seqs, 1, 1))
     scale = draw(st.sampled_from([1.0, 0.125, 0.5, 2.0, float(size) ** -0.5]))
-    return finish(draw, OpCase(op, (*qkvg, state), params=(("scale", f32(scale)),), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (*qkvg, state), params=(("scale", f32(scale)),), dst=sig.dst))
 
 
 # the gate regime per distribution: decay range, and whether exact resets (0) and holds (1) are mixed in
@@ -94,7 +94,7 @@ def solve_tri_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     b3 = draw(st.integers(1, 2))
     a = spec(sig.srcs[0], (n, n, b2, b3))
     b = spec(sig.srcs[1], (rhs, n, b2, b3))
-    return finish(draw, OpCase(op, (a, b), out_dtype=sig.dst))
+    return finish(draw, OpCase(op, (a, b), dst=sig.dst))
 
 
 def _triangle(rng: np.random.Generator, shape: tuple[int, ...], regime: str) -> np.ndarray:

@@ -72,7 +72,7 @@ class AclDevice:
             memory = self.runtime.mem_info(HBM_MEM)
         soc_name = self.runtime.soc_name()
         return {
-            # the keys every device reports in the results header (reports/RESULTS.md)
+            # the keys every device reports in the results header (results/RESULTS.md)
             "spec": self.name,
             "name": self.name,
             "description": f"{soc_name or 'Ascend NPU'} via aclnn (no ggml)",
@@ -138,7 +138,7 @@ class AclDevice:
         self.close()
 
     # -- what can be expressed ---------------------------------------------------------------
-    def _check(self, case: OpCase) -> None:
+    def _check(self, case: OpCase) -> None:  # noqa: C901  (one flat list of aclnn limits; refactor with an NPU to check it on)
         """Raise Unsupported unless aclnn can run this case as given."""
         for spec in case.inputs:
             device_dtype(spec.dtype)
@@ -163,18 +163,18 @@ class AclDevice:
             (a,) = case.inputs
             if case.param("scale", 1.0) != 1.0 or case.param("max_bias", 0.0) != 0.0:
                 raise Unsupported("SOFT_MAX scale/max_bias need more than aclnnSoftmax")
-            if a.dtype != "f32" or case.out_dtype != "f32":
+            if a.dtype != "f32" or case.dst != "f32":
                 raise Unsupported("ggml SOFT_MAX is F32")
         elif op == "MUL_MAT":
             a, b = _inputs(case, 2)
             _float_types(case, a, b)
-            if case.out_dtype != "f32":
+            if case.dst != "f32":
                 raise Unsupported("ggml MUL_MAT writes F32")
             if a.ne[0] != b.ne[0] or b.ne[2] % a.ne[2] or b.ne[3] % a.ne[3]:
                 raise Unsupported("MUL_MAT shapes ggml itself rejects")
         elif op == "CPY":
             (a,) = _inputs(case, 1)
-            device_dtype(case.out_dtype)
+            device_dtype(case.dst)
             dst_ne = case.param("dst_ne", None)
             if dst_ne is not None and tuple(dst_ne) != tuple(a.ne):
                 raise Unsupported("CPY into a different shape is a reshape ggml does, not aclnnCast")
@@ -229,7 +229,7 @@ class AclDevice:
         ins = [self._staged_tensor(scope, staged, address) for staged, address in pairs]
         if case.op == "MUL_MAT":
             return self._mul_mat(scope, buffers, ins, workspace), workspace
-        out_staged, out_address, out = self._new_output(scope, buffers, case.out_dtype, buffers.staged[0].ne)
+        out_staged, out_address, out = self._new_output(scope, buffers, case.dst, buffers.staged[0].ne)
         name, args = self._single_op_arguments(scope, case, ins, out)
         workspace[name] = self.opapi.call(name, *args, stream=stream)
         return (out_staged, out_address), workspace
@@ -248,7 +248,7 @@ class AclDevice:
         if case.op == "SOFT_MAX":
             # ggml softmax runs along ne[0], the last of the 4 ACL dims (ggml-cann passes dim 3)
             return name, (ins[0], 3, out)
-        return name, (ins[0], device_dtype(case.out_dtype).acl_type, out)  # CPY
+        return name, (ins[0], device_dtype(case.dst).acl_type, out)  # CPY
 
     def _mul_mat(self, scope: ExitStack, buffers: _Buffers, ins: list[int],
                  workspace: dict[str, int]) -> tuple[StagedTensor, int]:
@@ -323,8 +323,8 @@ def _float_types(case: OpCase, *specs: TensorSpec) -> None:
     for spec in specs:
         if spec.dtype not in FLOAT_TYPES:
             raise Unsupported(f"{case.op} on {spec.dtype} is not run through aclnn here")
-    if case.op != "MUL_MAT" and case.out_dtype not in FLOAT_TYPES:
-        raise Unsupported(f"{case.op} into {case.out_dtype}")
+    if case.op != "MUL_MAT" and case.dst not in FLOAT_TYPES:
+        raise Unsupported(f"{case.op} into {case.dst}")
 
 
 def open_acl_device(

@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import ctypes as C
 import os
-import time
 from typing import Any
 
 import numpy as np
 
-from device.base import Capability, DeviceBytes, DeviceError, RawMemoryReader, RunResult, output_dtype
+from device.base import (
+    Capability,
+    DeviceBytes,
+    DeviceError,
+    GraphRunResult,
+    RawMemoryReader,
+    RunResult,
+    output_dtype,
+)
 from device.ggml import lib as ggml_lib
-from device.ggml.graph import GraphBuilder, GraphBuildError, InputTensor, builders, read_tensor, tensor_dtype
-from device.ggml.perf import PerfSettings, time_case
+from device.ggml.graph import Builder, GraphBuilder, GraphBuildError, InputTensor, builders, tensor_dtype
+from device.ggml.graph_runs import run_graph
+from device.ggml.perf import PerfSettings, time_prepared
+from device.ggml.prepared import PreparedGraph
 from golden import dtypes
 from golden.case import OpCase, TensorSpec
-from golden.geometry import pack, unpack
-
-GGML_STATUS_SUCCESS = 0
+from golden.geometry import unpack
+from golden.graphs.case import GraphCase
 
 
 class GgmlDevice:
@@ -48,7 +56,7 @@ class GgmlDevice:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        caps = {Capability.TRANSFER, Capability.PERF}
+        caps = {Capability.TRANSFER, Capability.PERF, Capability.GRAPH}
         if self.backend_name == "CANN":
             caps.add(Capability.CANN_QUANT_LAYOUT)
         if self.raw_reader is not None:
@@ -78,10 +86,15 @@ class GgmlDevice:
     def info(self) -> dict[str, Any]:
         return device_inventory(self.lib, self.dev) | {"spec": self.name}
 
-    def _graph(self, case: OpCase) -> tuple[GraphBuilder, list[InputTensor], Any]:
-        build = self._builders.get(case.op)
+    def builder_for(self, op: str) -> Builder:
+        """The op's ggml constructor (``device/ggml/ops_*.py``)."""
+        build = self._builders.get(op)
         if build is None:  # a gap in this harness, not the backend declining: an ERROR record
-            raise GraphBuildError(f"harness error: device/ggml has no constructor for {case.op}")
+            raise GraphBuildError(f"harness error: device/ggml has no constructor for {op}")
+        return build
+
+    def _graph(self, case: OpCase) -> tuple[GraphBuilder, list[InputTensor], Any]:
+        build = self.builder_for(case.op)
         g = GraphBuilder(self.lib, n_tensors=4 * len(case.inputs) + 16)
         try:
             inputs = [InputTensor(g, spec, i) for i, spec in enumerate(case.inputs)]
@@ -114,50 +127,44 @@ class GgmlDevice:
         if pending is not None:
             pending[1].free()
 
-    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
-        lib = self.lib
+    def _take_graph(self, case: OpCase) -> tuple[GraphBuilder, list[InputTensor], Any]:
+        """The case's one-op graph: the one ``supports`` kept for it, else a fresh build."""
         pending, self._pending = self._pending, None
         if pending is not None and pending[0] is case:
-            g, tensors, out = pending[1], pending[2], pending[3]
-        else:
-            if pending is not None:
-                pending[1].free()
-            g, tensors, out = self._graph(case)
-        buffer = None
+            return pending[1], pending[2], pending[3]
+        if pending is not None:
+            pending[1].free()
+        return self._graph(case)
+
+    def prepare(self, case: OpCase) -> PreparedGraph:
+        """The case's one-op graph ready to allocate on this backend (the caller frees it)."""
+        g, tensors, out = self._take_graph(case)
         try:
-            graph = lib.ggml_new_graph_custom(g.ctx, 64, False)
-            lib.ggml_build_forward_expand(graph, out)
-            buffer = lib.ggml_backend_alloc_ctx_tensors(g.ctx, self.backend)
-            if not buffer:
-                raise DeviceError(f"{self.name}: buffer allocation failed")
-            sent = []
-            for t, values in zip(tensors, inputs, strict=True):
-                raw = pack(values, t.spec)
-                lib.ggml_backend_tensor_set(t.base, raw.ctypes.data, 0, raw.nbytes)
-                sent.append(raw)
-            raw_inputs = self._raw_inputs(tensors, sent) if self.raw_reader is not None else None
-            start = time.perf_counter()
-            status = lib.ggml_backend_graph_compute(self.backend, graph)
-            elapsed = time.perf_counter() - start
-            if status != GGML_STATUS_SUCCESS:
-                raise DeviceError(f"{self.name}: graph compute returned status {status}")
+            return PreparedGraph(self.lib, self.backend, self.name, g, tensors, [out])
+        except BaseException:
+            g.free()
+            raise
+
+    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        with self.prepare(case) as prepared:
+            prepared.allocate()
+            prepared.upload(inputs)
+            raw_inputs = self._raw_inputs(prepared.inputs, prepared.sent) if self.raw_reader is not None else None
+            elapsed = prepared.compute()
+            out = prepared.outputs[0]
             # the contract's array type for the tensor's dtype (read_tensor gives float64 values)
-            output = read_tensor(lib, out).astype(output_dtype(tensor_dtype(out)), copy=False)
-            backs, intact = [], []
-            for t, raw in zip(tensors, sent, strict=True):
-                back = np.empty(raw.nbytes, dtype=np.uint8)
-                lib.ggml_backend_tensor_get(t.base, back.ctypes.data, 0, back.nbytes)
-                backs.append(back)
-                intact.append(bool(np.array_equal(back, raw)))
+            output = prepared.read(out).astype(output_dtype(tensor_dtype(out)), copy=False)
+            backs, intact = prepared.inputs_back()
             # every byte read back as sent (padding included) says more than the values would: they
             # travel back only when some input changed, for the record's detail
-            after = None if all(intact) else [unpack(b, t.spec) for b, t in zip(backs, tensors, strict=True)]
+            after = None if all(intact) else [unpack(b, t.spec) for b, t in zip(backs, prepared.inputs, strict=True)]
             extra = {"compute_s": elapsed, "input_bytes_intact": intact}
             return RunResult(output, after, extra, raw_inputs)
-        finally:
-            if buffer:
-                lib.ggml_backend_buffer_free(buffer)
-            g.free()
+
+    def run_graph(self, case: GraphCase, inputs: list[np.ndarray]) -> GraphRunResult:
+        """A graph case fused, with fusion blocked, and allocated by ggml's graph allocator
+        (``device/ggml/graph_runs.py``)."""
+        return run_graph(self, case, inputs)
 
     def transfer(
         self, spec: TensorSpec, raw: np.ndarray, writes: list[tuple[int, int]], reads: list[tuple[int, int]]
@@ -200,7 +207,8 @@ class GgmlDevice:
 
     def time_case(self, case: OpCase, inputs: list[np.ndarray], settings: PerfSettings) -> dict[str, Any]:
         """Perf mode: warm, repeated, synchronised compute times of the case (``device/ggml/perf.py``)."""
-        return time_case(self, case, inputs, settings)
+        self._drop_pending()
+        return time_prepared(self.prepare(case), inputs, settings)
 
     def close(self) -> None:
         self._drop_pending()

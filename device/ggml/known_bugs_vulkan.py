@@ -26,7 +26,7 @@ from device.ggml.known_bugs_cpu import (
     circular_pad_beyond_dim,
     dequantizing_cpy_into_unaligned_view,
 )
-from device.known_bugs import KnownBug
+from device.known_bug import KnownBug
 from golden import catalogue, dtypes, glu
 from golden.case import OpCase, TensorSpec
 from golden.geometry import ggml_contiguous, logical_nb, storage_of

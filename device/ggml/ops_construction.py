@@ -23,7 +23,7 @@ prototype("ggml_pad_reflect_1d", P_TENSOR, P_CTX, P_TENSOR, C.c_int, C.c_int)
 
 
 def _fill(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-    if case.variant == "inplace":
+    if case.form == "inplace":
         return g.call("ggml_fill_inplace", g.ctx, g.lib.ggml_dup(g.ctx, srcs[0]), case.param("c"))
     return g.call("ggml_fill", g.ctx, srcs[0], case.param("c"))
 
@@ -31,7 +31,7 @@ def _fill(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 def _set(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     a, b = srcs
     args = (case.param("nb1"), case.param("nb2"), case.param("nb3"), case.param("offset"))
-    if case.variant == "inplace":
+    if case.form == "inplace":
         return g.call("ggml_set_inplace", g.ctx, g.lib.ggml_dup(g.ctx, a), b, *args)
     return g.call("ggml_set", g.ctx, a, b, *args)
 

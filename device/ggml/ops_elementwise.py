@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes as C
 
-from device.ggml.graph import P_CTX, P_TENSOR, Builder, GraphBuilder, prototype
+from device.ggml.graph import P_CTX, P_TENSOR, Builder, GraphBuilder, GraphBuildError, prototype
 from device.ggml.lib import TensorP
 from golden.case import OpCase
 
@@ -18,6 +18,7 @@ prototype("ggml_unary_inplace", P_TENSOR, P_CTX, P_TENSOR, C.c_int)
 prototype("ggml_scale_inplace", P_TENSOR, P_CTX, P_TENSOR, C.c_float)
 prototype("ggml_scale_bias_inplace", P_TENSOR, P_CTX, P_TENSOR, C.c_float, C.c_float)
 prototype("ggml_sqr_inplace", P_TENSOR, P_CTX, P_TENSOR)
+prototype("ggml_unary_op_name", C.c_char_p, C.c_int)
 
 # enum ggml_unary_op (ggml.h): each unary op is one ggml_unary(ctx, a, op) call
 UNARY_OPS = {
@@ -40,9 +41,27 @@ UNARY_OPS = {
 }
 
 
+_CHECKED_NUMBERS: set[tuple[int, str]] = set()  # (library, op) whose enum number the library confirmed
+
+
+def unary_op_number(g: GraphBuilder, op: str) -> int:
+    """The op's ``enum ggml_unary_op`` number, checked against the loaded library's own name for it the
+    first time (ggml has renumbered the enum between releases: GELU_ERF went from 14 to 16)."""
+    number = UNARY_OPS[op]
+    key = (id(g.lib), op)
+    if key not in _CHECKED_NUMBERS:
+        raw = g.call("ggml_unary_op_name", number)
+        name = raw.decode(errors="replace") if raw else None
+        if name != op:
+            raise GraphBuildError(f"harness error: this ggml names enum ggml_unary_op {number} {name!r}, not {op}; "
+                                  "UNARY_OPS in device/ggml/ops_elementwise.py follows another ggml.h")
+        _CHECKED_NUMBERS.add(key)
+    return number
+
+
 def second_source(srcs: list[TensorP], case: OpCase) -> TensorP:
     """src1, or src0 itself for form=self (the case's src1 then holds the same values, unused here)."""
-    return srcs[0] if case.variant == "self" else srcs[1]
+    return srcs[0] if case.form == "self" else srcs[1]
 
 
 def in_place_copy(g: GraphBuilder, a: TensorP) -> TensorP:
@@ -59,16 +78,17 @@ def _binary(fn_name: str) -> Builder:
 
 def _unary(op: str) -> Builder:
     def build(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-        if case.variant == "inplace":
-            return g.call("ggml_unary_inplace", g.ctx, in_place_copy(g, srcs[0]), UNARY_OPS[op])
-        return g.lib.ggml_unary(g.ctx, srcs[0], UNARY_OPS[op])
+        number = unary_op_number(g, op)
+        if case.form == "inplace":
+            return g.call("ggml_unary_inplace", g.ctx, in_place_copy(g, srcs[0]), number)
+        return g.lib.ggml_unary(g.ctx, srcs[0], number)
 
     return build
 
 
 def _scale(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     bias = case.param("bias", 0.0)
-    if case.variant == "inplace":
+    if case.form == "inplace":
         a = in_place_copy(g, srcs[0])
         if bias == 0.0:
             return g.call("ggml_scale_inplace", g.ctx, a, case.param("s"))
@@ -79,7 +99,7 @@ def _scale(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 
 
 def _sqr(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-    if case.variant == "inplace":
+    if case.form == "inplace":
         return g.call("ggml_sqr_inplace", g.ctx, in_place_copy(g, srcs[0]))
     return g.lib.ggml_sqr(g.ctx, srcs[0])
 
@@ -89,7 +109,7 @@ def _clamp(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 
 
 def _leaky_relu(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-    if case.variant == "inplace":
+    if case.form == "inplace":
         return g.lib.ggml_leaky_relu(g.ctx, in_place_copy(g, srcs[0]), case.param("slope"), True)
     return g.lib.ggml_leaky_relu(g.ctx, srcs[0], case.param("slope"), False)
 

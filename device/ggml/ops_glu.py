@@ -19,7 +19,7 @@ prototype("ggml_glu_split", P_TENSOR, P_CTX, P_TENSOR, P_TENSOR, C.c_int)
 
 def _glu(op: str) -> Builder:
     def build(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-        if case.variant == SPLIT:
+        if case.form == SPLIT:
             return g.call("ggml_glu_split", g.ctx, srcs[0], srcs[1], GLU_OPS[op])
         return g.call("ggml_glu", g.ctx, srcs[0], GLU_OPS[op], bool(case.param("swapped", False)))
 

@@ -20,7 +20,7 @@ for _fn in TWO_INPUTS.values():
 
 def _one(fn_name: str) -> Builder:
     def build(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-        if case.variant == "inplace":  # see ops_elementwise: on a copy, so the input stays checkable
+        if case.form == "inplace":  # see ops_elementwise: on a copy, so the input stays checkable
             return g.call(fn_name + "_inplace", g.ctx, in_place_copy(g, srcs[0]))
         return g.call(fn_name, g.ctx, srcs[0])
 

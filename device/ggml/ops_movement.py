@@ -35,7 +35,7 @@ def _view(g: GraphBuilder, a: TensorP, case: OpCase) -> TensorP:
 
 
 def _cont(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-    if case.variant == "cont_4d":
+    if case.form == "cont_4d":
         return g.lib.ggml_cont_4d(g.ctx, srcs[0], *case.param("ne"))
     return g.lib.ggml_cont(g.ctx, srcs[0])
 
@@ -45,13 +45,13 @@ def _cpy(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     pad, offset = case.param("dst_pad", (0, 0, 0, 0)), case.param("dst_offset", 0)
     perm = tuple(case.param("dst_perm", (0, 1, 2, 3)))
     layout = Layout(perm=perm, pad=tuple(pad), offset=offset)
-    dst_spec = TensorSpec(case.out_dtype, tuple(case.param("dst_ne")), layout)
+    dst_spec = TensorSpec(case.dst, tuple(case.param("dst_ne")), layout)
     if dst_spec.layout.is_contiguous:
-        dst = g.new_tensor(case.out_dtype, dst_spec.ne)
+        dst = g.new_tensor(case.dst, dst_spec.ne)
     else:
         st = storage_of(dst_spec)
-        n_elems = st.base_nbytes // dtypes.type_size(case.out_dtype) * dtypes.block_size(case.out_dtype)
-        base = g.new_tensor(case.out_dtype, (n_elems,))
+        n_elems = st.base_nbytes // dtypes.type_size(case.dst) * dtypes.block_size(case.dst)
+        base = g.new_tensor(case.dst, (n_elems,))
         dst = g.lib.ggml_view_4d(g.ctx, base, *st.view_ne, *st.view_nb[1:], st.offset_bytes)
         if st.perm != (0, 1, 2, 3):
             dst = g.lib.ggml_permute(g.ctx, dst, *st.perm)
@@ -66,7 +66,7 @@ def _repeat(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 def _acc(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     a, b = srcs
     args = (case.param("nb1"), case.param("nb2"), case.param("nb3"), case.param("offset"))
-    if case.variant == "inplace":
+    if case.form == "inplace":
         # in place on a copy: the in-place kernel runs and src0 itself stays checkable
         return g.lib.ggml_acc_inplace(g.ctx, g.lib.ggml_dup(g.ctx, a), b, *args)
     return g.lib.ggml_acc(g.ctx, a, b, *args)
@@ -75,18 +75,18 @@ def _acc(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 def _pad(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     lp, rp = case.param("lp"), case.param("rp")
     both = (lp[0], rp[0], lp[1], rp[1], lp[2], rp[2], lp[3], rp[3])
-    if case.variant == "pad_ext":
+    if case.form == "pad_ext":
         return g.lib.ggml_pad_ext(g.ctx, srcs[0], *both)
-    if case.variant == "pad_ext_circular":
+    if case.form == "pad_ext_circular":
         return g.call("ggml_pad_ext_circular", g.ctx, srcs[0], *both)
-    if case.variant == "circular":
+    if case.form == "circular":
         return g.call("ggml_pad_circular", g.ctx, srcs[0], *rp)
     return g.lib.ggml_pad(g.ctx, srcs[0], *rp)
 
 
 def _upscale(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     mode = ScaleMode.of(case).word  # ggml_scale_mode | ggml_scale_flag bits
-    if case.variant == "interpolate":
+    if case.form == "interpolate":
         ne = case.param("ne")
         return g.lib.ggml_interpolate(g.ctx, srcs[0], ne[0], ne[1], ne[2], ne[3], mode)
     return g.lib.ggml_upscale(g.ctx, srcs[0], case.param("sf"), mode)

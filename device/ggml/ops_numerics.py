@@ -30,7 +30,7 @@ def _norm(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 
 
 def _rms_norm(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
-    if case.variant == "inplace":
+    if case.form == "inplace":
         return g.call("ggml_rms_norm_inplace", g.ctx, _inplace_copy(g, srcs[0]), case.param("eps"))
     return g.lib.ggml_rms_norm(g.ctx, srcs[0], case.param("eps"))
 
@@ -42,7 +42,7 @@ def _group_norm(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 def _soft_max(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     mask = srcs[1] if case.param("mask") else None
     args = (mask, case.param("scale", 1.0), case.param("max_bias", 0.0))
-    if case.variant == "inplace":
+    if case.form == "inplace":
         out = g.call("ggml_soft_max_ext_inplace", g.ctx, _inplace_copy(g, srcs[0]), *args)
     else:
         out = g.lib.ggml_soft_max_ext(g.ctx, srcs[0], *args)
@@ -79,7 +79,7 @@ def _mul_mat(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
 def _im2col(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     p = case.params_dict
     return g.lib.ggml_im2col(g.ctx, srcs[0], srcs[1], p["s0"], p["s1"], p["p0"], p["p1"], p["d0"], p["d1"],
-                             bool(p["is_2d"]), dtypes.GGML_TYPE_ID[case.out_dtype])
+                             bool(p["is_2d"]), dtypes.GGML_TYPE_ID[case.dst])
 
 
 def _pool_2d(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:

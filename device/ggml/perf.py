@@ -10,20 +10,13 @@ runs take about ``target_s`` (between ``min_repeats`` and ``max_repeats`` of the
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from device.base import DeviceError, Unsupported
-from golden.case import OpCase
-from golden.geometry import pack
-
-if TYPE_CHECKING:
-    from device.ggml.device import GgmlDevice
-
-GGML_STATUS_SUCCESS = 0
+from device.base import Unsupported
+from device.ggml.prepared import PreparedGraph
 
 
 @dataclass(frozen=True)
@@ -34,50 +27,27 @@ class PerfSettings:
     target_s: float = 0.5  # timed seconds aimed for per case
 
 
-def time_case(device: GgmlDevice, case: OpCase, inputs: list[np.ndarray], settings: PerfSettings) -> dict[str, Any]:
-    """Warm, repeated, synchronised compute times of ``case`` on ``device``: ``median_s``, ``min_s``,
-    ``max_s``, ``mean_s`` (seconds), ``repeats`` timed and ``warmup`` untimed runs, and the output's
-    ``output_bytes`` and ``output_elements``.
-    Raises :class:`Unsupported` when the backend's supports_op declines the case."""
-    lib = device.lib
-    backend = device.backend
-    g, tensors, out = device._graph(case)  # the same one-op graph the conformance run builds
-    buffer = None
-    try:
-        if not lib.ggml_backend_supports_op(backend, out):
+def time_prepared(prepared: PreparedGraph, inputs: list[np.ndarray], settings: PerfSettings) -> dict[str, Any]:
+    """Warm, repeated, synchronised compute times of a prepared graph (the same one-op graph the
+    conformance run builds; freed here): ``median_s``, ``min_s``, ``max_s``, ``mean_s`` (seconds),
+    ``repeats`` timed and ``warmup`` untimed runs, and the output's ``output_bytes`` and
+    ``output_elements``. Raises :class:`Unsupported` when the backend's supports_op declines it."""
+    with prepared:
+        out = prepared.outputs[-1]
+        if prepared.supported([out]) is not None:
             raise Unsupported("the device's supports_op rejects this case")
-        graph = lib.ggml_new_graph_custom(g.ctx, 64, False)
-        lib.ggml_build_forward_expand(graph, out)
-        buffer = lib.ggml_backend_alloc_ctx_tensors(g.ctx, backend)
-        if not buffer:
-            raise DeviceError(f"{device.name}: buffer allocation failed")
-        for t, values in zip(tensors, inputs, strict=True):
-            raw = pack(values, t.spec)
-            lib.ggml_backend_tensor_set(t.base, raw.ctypes.data, 0, raw.nbytes)
-        lib.ggml_backend_synchronize(backend)
-
-        def once() -> float:
-            start = time.perf_counter()
-            status = lib.ggml_backend_graph_compute(backend, graph)
-            lib.ggml_backend_synchronize(backend)
-            elapsed = time.perf_counter() - start
-            if status != GGML_STATUS_SUCCESS:
-                raise DeviceError(f"{device.name}: graph compute returned status {status}")
-            return elapsed
-
+        prepared.allocate()
+        prepared.upload(inputs)
+        prepared.lib.ggml_backend_synchronize(prepared.backend)
         for _ in range(settings.warmup):
-            once()
-        samples = [once()]
+            prepared.compute(synchronize=True)
+        samples = [prepared.compute(synchronize=True)]
         wanted = int(settings.target_s / max(samples[0], 1e-9))
         for _ in range(max(settings.min_repeats, min(settings.max_repeats, wanted)) - 1):
-            samples.append(once())
+            samples.append(prepared.compute(synchronize=True))
         elements = 1
         for n in out.contents.ne:
             elements *= int(n)
         return {"median_s": statistics.median(samples), "min_s": min(samples), "max_s": max(samples),
                 "mean_s": statistics.fmean(samples), "repeats": len(samples), "warmup": settings.warmup,
-                "output_bytes": int(lib.ggml_nbytes(out)), "output_elements": elements}
-    finally:
-        if buffer:
-            lib.ggml_backend_buffer_free(buffer)
-        g.free()
+                "output_bytes": int(prepared.lib.ggml_nbytes(out)), "output_elements": elements}

@@ -39,7 +39,7 @@ def values(spec: TensorSpec) -> np.ndarray:
 
 
 def case(op: str, *inputs: TensorSpec, out: str = "f32", **params: object) -> OpCase:
-    return OpCase(op=op, inputs=tuple(inputs), params=tuple(params.items()), out_dtype=out)
+    return OpCase(op=op, inputs=tuple(inputs), params=tuple(params.items()), dst=out)
 
 
 def f32(ne: tuple[int, int, int, int], dtype: str = "f32", layout: Layout = CONTIGUOUS) -> TensorSpec:

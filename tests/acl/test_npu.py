@@ -81,7 +81,7 @@ def test_bad_device_index_maps_to_acl_error(runtime: AclRuntime) -> None:
 
 
 def _case(op: str, *inputs: TensorSpec, out: str = "f32", **params: object) -> OpCase:
-    return OpCase(op=op, inputs=tuple(inputs), params=tuple(params.items()), out_dtype=out)
+    return OpCase(op=op, inputs=tuple(inputs), params=tuple(params.items()), dst=out)
 
 
 @pytest.mark.parametrize("b_ne", [(64, 33, 3, 2), (64, 1, 3, 1), (1, 33, 1, 2)])

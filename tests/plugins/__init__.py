@@ -62,9 +62,9 @@ class FaultyDevice:
         if case.op != self.op:
             return self._golden.run(case, inputs)
         result = self._distortion(self._golden, case, inputs)
-        if not dtypes.is_quantized(case.out_dtype) and result.output.dtype == np.float64:
+        if not dtypes.is_quantized(case.dst) and result.output.dtype == np.float64:
             # a distortion may compute in float64: round it to the destination as a device would
-            result = replace(result, output=as_output(result.output, case.out_dtype))
+            result = replace(result, output=as_output(result.output, case.dst))
         return result
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ class ErfGeluQuick(GoldenDevice):
             return super().run(case, inputs)
         x = np.asarray(inputs[0], dtype=np.float64)
         y = 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
-        return RunResult(as_output(y, case.out_dtype), [np.array(v) for v in inputs])
+        return RunResult(as_output(y, case.dst), [np.array(v) for v in inputs])
 
 
 class AbortsOnOddRows(GoldenDevice):

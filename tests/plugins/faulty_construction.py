@@ -22,7 +22,7 @@ def _with_params(case: OpCase, **changes: Any) -> OpCase:
 
 
 def _computed(case: OpCase, inputs: list[np.ndarray], out: np.ndarray) -> RunResult:
-    return RunResult(dtypes.round_to(out, case.out_dtype), [np.array(x) for x in inputs])
+    return RunResult(dtypes.round_to(out, case.dst), [np.array(x) for x in inputs])
 
 
 # ---- TRI ------------------------------------------------------------------------------------------
@@ -59,8 +59,8 @@ def _pad_reflect_repeats_edge(golden: GoldenDevice, case: OpCase, inputs: list[n
 
 def _pad_circular_as_zeros(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
     """The circular flag (op_params[8]) ignored: zeros where the torus wraps."""
-    plain = {"circular": "", "pad_ext_circular": "pad_ext"}.get(case.variant, case.variant)
-    return golden.run(replace(case, variant=plain), inputs)
+    plain = {"circular": "", "pad_ext_circular": "pad_ext"}.get(case.form, case.form)
+    return golden.run(replace(case, form=plain), inputs)
 
 
 def _set_offset_in_elements(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
@@ -71,7 +71,7 @@ def _set_offset_in_elements(golden: GoldenDevice, case: OpCase, inputs: list[np.
     room = case.inputs[0].nelements - (sum((b_ne[d] - 1) * nb[d] for d in range(4)) + 1)
     offset = min(int(case.param("offset")), room)  # in elements now
     out = construction.set_view(np.asarray(inputs[0]), np.asarray(inputs[1]), nb, offset)
-    return RunResult(out.astype(np.int32) if case.out_dtype == "i32" else dtypes.round_to(out, case.out_dtype),
+    return RunResult(out.astype(np.int32) if case.dst == "i32" else dtypes.round_to(out, case.dst),
                      [np.array(x) for x in inputs])
 
 

@@ -44,7 +44,7 @@ def _concat_axis_by_extent(golden: GoldenDevice, case: OpCase, inputs: list[np.n
     if axis == dim or a.ne != b.ne:
         return result
     x, y = _exact_inputs(case, inputs)
-    return _with_output(result, np.concatenate([x, y], axis=3 - axis), case.out_dtype)
+    return _with_output(result, np.concatenate([x, y], axis=3 - axis), case.dst)
 
 
 @planted("concat", "CONCAT joins along the first dim whose extent equals the joined dim's (wrong axis when two "
@@ -97,7 +97,7 @@ def _sum_rows_one_block(golden: GoldenDevice, case: OpCase, inputs: list[np.ndar
     if x.shape[-1] <= BLOCK:
         return result
     with np.errstate(invalid="ignore", over="ignore"):
-        return _with_output(result, x[..., :BLOCK].sum(axis=-1, keepdims=True), case.out_dtype)
+        return _with_output(result, x[..., :BLOCK].sum(axis=-1, keepdims=True), case.dst)
 
 
 @planted("argsort", "ARGSORT sorts rows longer than 1,024 block by block without merging")
@@ -125,7 +125,7 @@ def _softmax_f16_alibi_slopes(golden: GoldenDevice, case: OpCase, inputs: list[n
     slopes = dtypes.round_to(softmax.alibi_slopes(ne2, max_bias), "f16").reshape(1, ne2, 1, 1)
     with np.errstate(invalid="ignore", over="ignore"):
         out = softmax.soft_max(a, slopes * m, sinks, case.param("scale"), 0.0)
-    return _with_output(result, out, case.out_dtype)
+    return _with_output(result, out, case.dst)
 
 
 @planted("soft_max and anchor", "ALiBi slopes rounded to F16 (visible only where a slope is not a power of two)")
@@ -148,7 +148,7 @@ def _mul_mat_f16_accumulator(golden: GoldenDevice, case: OpCase, inputs: list[np
     with np.errstate(invalid="ignore", over="ignore"):
         for k in range(a.shape[-1]):
             acc = dtypes.round_to(acc + b[..., :, k, None] * a[..., None, :, k], "f16")
-    return _with_output(result, acc, case.out_dtype)
+    return _with_output(result, acc, case.dst)
 
 
 @planted("mul_mat", "MUL_MAT with F16 weights accumulates in F16 (the src1-rounding term of the F16 row must not "

@@ -19,7 +19,7 @@ from tests.plugins import FaultyDevice, planted
 def _halves_swapped(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
     """The activation applied to the gate half and multiplied by the other: the fused form with
     ``swapped`` read the wrong way round, the split form with a and b exchanged."""
-    if case.variant == glu.SPLIT:
+    if case.form == glu.SPLIT:
         result = golden.run(case, [inputs[1], inputs[0]])
     else:
         flipped = tuple((k, not v) if k == "swapped" else (k, v) for k, v in case.params)
@@ -29,7 +29,7 @@ def _halves_swapped(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]
 
 def _split_act_on_b(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
     """Split form only: the unary op is applied to src1 and the product taken with src0."""
-    if case.variant != glu.SPLIT:
+    if case.form != glu.SPLIT:
         return golden.run(case, inputs)
     return _halves_swapped(golden, case, inputs)
 
@@ -39,7 +39,7 @@ def _erf_as_tanh(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -
     x, g = glu.halves(inputs, case)
     with np.errstate(over="ignore", invalid="ignore"):
         out = glu.gelu(x) * g
-    return RunResult(dtypes.round_to(out, case.out_dtype), [np.array(v) for v in inputs])
+    return RunResult(dtypes.round_to(out, case.dst), [np.array(v) for v in inputs])
 
 
 @planted("swiglu", "SWIGLU with its halves swapped: SiLU applied to the gate, times the activation input")

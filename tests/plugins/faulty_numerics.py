@@ -42,7 +42,7 @@ def _pool_avg_exclude_pad(golden: GoldenDevice, case: OpCase, inputs: list[np.nd
                          p["p0"], p["p1"])  # fraction of each window inside the image
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.where(share > 0, np.asarray(result.output, np.float64) / share, 0.0)
-    return replace(result, output=dtypes.round_to(out, case.out_dtype))
+    return replace(result, output=dtypes.round_to(out, case.dst))
 
 
 def _pool_max_zero_pad(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:

@@ -15,7 +15,7 @@ from tests.plugins import FaultyDevice, planted
 
 def _q8_0_scale_over_128(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
     """Q8_0 with d = amax/128 (the quants then use 128/amax): every value lands within one step."""
-    if case.out_dtype != "q8_0" or case.inputs[0].dtype == "q8_0":
+    if case.dst != "q8_0" or case.inputs[0].dtype == "q8_0":
         return golden.run(case, inputs)
     exact = catalogue.evaluate(case, catalogue.golden_inputs(case, inputs))
     blocks = np.asarray(exact, np.float32).reshape(-1, 32).astype(np.float64)
@@ -31,7 +31,7 @@ def _q8_0_scale_over_128(golden: GoldenDevice, case: OpCase, inputs: list[np.nda
 
 def _q4_0_truncating(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
     """Q4_0 whose quants truncate x/d + 8 instead of rounding it (a missing +0.5)."""
-    if case.out_dtype != "q4_0" or case.inputs[0].dtype == "q4_0":
+    if case.dst != "q4_0" or case.inputs[0].dtype == "q4_0":
         return golden.run(case, inputs)
     exact = catalogue.evaluate(case, catalogue.golden_inputs(case, inputs))
     blocks = quant.quantize(np.asarray(exact, np.float32).reshape(-1, 32), "q4_0").reshape(-1, 18)

@@ -39,7 +39,7 @@ def _cumsum_exclusive(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarra
     """An exclusive scan: y_k = x_0 + … + x_{k−1} (y_0 = 0)."""
     inclusive = reduction.cumsum(inputs[0])
     out = np.concatenate([np.zeros_like(inclusive[..., :1]), inclusive[..., :-1]], axis=-1)
-    return _result(dtypes.round_to(out, case.out_dtype), inputs)
+    return _result(dtypes.round_to(out, case.dst), inputs)
 
 
 def _l2_norm_eps_inside_sqrt(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
@@ -48,7 +48,7 @@ def _l2_norm_eps_inside_sqrt(golden: GoldenDevice, case: OpCase, inputs: list[np
     eps = float(np.float32(case.param("eps")))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         out = x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
-    return _result(dtypes.round_to(out, case.out_dtype), inputs)
+    return _result(dtypes.round_to(out, case.dst), inputs)
 
 
 def _l2_norm_eps_not_squared(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
@@ -58,17 +58,17 @@ def _l2_norm_eps_not_squared(golden: GoldenDevice, case: OpCase, inputs: list[np
     eps = float(np.float32(case.param("eps")))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         out = x / np.sqrt(np.fmax(np.sum(x * x, axis=-1, keepdims=True), eps))
-    return _result(dtypes.round_to(out, case.out_dtype), inputs)
+    return _result(dtypes.round_to(out, case.dst), inputs)
 
 
 def _sum_in_dst_type(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
     """An F16/BF16 SUM accumulated in its own type: every partial sum rounded to the destination."""
-    if case.out_dtype == "f32":
+    if case.dst == "f32":
         return golden.run(case, inputs)
     total = 0.0
     with np.errstate(invalid="ignore", over="ignore"):
         for v in np.asarray(inputs[0], np.float64).ravel():
-            total = float(dtypes.round_to(np.array(total + v), case.out_dtype))
+            total = float(dtypes.round_to(np.array(total + v), case.dst))
     return _result(np.array(total).reshape(1, 1, 1, 1), inputs)
 
 

@@ -18,7 +18,7 @@ from tests.plugins import FaultyDevice, planted
 
 
 def _output(case: OpCase, inputs: list[np.ndarray], values: np.ndarray) -> RunResult:
-    return RunResult(dtypes.round_to(values, case.out_dtype), [np.array(x) for x in inputs])
+    return RunResult(dtypes.round_to(values, case.dst), [np.array(x) for x in inputs])
 
 
 def _ssm_conv_kernel_reversed(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:

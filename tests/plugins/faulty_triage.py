@@ -38,7 +38,7 @@ class Boundaries(GoldenDevice):
         if not planted_fault(case):
             return result
         wrong = np.asarray(result.output, np.float64) + 1.0
-        return dataclasses.replace(result, output=as_output(wrong, case.out_dtype))
+        return dataclasses.replace(result, output=as_output(wrong, case.dst))
 
 
 def boundaries(options: dict[str, Any]) -> Boundaries:

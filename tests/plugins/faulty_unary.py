@@ -24,7 +24,7 @@ def _computed(fn: Callable[[OpCase, list[np.ndarray]], np.ndarray]):
         xs = catalogue.golden_inputs(case, inputs)
         with np.errstate(all="ignore"):
             out = np.asarray(fn(case, xs), dtype=np.float64)
-        return RunResult(dtypes.round_to(out, case.out_dtype), [np.array(x) for x in inputs])
+        return RunResult(dtypes.round_to(out, case.dst), [np.array(x) for x in inputs])
 
     return distortion
 

@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from reports.schema import SCHEMA, SCHEMA_VERSION, dumps_record
+from results.schema import SCHEMA, SCHEMA_VERSION, dumps_record
 
 OPS = (
     ("ADD", {"broadcast": [1, 2]}),

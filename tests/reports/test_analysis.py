@@ -20,7 +20,7 @@ from reports.analysis import (
     dtype_key,
     op_params_text,
 )
-from reports.load import load_results
+from results.load import load_results
 from tests.reports.synth import header, make_case, make_cases, write_results
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from reports.baseline import diff_against_baseline
 from reports.html import build_report
-from reports.load import load_results
+from results.load import load_results
 from tests.reports.synth import header, make_case, write_results
 
 

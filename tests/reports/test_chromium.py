@@ -30,10 +30,14 @@ LONG_PLUGIN = "vendor_conformance_plugins.accelerators.experimental_backend:make
 # --dump-dom returns.
 MEASURE = """<script>
 const root = document.documentElement;
+const closedHeight = root.scrollHeight;  // as the page opens: collapsed sections closed
+const sections = [...document.querySelectorAll('details')];
+sections.forEach(d => { d.open = true; });  // then every section opened: each must lay out within the width
 const rendered = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
 const summary = document.querySelector('table.summary');
 const out = {
-  scrollWidth: root.scrollWidth, clientWidth: root.clientWidth,
+  scrollWidth: root.scrollWidth, clientWidth: root.clientWidth, closedHeight: closedHeight,
+  sections: sections.length, openedSections: sections.filter(d => d.open && [...d.children].some(rendered)).length,
   summaryRight: summary.getBoundingClientRect().right, summaryScroll: summary.scrollWidth,
   summaryBox: summary.parentElement.clientWidth,
   widestCard: Math.max(...[...document.querySelectorAll('.failure, section.cluster')].map(
@@ -161,3 +165,70 @@ def test_perf_section_lays_out_and_draws(tmp_path: Path) -> None:
     assert m["scrollWidth"] <= m["clientWidth"], "the perf section makes the page scroll sideways"
     charts = [(w, h) for cls, w, h in m["plots"] if cls == "plot perf"]
     assert len(charts) == 1 and all(w > 0 and h > 0 for w, h in charts)  # one op: one chart, drawn
+
+
+# ---- a release manager's report at 81 ops: height, width, every section opens ------------------------
+SCREEN_HEIGHT = 900  # the window the layout tests use
+MOST_SCREENS = 10
+
+
+def cpu_like_cases(device: str = "ggml:CPU", known_clusters: int = 116, run_id: str = "run-1") -> list[dict[str, Any]]:
+    """What a clean run on ggml:CPU 0.20.2 looks like: every catalogue op in two types, mostly passing,
+    and over a hundred clusters of known bugs (crashes and wrong values, each with its reason)."""
+    from golden import catalogue
+
+    cases: list[dict[str, Any]] = []
+    index = 0
+    pairs = [(op, dtype) for op in catalogue.OPS for dtype in ("f32", "f16")]
+    for number, (op, dtype) in enumerate(pairs):
+        for _ in range(12):
+            cases.append(make_case(op, device=device, src0=dtype, dst=dtype, index=index, run_id=run_id,
+                                   error_ratio=1.0 if number % 9 == 0 else 0.2))  # some half-ulp ties
+            index += 1
+        if number < known_clusters:
+            crash = number % 2 == 0
+            bug = {"id": f"cpu-known-bug-{number:03d}", "repro": f"{op}(type={dtype},ne=[4,2,3,1],dst={dtype})",
+                   "reason": "the kernel addresses row j at j*nb1 of the source although the view is permuted "
+                             "(evidence: ops.cpp, a minimal repro and the measured values)", "outcomes": ["crash"]}
+            for _ in range(6):
+                extra: dict[str, Any] = {"expected": bug}
+                if crash:
+                    extra["crash"] = {"signal": "SIGABRT", "exitcode": -6, "stderr_tail": "GGML_ASSERT(nb00 == 4)"}
+                cases.append(make_case(op, device=device, src0=dtype, dst=dtype, index=index, run_id=run_id,
+                                       outcome="crash" if crash else "fail", error_ratio=None if crash else 40.0,
+                                       **extra))
+                index += 1
+    return cases
+
+
+def _release_report(tmp_path: Path, with_failures: bool) -> Path:
+    results = [write_results(tmp_path / "cpu" / "results.jsonl", cpu_like_cases())]
+    if with_failures:  # a second device with unexpected failures, merged into one report
+        cases = cpu_like_cases("ggml:Vulkan0", known_clusters=20, run_id="run-2")
+        cases += [make_case(op, device="ggml:Vulkan0", outcome="fail", error_ratio=80.0, index=9000 + i,
+                            run_id="run-2") for i, op in enumerate(("MUL_MAT", "SOFT_MAX", "ROPE", "GELU") * 5)]
+        results.append(write_results(tmp_path / "vk" / "results.jsonl", cases,
+                                     header_record=header(run_id="run-2", devices=["ggml:Vulkan0"])))
+    out = tmp_path / "report.html"
+    build_report(results, out)
+    return out
+
+
+@needs_chromium
+@pytest.mark.parametrize("with_failures", [False, True], ids=["clean-cpu-run", "merged-run-with-failures"])
+@pytest.mark.parametrize("width", [1024, 1920])
+def test_a_release_report_reads_at_a_glance(tmp_path: Path, width: int, with_failures: bool) -> None:
+    """At most ten screens tall at 1,024 px for a clean CPU run (collapsed sections closed); no sideways
+    scroll with every section opened; every collapsed section opens onto content."""
+    page = _release_report(tmp_path, with_failures)
+    html = page.read_text()
+    m = measure(page, width, tmp_path)
+    assert m["scrollWidth"] <= m["clientWidth"], "with every section open, the page scrolls sideways"
+    assert m["summaryRight"] <= m["clientWidth"] and m["summaryScroll"] <= m["summaryBox"], "Summary cut off"
+    assert m["sections"] > 0 and m["openedSections"] == m["sections"], "a collapsed section opens onto nothing"
+    if not with_failures and width == 1024:
+        assert m["closedHeight"] <= MOST_SCREENS * SCREEN_HEIGHT, f"{m['closedHeight']} px tall"
+    assert html.count('class="known-cluster"') >= 116  # one line each
+    assert 'id="half-ulp-ties"' in html
+    verdict = html[html.index('id="verdict"'):].split("</div>", 1)[0]
+    assert ("Needs attention." in verdict) == with_failures and ("Healthy." in verdict) != with_failures

@@ -60,7 +60,7 @@ def test_bad_input_is_one_line_without_traceback(tmp_path: Path, capsys: pytest.
         expected = "old.jsonl: results file not found"
     elif problem == "output_is_a_directory":
         (tmp_path / "r.html").mkdir()
-        expected = "Is a directory"
+        expected = f"-o {tmp_path / 'r.html'}: is a directory"
     code, out, err = run(argv, capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("conform report: error: ")

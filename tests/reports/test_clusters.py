@@ -9,7 +9,7 @@ from pathlib import Path
 from reports.analysis import analyse
 from reports.clusters import FailureKind, dtype_signature, failure_kind, input_elements
 from reports.html import build_report
-from reports.load import load_results
+from results.load import load_results
 from tests.reports.synth import make_case, write_results
 
 

@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 
 from reports.csv_export import format_support_csv, support_rows, write_support_csv
-from reports.load import load_results
+from results.load import load_results
 from tests.reports.synth import header, make_case, write_results
 
 HEADER_LINE = (

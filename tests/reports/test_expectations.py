@@ -8,7 +8,7 @@ import pytest
 
 from reports.analysis import CLAIMED_FAIL, analyse, classify_cell
 from reports.expectations import ExpectationsError, load_expectations
-from reports.load import load_results
+from results.load import load_results
 from tests.reports.synth import make_case, write_results
 
 EXPECTATIONS = '''

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reports.html import bar_position, build_report
-from reports.load import ResultsError
+from results.load import ResultsError
 from tests.reports.synth import make_case, make_cases, write_results
 
 SCRIPT = "<script>alert('x')</script>"

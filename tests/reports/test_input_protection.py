@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reports.cli import report_main
-from reports.load import FIRST_LINE_LIMIT, ResultsError, load_results
+from results.load import FIRST_LINE_LIMIT, ResultsError, load_results
 from tests.reports.synth import header, make_case, make_cases, write_results
 
 

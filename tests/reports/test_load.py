@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports.load import ResultsError, as_float, load_artefact, load_many, load_results
-from reports.schema import dumps_record
+from results.load import ResultsError, as_float, load_artefact, load_many, load_results
+from results.schema import dumps_record
 from tests.reports.synth import footer, header, make_case, make_cases, write_results
 
 

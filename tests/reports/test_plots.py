@@ -11,7 +11,6 @@ import pytest
 
 from reports.analysis import analyse, attach_error_plots
 from reports.html import build_report
-from reports.load import load_results
 from reports.plots import (
     HIST_BINS,
     error_points,
@@ -21,6 +20,7 @@ from reports.plots import (
     ratio_histogram_svg,
     thin,
 )
+from results.load import load_results
 from tests.reports.synth import gelu_quick_as_erf_gelu, make_case, plugin_failure, write_results
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from reports.analysis import analyse
 from reports.html import build_report
-from reports.load import load_results
 from reports.repro import is_plugin_spec, pasteable_repro
+from results.load import load_results
 from tests.reports.synth import header, make_case, plugin_failure, write_results
 
 ROOT = Path(__file__).resolve().parents[2]

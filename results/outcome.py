@@ -1,6 +1,6 @@
 """What happened to one case on one device: the outcome every layer records and reads.
 
-The values are the strings results files carry (``reports/RESULTS.md``); :class:`Outcome` is a
+The values are the strings results files carry (``results/RESULTS.md``); :class:`Outcome` is a
 ``StrEnum``, so a record's ``"outcome"`` compares equal to its member and serialises as the string.
 """
 

@@ -4,7 +4,7 @@ Line 1 is a ``header`` record, then one ``case`` record per case, then (when the
 normally) a ``footer`` record. A file without a footer is a partial run (killed or still going);
 every complete line is still a valid record because each is written whole and flushed.
 
-See ``reports/RESULTS.md`` for every field.
+See ``results/RESULTS.md`` for every field.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import threading
 from typing import Any, TextIO
 
-from device.outcome import Outcome
+from results.outcome import Outcome
 
 SCHEMA = "ggml-cann-conformance/results"
 SCHEMA_VERSION = 1

@@ -1,4 +1,4 @@
-"""Reading results files (see ``reports/RESULTS.md``).
+"""Reading results files (see ``results/RESULTS.md``).
 
 Parsing is strict JSON per line and never executes anything (no ``eval``, no pickle). The one
 leniency is the last line of a file: a run killed mid-write (SIGKILL, full disk) can leave a final
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from device.outcome import Outcome
-from reports.schema import OUTCOMES, SCHEMA, SCHEMA_VERSION
+from results.outcome import Outcome
+from results.schema import OUTCOMES, SCHEMA, SCHEMA_VERSION
 
 RECORD_TYPES = ("header", "case", "footer")
 FAILING_OUTCOMES: tuple[str, ...] = tuple(outcome.value for outcome in Outcome if outcome.failing)
@@ -100,25 +100,33 @@ def _check_record(record: Any, where: str) -> str:
     if not isinstance(kind, str):
         raise ResultsError(f"{where}: record has no \"type\" field")
     if kind == "header":
-        if record.get("schema") != SCHEMA:
-            found = record.get("schema")
-            raise ResultsError(f"{where}: not a results file (schema {found!r}, want {SCHEMA!r})")
-        version = record.get("schema_version")
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise ResultsError(
-                f"{where}: schema_version {version!r} is newer than this reader ({SCHEMA_VERSION}); "
-                "update the harness"
-            )
+        _check_header(record, where)
     elif kind == "case":
-        get = record.get  # the hot path of a 100k-record file: plain checks, no per-field loop
-        ids_ok = isinstance(get("case_id"), str) and isinstance(get("device"), str)
-        if not (ids_ok and isinstance(get("op"), str) and isinstance(get("outcome"), str)):
-            missing = [name for name in REQUIRED_CASE_FIELDS if not isinstance(get(name), str)]
-            raise ResultsError(f"{where}: case record lacks {', '.join(missing)}")
-        if record["outcome"] not in OUTCOMES:
-            known = ", ".join(OUTCOMES)
-            raise ResultsError(f"{where}: unknown outcome {record['outcome']!r} (known: {known})")
+        _check_case(record, where)
     return kind
+
+
+def _check_header(record: dict[str, Any], where: str) -> None:
+    if record.get("schema") != SCHEMA:
+        found = record.get("schema")
+        raise ResultsError(f"{where}: not a results file (schema {found!r}, want {SCHEMA!r})")
+    version = record.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise ResultsError(
+            f"{where}: schema_version {version!r} is newer than this reader ({SCHEMA_VERSION}); "
+            "update the harness"
+        )
+
+
+def _check_case(record: dict[str, Any], where: str) -> None:
+    get = record.get  # the hot path of a 100k-record file: plain checks, no per-field loop
+    ids_ok = isinstance(get("case_id"), str) and isinstance(get("device"), str)
+    if not (ids_ok and isinstance(get("op"), str) and isinstance(get("outcome"), str)):
+        missing = [name for name in REQUIRED_CASE_FIELDS if not isinstance(get(name), str)]
+        raise ResultsError(f"{where}: case record lacks {', '.join(missing)}")
+    if record["outcome"] not in OUTCOMES:
+        known = ", ".join(OUTCOMES)
+        raise ResultsError(f"{where}: unknown outcome {record['outcome']!r} (known: {known})")
 
 
 @contextlib.contextmanager

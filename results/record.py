@@ -1,20 +1,50 @@
 """The results record of one case on one device: one typed value for every writer and reader.
 
 :class:`CaseRecord` holds exactly what a ``case`` line of a results file holds
-(``reports/RESULTS.md``, schema version 1); :meth:`CaseRecord.to_json` writes it and
+(``results/RESULTS.md``, schema version 1); :meth:`CaseRecord.to_json` writes it and
 :meth:`CaseRecord.from_json` reads it back. The harness builds one for every op case and every
 set/get round trip; ``conform repro`` reads them back for their crash history.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import datetime as dt
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from device.known_bugs import KnownBug
-from device.outcome import Outcome
-from device.worker import CrashInfo
 from golden.case import OpCase
+from results.outcome import Outcome
+from results.schema import SCHEMA, SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class CrashInfo:
+    """How the device process ended: the signal (``SIGABRT``), or the exit code, and its stderr tail."""
+
+    signal: str | None
+    exitcode: int | None
+    stderr_tail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signal": self.signal, "exitcode": self.exitcode, "stderr_tail": self.stderr_tail}
+
+
+class BugDescription(Protocol):
+    """What a record keeps of a known bug (``device.known_bug.KnownBug`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def repro(self) -> str: ...
+    @property
+    def outcomes(self) -> Sequence[str]: ...
+    @property
+    def source(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -28,7 +58,7 @@ class ExpectedFailure:
     source: str = ""  # where the entry is written (a Python list's module, or an expectations file)
 
     @classmethod
-    def of(cls, bug: KnownBug) -> ExpectedFailure:
+    def of(cls, bug: BugDescription) -> ExpectedFailure:
         return cls(bug.id, bug.reason, bug.repro, tuple(bug.outcomes), bug.source)
 
     def to_json(self) -> dict[str, Any]:
@@ -63,10 +93,10 @@ class CaseDescription:
         names = [f"src{i}" for i in range(len(case.inputs))]
         tensors = list(zip(names, case.inputs, strict=True))
         return cls(
-            dtypes={n: t.dtype for n, t in tensors} | {"dst": case.out_dtype},
+            dtypes={n: t.dtype for n, t in tensors} | {"dst": case.dst},
             shapes={n: list(t.ne) for n, t in tensors},
             layout={n: t.layout.label() for n, t in tensors},
-            params=dict(case.params) | ({"form": case.variant} if case.variant else {}),
+            params=dict(case.params) | ({"form": case.form} if case.form else {}),
         )
 
 
@@ -100,6 +130,12 @@ class CaseRecord:
     expected: ExpectedFailure | None = None
     perf: dict[str, Any] | None = None  # perf mode: the device's timings of this case (conformance/perf.py)
     time_limit: TimeLimit | None = None  # the limit the device call ran under (op cases)
+    # what decided a computed case's verdict, by id: "catalogue:OP[key]" (the tolerance row) or
+    # "deviation:<known bug id>" (a device's documented deviation); None where nothing was judged
+    decided_by: str | None = None
+    # the suite ran this case because a known bug covered the drawn case with this id: the same shapes,
+    # params and data in a layout no known bug of the device covers
+    companion_of: str | None = None
 
     @property
     def failing(self) -> bool:
@@ -146,6 +182,10 @@ class CaseRecord:
             out["perf"] = self.perf
         if self.time_limit is not None:
             out["time_limit"] = self.time_limit.to_json()
+        if self.decided_by is not None:
+            out["decided_by"] = self.decided_by
+        if self.companion_of is not None:
+            out["companion_of"] = self.companion_of
         return out
 
     @classmethod
@@ -172,4 +212,75 @@ class CaseRecord:
             perf=data.get("perf") if isinstance(data.get("perf"), dict) else None,
             time_limit=TimeLimit(float(limit["seconds"]), str(limit["option"]))
             if isinstance(limit := data.get("time_limit"), dict) else None,
+            decided_by=data.get("decided_by") if isinstance(data.get("decided_by"), str) else None,
+            companion_of=data.get("companion_of") if isinstance(data.get("companion_of"), str) else None,
         )
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _run_env() -> dict[str, str]:
+    """The environment variables that change what a run measures (ggml's, CANN's, hypothesis')."""
+    return {k: v for k, v in os.environ.items() if k.startswith(("GGML_", "ASCEND_", "HYPOTHESIS_"))}
+
+
+@dataclass
+class HeaderRecord:
+    """The first line each writing process puts in a results file (``results/RESULTS.md``)."""
+
+    run_id: str
+    worker: str | None
+    harness_version: str
+    profile: str | None
+    hypothesis_seed: Any
+    hypothesis_db: Any
+    devices: list[dict[str, Any]]
+    acl_devices: Any
+    argv: list[str]
+    command: str | None = None  # what the user typed (conform's command line, else pytest's)
+    started: str = field(default_factory=_now)
+    host: str = field(default_factory=socket.gethostname)
+    cwd: str = field(default_factory=os.getcwd)
+    env: dict[str, str] = field(default_factory=_run_env)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "header", "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "run_id": self.run_id,
+            "worker": self.worker, "harness_version": self.harness_version, "started": self.started,
+            "host": self.host, "profile": self.profile, "hypothesis_seed": self.hypothesis_seed,
+            "hypothesis_db": self.hypothesis_db, "devices": self.devices, "cwd": self.cwd,
+            "acl_devices": self.acl_devices, "env": self.env, "argv": self.argv,
+        } | ({} if self.command is None else {"command": self.command})
+
+
+@dataclass
+class FooterRecord:
+    """The last line of a process that ended normally; ``breakers`` and ``repeats_not_rerun`` are the
+    pytest plug-in's (None: left out, as the perf process writes it)."""
+
+    run_id: str
+    worker: str | None
+    counts: dict[str, int]
+    exitstatus: int
+    pytest_failed: int
+    pytest_errors: int
+    pytest_failed_tests: list[dict[str, Any]]
+    devices_end: list[dict[str, Any]]
+    breakers: list[dict[str, Any]] | None = None
+    repeats_not_rerun: int | None = None  # suite cases drawn again after they had passed: not run twice
+    ended: str = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": "footer", "run_id": self.run_id, "worker": self.worker, "ended": self.ended,
+            "counts": self.counts, "exitstatus": int(self.exitstatus), "pytest_failed": self.pytest_failed,
+            "pytest_errors": self.pytest_errors, "pytest_failed_tests": self.pytest_failed_tests,
+        }
+        if self.breakers is not None:
+            out["breakers"] = self.breakers
+        out["devices_end"] = self.devices_end
+        if self.repeats_not_rerun is not None:
+            out["repeats_not_rerun"] = self.repeats_not_rerun
+        return out

@@ -1,0 +1,79 @@
+"""``conform devices`` and ``conform ops``: what is there to test, and how each op is judged."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+from conformance.cli.common import add_parser, common
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from device.ggml.device import list_ggml_devices
+    from device.inventory import acl_devices
+
+    devices = list_ggml_devices(args.ggml_lib)
+    acl = acl_devices()
+    if args.json:
+        print(json.dumps({"ggml": devices, "acl": acl}, indent=2))
+        return 0
+    first = devices[0] if devices else {}
+    print(f"ggml {first.get('ggml_version', '?')} from {first.get('library_path', '?')}")
+    print(f"{'device':<14} {'backend':<8} {'type':<6} {'free MiB':>10} {'total MiB':>10}  description")
+    for d in devices:
+        print(f"{d['spec']:<14} {d['backend']:<8} {d['type']:<6} {d['memory_free'] // 2**20:>10} "
+              f"{d['memory_total'] // 2**20:>10}  {d['description']}")
+    if acl:
+        print("\nACL devices (CANN runtime)")
+        for a in acl:
+            hbm = f"{a.get('hbm_free', 0) // 2**20}/{a.get('hbm_total', 0) // 2**20} MiB"
+            print(f"  acl:{a.get('index')}  {a.get('soc_name', '?')}  HBM free/total {hbm}  "
+                  f"CANN {a.get('cann_version', '?')}")
+    else:
+        print("\nACL devices: none (no CANN runtime libascendcl found)")
+    return 0
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    from golden import catalogue
+
+    rows: list[dict[str, Any]] = []
+    for spec in catalogue.OPS.values():
+        rows.append({
+            "op": spec.name, "family": spec.family, "implemented": spec.implemented,
+            "signatures": [s.label() for s in spec.signatures],
+            "tolerance": {k: v.describe() for k, v in spec.tolerance.items()},
+            "notes": spec.notes,
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    done = sum(r["implemented"] for r in rows)
+    print(f"{done}/{len(rows)} ops of the CANN seed's supports_op have a golden model; under each op, its "
+          "tolerance rows (destination dtype: bounds, and why)\n")
+    print(f"{'OP':<20} {'FAMILY':<10} {'GOLDEN':<16} SIGNATURES (sources→destination)")
+    for r in rows:
+        mark = "yes" if r["implemented"] else "NOT IMPLEMENTED"
+        print(f"{r['op']:<20} {r['family']:<10} {mark:<16} {' '.join(r['signatures'])}")
+        for dst, row in r["tolerance"].items():
+            bounds = " ".join(f"{k}={v}" for k, v in row.items() if k != "reason")
+            print(f"    {dst:<6} {bounds}  ({row.get('reason', 'no reason given')})")
+    return 0
+
+
+def declare_parser(sub: Any) -> None:
+    """This subcommand's arguments on ``conform``'s parser."""
+    dev = add_parser(sub, "devices", help="list devices",
+                     description="List ggml devices (and ACL devices where CANN is "
+                                 "installed) with their free and total memory.")
+    common(dev)
+    dev.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    ops = add_parser(sub, "ops", help="list the op catalogue",
+              description="List the op catalogue: family, golden model, dtype signatures and each tolerance row "
+                          "with its error-model reason.")
+    ops.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -1,0 +1,283 @@
+"""``conform model``: run a GGUF (a user's, or a synthetic tiny model of a named architecture) through
+libllama on a ggml device, judge every node it computes against the golden, and its logits end to end.
+
+Exit status: 0 pass, 1 a node or the logits fail, 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import pickle
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from conformance.model import ModelVerdict
+
+GGUF_MAGIC = b"GGUF"
+DEFAULT_PREFILL = "1,5,9,17,33,65"
+FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # enum llama_flash_attn_type
+
+
+class ModelUsageError(Exception):
+    """Bad input to conform model: one line, exit 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from conformance.cli.common import DefaultsFormatter, OneLineParser
+    from conformance.model_synthetic import ARCHITECTURES, WEIGHT_TYPES
+
+    p = OneLineParser(prog="conform model", formatter_class=DefaultsFormatter,
+                      description="Run a model through libllama on a device, judge every node it computes against "
+                                  "the golden (first failing node with a conform repro line and an .npz), then "
+                                  "its logits end to end next to ggml:CPU. Exit status: 0 pass, 1 fail, 2 bad input.")
+    p.add_argument("gguf", nargs="?", default=None, help="a GGUF model file (or use --arch for a synthetic one)")
+    p.add_argument("--arch", default=None, choices=ARCHITECTURES,
+                   help="a synthetic tiny model of this architecture (2 layers, 128-token vocabulary, seeded weights)")
+    p.add_argument("--weights", default="q8_0", choices=WEIGHT_TYPES, help="with --arch: the matrices' type")
+    p.add_argument("--seed", type=int, default=0, help="with --arch: the weights' seed")
+    p.add_argument("--device", action="append", default=[], metavar="ggml:NAME",
+                   help="the ggml device: ggml:CPU (the default), ggml:Vulkan0, ggml:CANN0; repeatable (one section "
+                        "each in model.html)")
+    p.add_argument("--ggml-lib", default=None, metavar="DIR",
+                   help="the llama.cpp build folder with libllama and ggml (default: $GGML_LIB_DIR)")
+    p.add_argument("--tokens", default=DEFAULT_PREFILL, metavar="ID,...", help="the prefill's token ids")
+    p.add_argument("--decode", type=int, default=2, metavar="N", help="decode steps after the prefill (KV cache)")
+    p.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads")
+    p.add_argument("--flash-attn", default="off", choices=tuple(FLASH_ATTN),
+                   help="llama.cpp's flash attention: off (MUL_MAT, SOFT_MAX, MUL_MAT nodes), on (FLASH_ATTN_EXT "
+                        "nodes), auto (as llama.cpp decides for the device, as users run it)")
+    p.add_argument("--no-cpu", action="store_true", help="skip ggml:CPU's logits beside the device's")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: conform-out/model-<time>)")
+    return p
+
+
+def _tokens(text: str, n_decode: int) -> list[list[int]]:
+    try:
+        prefill = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ModelUsageError(f"--tokens {text!r}: not a comma-separated list of token ids") from None
+    if len(prefill) < 2 or any(t < 0 for t in prefill):
+        raise ModelUsageError(f"--tokens {text!r}: a prefill needs at least two non-negative token ids")
+    if n_decode < 0 or n_decode > 64:
+        raise ModelUsageError(f"--decode {n_decode}: between 0 and 64 steps")
+    # decode ids are fixed, not sampled: every device decodes the same sequence
+    return [prefill] + [[(prefill[-1] + 7 * (i + 1)) % 128] for i in range(n_decode)]
+
+
+def _check_gguf(path: Path) -> None:
+    if not path.is_file():
+        raise ModelUsageError(f"{path}: no such file")
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if magic != GGUF_MAGIC:
+        raise ModelUsageError(f"{path}: not a GGUF file (it starts with {magic!r}, not b'GGUF')")
+
+
+def _check_fits(path: Path, device: str, lib_dir: str | None) -> None:
+    import ctypes as C
+
+    from device.llama.lib import load
+
+    ggml = load(lib_dir).ggml
+    for dev in ggml.devices():
+        if ggml.ggml_backend_dev_name(dev).decode() == device:
+            free, total = C.c_size_t(), C.c_size_t()
+            ggml.ggml_backend_dev_memory(dev, C.byref(free), C.byref(total))
+            need = path.stat().st_size
+            if free.value and need > free.value:
+                raise ModelUsageError(f"{path}: {need / 2**20:.0f} MiB of weights do not fit in {device}'s "
+                                      f"{free.value / 2**20:.0f} MiB free memory")
+            return
+    raise ModelUsageError(f"no ggml device {device!r} here (have: {', '.join(ggml.device_names())})")
+
+
+def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: Path) -> None:
+    from conformance.model import ModelVerdict
+
+    assert isinstance(verdict, ModelVerdict)
+    by_op: dict[str, list[float]] = {}
+    for n in verdict.nodes:
+        by_op.setdefault(n.op, []).append(n.error_ratio if n.error_ratio is not None else float("nan"))
+    print(f"model {verdict.model} ({verdict.description}) on {device_spec}")
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(verdict.counts.items()))
+    print(f"nodes: {len(verdict.nodes)} computed ({counts})")
+    print(f"{'op':<14} {'nodes':>5} {'max error ratio':>16}")
+    for op, ratios in sorted(by_op.items()):
+        judged = [r for r in ratios if r == r]
+        print(f"{op:<14} {len(ratios):>5} {max(judged) if judged else float('nan'):>16.3g}")
+    for n in verdict.nodes:
+        if n.status not in ("pass",):
+            print(f"  node {n.index} step {n.step} {n.name} {n.op} [{n.shapes}]: {n.status}"
+                  + (f" ({n.error_ratio:.3g}x)" if n.error_ratio is not None else "") + f" {n.detail[:160]}")
+    first = verdict.first_failure
+    if first is not None:
+        lib = f" --ggml-lib {lib_dir}" if lib_dir else ""
+        print(f"first failing node: {first.index} {first.name} ({first.op}, step {first.step}): {first.detail}")
+        if first.case_id:
+            print(f"  repro: conform repro '{first.case_id}' --device {device_spec}{lib}")
+        if first.artefact:
+            print(f"  tensors: {first.artefact}")
+    print(f"logits vs the golden's own forward pass (NMSE bar {verdict.logits_bar:.3g}):")
+    print(f"  {'run':<14} {'NMSE':>10} {'KL mean':>10} {'KL p99.9':>10} {'KL max':>10} {'top-1':>7}")
+    for f in verdict.logits:
+        print(f"  {f.device:<14} {f.nmse:>10.3g} {f.kl_mean:>10.3g} {f.kl_p999:>10.3g} {f.kl_max:>10.3g} "
+              f"{f.top1_agreement:>7.1%}")
+    print(f"verdict: {verdict.verdict}  (results in {out})")
+
+
+@dataclass
+class Crash:
+    """The model run's process died (a device abort): where, by the progress it had written."""
+
+    verdict: str
+    detail: str
+    stage: str
+    node: str
+
+
+def _check_in_child(progress: TextIO, path: str, device: str, lib_dir: str | None, steps: list[list[int]],
+                    out: str, threads: int, with_cpu: bool, flash_attn: int) -> object:
+    from conformance.model import check_model
+
+    return check_model(path, device, lib_dir, steps, Path(out), threads=threads, with_cpu=with_cpu,
+                       progress=progress, flash_attn=flash_attn)
+
+
+def _child_main(target: Callable[..., object], args: tuple[object, ...], out: str) -> None:
+    from device.base import DeviceError
+
+    folder = Path(out)
+    with (folder / "progress.log").open("w") as progress:
+        try:
+            result: tuple[str, object] = ("ok", target(progress, *args))
+        except DeviceError as exc:
+            result = ("error", str(exc))
+    (folder / "child-result.pickle").write_bytes(pickle.dumps(result))
+
+
+def run_isolated(target: Callable[..., object], args: tuple[object, ...], out: Path) -> object:
+    """``target(progress, *args)`` in a fresh process: a device that aborts takes only that process down, and
+    the crash is reported with the stage and the node it was in (from the progress file)."""
+    result_file = out / "child-result.pickle"
+    result_file.unlink(missing_ok=True)
+    process = multiprocessing.get_context("spawn").Process(target=_child_main, args=(target, args, str(out)))
+    process.start()
+    try:
+        process.join()
+    except KeyboardInterrupt:
+        process.terminate()
+        process.join()
+        raise
+    if result_file.exists():
+        kind, payload = pickle.loads(result_file.read_bytes())
+        result_file.unlink()
+        if kind == "error":
+            raise ModelUsageError(str(payload))
+        return payload
+    lines = (out / "progress.log").read_text().splitlines() if (out / "progress.log").exists() else []
+    stage = next((line.split("\t", 1)[1] for line in reversed(lines) if line.startswith("stage\t")), "loading")
+    node_line = next((line for line in reversed(lines) if line.startswith("node\t")), "")
+    code = process.exitcode or 0
+    how = f"signal {-code}" if code < 0 else f"exit status {code}"
+    if node_line and stage.startswith("capture"):
+        _, index, step, op, name = node_line.split("\t", 4)
+        verdict = f"CRASH at node {index} ({name}, {op}, step {step})"
+    else:
+        verdict = f"CRASH in the {stage}"
+    return Crash(verdict, f"the model process died ({how}) during the {stage}; the device's stderr is above",
+                 stage, node_line)
+
+
+def _write_results(folder: Path, device_spec: str, verdict: ModelVerdict) -> dict[str, object]:
+    record: dict[str, object] = {"device_spec": device_spec, **verdict.as_dict()}
+    (folder / "model.json").write_text(json.dumps(record, indent=1, default=str))
+    with (folder / "nodes.tsv").open("w") as f:
+        f.write("index\tstep\tname\top\tran_on\tshapes\tstatus\terror_ratio\tcase_id\tdetail\n")
+        for n in verdict.nodes:
+            f.write(f"{n.index}\t{n.step}\t{n.name}\t{n.op}\t{n.backend}\t{n.shapes}\t{n.status}\t{n.error_ratio}\t"
+                    f"{n.case_id}\t{n.detail}\n")
+    # the model's distinct node cases, for the op tier: conform repro --sequence node-cases.txt
+    distinct = dict.fromkeys(n.case_id for n in verdict.nodes if n.case_id)
+    (folder / "node-cases.txt").write_text("".join(f"{case_id}\n" for case_id in distinct))
+    return record
+
+
+def _crash_record(folder: Path, device_spec: str, model: Path, crash: Crash) -> dict[str, object]:
+    from conformance.model import LOGITS_NMSE_BAR
+
+    record: dict[str, object] = {
+        "device_spec": device_spec, "model": str(model), "device": device_spec.partition(":")[2], "description": "",
+        "verdict": crash.verdict, "counts": {}, "replayed_from_device": 0, "first_failure": None, "logits": [],
+        "logits_nmse_bar": LOGITS_NMSE_BAR, "nodes": [], "crash": crash.__dict__}
+    (folder / "model.json").write_text(json.dumps(record, indent=1))
+    return record
+
+
+def run(args: argparse.Namespace) -> int:
+    from conformance.model import ModelVerdict
+    from conformance.model_synthetic import write_tiny_model
+    from reports.model_html import build_model_report
+
+    if (args.gguf is None) == (args.arch is None):
+        raise ModelUsageError("give a GGUF file or --arch ARCH (one of them)")
+    device_specs = list(dict.fromkeys(args.device or ["ggml:CPU"]))
+    for spec in device_specs:
+        kind, _, name = spec.partition(":")
+        if kind != "ggml" or not name:
+            raise ModelUsageError(f"--device {spec!r}: the model tier runs on ggml devices (ggml:NAME)")
+    if args.threads < 1:
+        raise ModelUsageError(f"--threads {args.threads}: at least 1")
+    steps = _tokens(args.tokens, args.decode)
+    out = Path(args.out or f"conform-out/model-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    if args.arch is not None:
+        path = write_tiny_model(out / f"tiny-{args.arch}-{args.weights}-s{args.seed}.gguf", args.arch, args.weights,
+                                args.seed)
+    else:
+        path = Path(args.gguf)
+    _check_gguf(path)
+    for spec in device_specs:  # every device is checked before any runs: bad input leaves no results
+        _check_fits(path, spec.partition(":")[2], args.ggml_lib)
+    failed = False
+    results: list[Path] = []
+    for spec in device_specs:
+        name = spec.partition(":")[2]
+        folder = out if len(device_specs) == 1 else out / name
+        folder.mkdir(parents=True, exist_ok=True)
+        outcome = run_isolated(_check_in_child, (str(path), name, args.ggml_lib, steps, str(folder), args.threads,
+                                                 not args.no_cpu, FLASH_ATTN[args.flash_attn]), folder)
+        if isinstance(outcome, Crash):
+            _crash_record(folder, spec, path, outcome)
+            print(f"model {path} on {spec}: {outcome.verdict}")
+            print(f"  {outcome.detail}")
+            failed = True
+        else:
+            if not isinstance(outcome, ModelVerdict):
+                raise TypeError(f"the model process returned {type(outcome).__name__}, not a ModelVerdict")
+            _write_results(folder, spec, outcome)
+            _print_summary(outcome, spec, args.ggml_lib, folder)
+            failed = failed or not outcome.passed
+        results.append(folder / "model.json")
+    build_model_report(results, out / "model.html")
+    print(f"model section: {out / 'model.html'}")
+    return 1 if failed else 0
+
+
+def main(argv: list[str]) -> int:
+    from device.base import DeviceError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except (ModelUsageError, DeviceError) as exc:
+        print(f"conform model: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,271 @@
+"""``conform repro``: rerun one case from its id, or replay (and shrink) a sequence of cases."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from conformance.set_get import SetGetCase
+    from device.spec import DeviceSpec
+    from golden.case import OpCase
+    from results.record import CaseRecord
+
+from conformance.cli.common import UsageError, add_parser, check_numbers, common, device_options, limits
+
+
+def check_case(case_id: str) -> OpCase | SetGetCase:
+    """Parse a case id and check it names a case the harness can build; UsageError otherwise."""
+    from conformance.data import DISTRIBUTIONS
+    from conformance.set_get import SetGetCase, is_set_get_id
+    from golden.case_check import CaseIdError, check_case_id
+
+    if is_set_get_id(case_id):
+        try:
+            return SetGetCase.parse(case_id)
+        except KeyError as exc:
+            raise UsageError(f"malformed case id {case_id!r}: the tensor lacks its {exc.args[0]} field") from None
+        except (ValueError, TypeError, IndexError) as exc:
+            raise UsageError(f"malformed case id {case_id!r}: {exc}") from None
+    try:
+        return check_case_id(case_id, DISTRIBUTIONS)
+    except CaseIdError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_repro(args: argparse.Namespace) -> int:
+    from conformance.harness import Harness
+    from conformance.set_get import SetGetCase
+    from device.registry import check_spec
+
+    if args.sequence or args.history:
+        return _repro_sequence(args)
+    if args.shrink:
+        raise UsageError("--shrink needs a sequence to shrink: --sequence FILE|ID... or --history RESULTS")
+    if not args.case_id:
+        raise UsageError("repro needs a case id (or --sequence / --history)")
+    from golden.graphs.case import is_graph_id
+
+    if is_graph_id(args.case_id):
+        return _repro_graph(args)
+    case = check_case(args.case_id)
+    check_numbers(args)
+    device = _repro_device(args, None)
+    check_spec(device, device_options(args))
+    harness = Harness(device, device_options(args), out_dir=args.out or ".", timeout=args.case_timeout,
+                      keep_artefacts=args.out is not None)
+    try:
+        record = harness.evaluate_set_get(case) if isinstance(case, SetGetCase) else harness.evaluate(case)
+    finally:
+        harness.close()
+    print(f"{record.outcome.value.upper()}  {case.case_id}  on {device}")
+    m = record.metrics
+    if m and "max_abs" in m:
+        print(f"  error_ratio {m['error_ratio']:.3g}  max_abs {m['max_abs']:.3g}  max_ulp {m['max_ulp']:.3g}  "
+              f"nmse {m['nmse']:.3g}  bad {m['n_bad']}/{m['n']}")
+    if record.message:
+        print(f"  {record.message}")
+    if record.crash is not None:
+        print("  stderr tail:\n" + "\n".join("    " + ln for ln in record.crash.stderr_tail.splitlines()[-10:]))
+    if record.artefact:
+        print(f"  artefact: {os.path.join(args.out, record.artefact)}")
+    if record.expected:
+        print(f"  known bug {record.expected.id} of this device and release: {record.expected.reason}")
+    return 1 if record.failing else 0
+
+
+def _repro_graph(args: argparse.Namespace) -> int:
+    """``conform repro 'GRAPH[pattern](...)'``: one graph case, its three runs and the localisation."""
+    from conformance.graphs import evaluate_graph_case
+    from conformance.harness import Harness
+    from device.registry import check_spec
+    from golden.graphs.case import parse_graph_id
+
+    try:
+        case = parse_graph_id(args.case_id)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise UsageError(f"malformed graph case id {args.case_id!r}: {exc}") from None
+    check_numbers(args)
+    device = _repro_device(args, None)
+    check_spec(device, device_options(args))
+    harness = Harness(device, device_options(args), out_dir=args.out or ".", timeout=args.case_timeout,
+                      keep_artefacts=args.out is not None)
+    try:
+        record = evaluate_graph_case(harness, case)
+    finally:
+        harness.close()
+    print(f"{record.outcome.value.upper()}  {case.case_id}  on {device}")
+    extra = record.extra or {}
+    for verdict in extra.get("outputs", []) + extra.get("nodes", []):
+        kind = "output" if verdict in extra.get("outputs", []) else "node  "
+        print(f"  {verdict['run']:<8} {kind} {verdict['node']:<14} error_ratio {verdict['error_ratio']:.3g}  "
+              f"nmse {verdict['nmse']:.3g}  {'ok' if verdict['passed'] else 'FAIL'}")
+    for run, why in extra.get("not_run", {}).items():
+        print(f"  {run} run not made: {why}")
+    if record.message:
+        print(f"  {record.message}")
+    if record.crash is not None:
+        print("  stderr tail:\n" + "\n".join("    " + ln for ln in record.crash.stderr_tail.splitlines()[-10:]))
+    return 1 if record.failing else 0
+
+
+def _repro_device(args: argparse.Namespace, recorded: str | None) -> DeviceSpec:
+    """--device, else the device a record names, else ggml:CPU."""
+    from device.spec import DeviceSpec
+
+    return DeviceSpec.parse(args.device or recorded or "ggml:CPU")
+
+
+def _sequence_ids(items: list[str]) -> list[str]:
+    """--sequence arguments: each a case id, or a file of case ids (one per line; # comments)."""
+    ids: list[str] = []
+    for item in items:
+        path = Path(item)
+        if "(" not in item and path.is_file():
+            try:
+                lines = path.read_text().splitlines()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UsageError(f"cannot read the sequence file {item!r}: {exc}") from None
+            ids += [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+        elif "(" not in item:
+            raise UsageError(f"--sequence {item!r} is neither a case id nor a readable file")
+        else:
+            ids.append(item)
+    if not ids:
+        raise UsageError("--sequence names no cases")
+    return ids
+
+
+def _history_record(results: str, case_id: str | None) -> CaseRecord:
+    """The crash/timeout record with a history in ``results`` (the one for ``case_id``, or the only one)."""
+    from results.outcome import Outcome
+    from results.record import CaseRecord
+
+    DIED = {o.value for o in Outcome if o.process_died}
+    try:
+        lines = Path(results).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the results file {results!r}: {exc}") from None
+    found: list[CaseRecord] = []
+    for line in lines:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue  # a cut-off last line, or not a results line
+        if not isinstance(data, dict) or data.get("type") != "case" or data.get("outcome") not in DIED:
+            continue
+        if case_id and data.get("case_id") != case_id:
+            continue
+        try:
+            found.append(CaseRecord.from_json(data))
+        except (KeyError, ValueError, TypeError, AttributeError):
+            continue
+    which = f"for {case_id!r} " if case_id else ""
+    if not found:
+        raise UsageError(f"{results} has no crash or timeout record {which}to replay")
+    with_history = [r for r in found if r.history]
+    if not with_history:
+        raise UsageError(f"the crash record {which}in {results} carries no history (an older results file?)")
+    if len(with_history) > 1 and not case_id:
+        raise UsageError(f"{results} has {len(with_history)} crash/timeout records with a history; "
+                         "name one by its case id (conform repro CASE_ID --history RESULTS)")
+    return with_history[-1]
+
+
+def _repro_sequence(args: argparse.Namespace) -> int:
+    from conformance.sequence import SequenceRunner, Step, shrink
+    from device.registry import check_spec
+    from results.outcome import Outcome
+
+    if args.sequence and args.history:
+        raise UsageError("give either --sequence or --history, not both")
+    check_numbers(args)
+    target: Outcome | None = None
+    if args.history:
+        record = _history_record(args.history, args.case_id)
+        ids, target = list(record.history), record.outcome
+        device = _repro_device(args, record.device)
+        if record.history_dropped:
+            print(f"conform: note: the record kept the last {len(ids)} cases; {record.history_dropped} earlier "
+                  "ones were not recorded", file=sys.stderr)
+    else:
+        if args.case_id:
+            raise UsageError("with --sequence, give every case id (the crashing one last) after --sequence")
+        ids = _sequence_ids(args.sequence)
+        device = _repro_device(args, None)
+    cases = [check_case(case_id) for case_id in ids]
+    check_spec(device, device_options(args))
+
+    def show(index: int, total: int, step: Step) -> None:
+        note = f"  {step.message}"[:200] if step.outcome.failing and step.message else ""
+        print(f"  {index}/{total} {step.outcome.value.upper():<11} {step.case_id}{note}", flush=True)
+
+    runner = SequenceRunner(device, device_options(args), args.case_timeout, on_step=show)
+    print(f"replaying {len(cases)} case(s) on {device}, in order, in a fresh device process", flush=True)
+    replay = runner.replay(cases)
+    died = replay.died_at
+    if died is None:
+        failing = [i for i, step in enumerate(replay.steps) if step.outcome.failing]
+        if not failing:
+            print("every case passed: the sequence does not reproduce a crash or a wrong result")
+            return 0
+        first = failing[0]
+        where = ("the sequence reproduces it" if first == len(cases) - 1
+                 else "before the last case of the sequence")
+        print(f"{replay.steps[first].outcome.value.upper()} at case {first + 1}/{len(cases)}: {where}")
+        if args.shrink:
+            print("(--shrink reduces sequences that end in a crash or timeout; this one ends in a wrong result)")
+        return 1
+    outcome = replay.steps[died].outcome
+    if died < len(cases) - 1:
+        print(f"{outcome.value.upper()} at case {died + 1}/{len(cases)}, before the last case of the sequence")
+    else:
+        print(f"{outcome.value.upper()} at case {died + 1}/{len(cases)}: the sequence reproduces it")
+    if target is not None and outcome is not target:
+        print(f"(the record says {target.value.upper()})")
+    if not args.shrink:
+        return 1
+    cases = cases[: died + 1]
+    print(f"shrinking {len(cases)} case(s) (delta debugging; every try replays in a fresh device process)...",
+          flush=True)
+    runner.on_step = None
+    shortest = shrink(runner, cases, outcome)
+    print(f"shortest sequence that still ends in {outcome.value.upper()}: {len(shortest)} of {len(cases)} case(s), "
+          f"{runner.replays} replays")
+    for case in shortest:
+        print(f"  {case.case_id}")
+    from conformance.harness import sequence_repro_line
+
+    print("reproduce: " + sequence_repro_line([c.case_id for c in shortest], device, device_options(args)))
+    return 1
+
+
+def declare_parser(sub: Any) -> None:
+    """This subcommand's arguments on ``conform``'s parser."""
+    rep = add_parser(sub, "repro", help="rerun one case by its case id, or replay a sequence of cases",
+              description="Rerun one case from the case id a failure printed and print its verdict, or replay "
+                          "a sequence of cases in order in one fresh device process (--sequence, --history), "
+                          "optionally shrinking it to the shortest sequence that still crashes (--shrink). "
+                          "Exit status: 0 pass, 1 the case (or sequence) fails, 2 bad input.")
+    common(rep)
+    rep.add_argument("case_id", nargs="?", default=None,
+                     help="the case id a failure printed (with --history: which crash record to replay)")
+    rep.add_argument("--device", default=None, metavar="SPEC",
+                     help="device (default: the record's with --history, else ggml:CPU)")
+    rep.add_argument("--sequence", nargs="+", default=None, metavar="FILE|ID",
+                     help="replay these cases in order in one fresh device process: case ids, or files of one "
+                          "case id per line (a crash or a wrong result that needs the cases before it)")
+    rep.add_argument("--history", default=None, metavar="RESULTS",
+                     help="replay the history a crash or timeout record carries (the one for CASE_ID, or the "
+                          "only one in the results file)")
+    rep.add_argument("--shrink", action="store_true",
+                     help="with --sequence or --history: reduce the sequence to the shortest one whose last "
+                          "case still crashes or times out, and print it")
+    rep.add_argument("--out", default=None, metavar="DIR",
+                     help="save a failing case's inputs, golden and device output as an .npz under DIR/artefacts/ "
+                          "(default: nothing is written)")
+    limits(rep)

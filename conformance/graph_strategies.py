@@ -1,0 +1,105 @@
+"""Hypothesis strategies for graph cases: one per pattern of ``golden/graphs/patterns.py``.
+
+Each draws the pattern's params (shapes with decode = one row and prefill rows, eps, broadcast and
+argument-order variants, chain length) and the data; Hypothesis shrinks them towards one row, the
+smallest sizes, the plain variants and the shortest chain.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import strategies as st
+
+from conformance.strategies import f32, one_in, row_size
+from golden.graphs.case import GraphCase, patterns
+
+ParamsDraw = Callable[[st.DrawFn, str], list[tuple[str, Any]]]
+PARAMS: dict[str, ParamsDraw] = {}
+DATA = ("uniform", "dense")  # "special" (NaN/inf) needs the bound's non-finite rules first: not drawn yet
+
+
+def _params(*names: str) -> Callable[[ParamsDraw], ParamsDraw]:
+    def add(fn: ParamsDraw) -> ParamsDraw:
+        for name in names:
+            PARAMS[name] = fn
+        return fn
+    return add
+
+
+def _ne(draw: st.DrawFn, max_ne0: int = 4096) -> tuple[int, int, int, int]:
+    ne0 = draw(row_size(max_ne0=max_ne0))
+    rows = 1 if not draw(st.booleans()) else draw(st.sampled_from((2, 3, 7, 32)))  # decode, or prefill
+    ne2 = 2 if one_in(draw, 6) else 1
+    return (ne0, rows, ne2, 1)
+
+
+def _weight_and_order(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    w = draw(st.sampled_from(("row", "full")))
+    order = draw(st.sampled_from(("xw", "wx"))) if w == "full" else "xw"
+    return [("w", w), ("order", order)]
+
+
+def _eps(draw: st.DrawFn) -> float:
+    return f32(draw(st.sampled_from((1e-6, 1e-5, 1e-3))))
+
+
+@_params("rms_norm_mul", "rms_norm_mul_add")
+def _rms_norm_mul(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = [("ne", _ne(draw)), *_weight_and_order(draw), ("eps", _eps(draw))]
+    if pattern.endswith("_add"):
+        out.append(("b", draw(st.sampled_from(("row", "full")))))
+    return out
+
+
+@_params("add_rms_norm", "add_rms_norm_mul")
+def _add_rms_norm(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = [("ne", _ne(draw)), ("b", draw(st.sampled_from(("full", "row")))),
+                                  ("eps", _eps(draw))]
+    if pattern.endswith("_mul"):
+        out += _weight_and_order(draw)
+    return out
+
+
+@_params("add_chain", "mul_chain")
+def _chain(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    return [("ne", _ne(draw, 1024)), ("n", draw(st.integers(2, 8))), ("b", draw(st.sampled_from(("full", "row"))))]
+
+
+def _tokens(draw: st.DrawFn) -> int:
+    return 1 if not draw(st.booleans()) else draw(st.integers(2, 16))
+
+
+@_params("mul_mat_add")
+def _mul_mat_add(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    bias = draw(st.sampled_from(("vec", "full")))
+    order = draw(st.sampled_from(("mb", "bm"))) if bias == "full" else "mb"
+    return [("k", draw(row_size(max_ne0=1024))), ("m", draw(st.integers(1, 96))), ("n", _tokens(draw)),
+            ("bias", bias), ("order", order)]
+
+
+@_params("softcap")
+def _softcap(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    return [("ne", _ne(draw)), ("cap", f32(draw(st.sampled_from((30.0, 50.0, 1.0, 7.5)))))]
+
+
+@_params("gate_up_glu")
+def _gate_up_glu(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    return [("k", draw(row_size(max_ne0=1024))), ("f", draw(st.integers(1, 96))), ("n", _tokens(draw))]
+
+
+@functools.cache
+def graph_strategy(pattern: str, signature: str) -> st.SearchStrategy[GraphCase]:
+    """Graph cases of ``pattern`` whose ``type`` is ``signature``."""
+    if pattern not in patterns():
+        raise KeyError(f"unknown graph pattern {pattern!r}")
+    draw_params = PARAMS[pattern]
+
+    @st.composite
+    def cases(draw: st.DrawFn) -> GraphCase:
+        params = [("type", signature), *draw_params(draw, pattern)]
+        return GraphCase(pattern, tuple(params), draw(st.integers(0, 2**16)), draw(st.sampled_from(DATA)))
+
+    return cases()

@@ -1,0 +1,249 @@
+"""Running and judging one graph case (``golden/graphs``) end to end, and its record.
+
+The device runs the case three ways (``device.base.GraphRun``). The verdict:
+
+* every run's outputs against the golden's exact output with the graph bound (each node's tolerance
+  row plus its sources' bounds carried through it to first order; docs/graph-error-model.md);
+* the ``blocked`` run node by node, each node on the device's own inputs (the earlier nodes as the
+  device computed them) with the node's own row alone: the first node that fails there is wrong by
+  itself, whatever came before it (*localisation*);
+* a case whose blocked run passes but whose fused run fails **fails only when fused**: the record
+  names the pattern's fusable span; one that fails only under the graph allocator says so;
+* every run's graph inputs read back byte for byte (the allocator must not hand an input's memory
+  to a node; a fused kernel must not write its sources).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from conformance.data import as_stored, floats
+from conformance.verdict import Metrics, compare
+from device.base import GraphRun, GraphRunResult
+from device.worker import DeviceWorker
+from golden import catalogue
+from golden.case import OpCase
+from golden.graphs.case import GraphCase, GraphGolden, RowFor, evaluate_graph
+from golden.tolerance import ErrorModel, Tolerance
+from results.outcome import Outcome
+from results.record import CaseDescription, CaseRecord
+
+if TYPE_CHECKING:
+    from conformance.harness import Harness
+
+GRAPH_BOUND = ("graph bound: each node's own tolerance row, plus its sources' bounds carried through the node to "
+               "first order (docs/graph-error-model.md)")
+MESSAGE_LIMIT = 800
+
+
+def make_graph_inputs(case: GraphCase) -> list[np.ndarray]:
+    """The graph inputs' values from the case's seed (as stored: float32/float16 arrays)."""
+    rng = np.random.default_rng(case.data_seed)
+    return [as_stored(floats(rng, i.spec, case.distribution), i.spec.dtype) for i in case.graph.inputs]
+
+
+def describe(case: GraphCase) -> CaseDescription:
+    graph = case.graph
+    return CaseDescription(
+        dtypes={i.name: i.spec.dtype for i in graph.inputs} | {n.name: n.dst for n in graph.nodes},
+        shapes={i.name: list(i.spec.ne) for i in graph.inputs} | {n.name: list(n.ne) for n in graph.nodes},
+        layout={i.name: i.spec.layout.label() for i in graph.inputs},
+        params=dict(case.params) | {"pattern": case.pattern},
+    )
+
+
+@dataclass
+class NodeVerdict:
+    node: str  # "n1:MUL"
+    run: str
+    metrics: Metrics
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "run": self.run, "passed": self.metrics.passed,
+                "error_ratio": self.metrics.error_ratio, "nmse": self.metrics.nmse,
+                **({"detail": self.metrics.detail} if self.metrics.detail else {})}
+
+
+@dataclass
+class GraphVerdict:
+    outputs: list[NodeVerdict] = field(default_factory=list)  # every run's outputs, graph bound
+    nodes: list[NodeVerdict] = field(default_factory=list)  # the blocked run, node by node, own rows
+    inputs_changed: dict[str, list[str]] = field(default_factory=dict)  # run -> graph inputs written
+    first_wrong_node: str | None = None
+    fused_only: bool = False
+    allocator_only: bool = False
+    fused_span: str | None = None
+    not_run: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return (all(v.metrics.passed for v in self.outputs + self.nodes) and not self.inputs_changed)
+
+    def failed_runs(self) -> list[str]:
+        runs = {v.run for v in self.outputs if not v.metrics.passed} | set(self.inputs_changed)
+        return [r.value for r in GraphRun if r.value in runs]
+
+    def worst(self) -> Metrics:
+        every = self.outputs + self.nodes
+        return max(every, key=lambda v: v.metrics.error_ratio).metrics if every else Metrics()
+
+    def message(self) -> str:
+        if self.passed:
+            return ""
+        parts = []
+        if self.first_wrong_node is not None:
+            bad = next(v for v in self.nodes if not v.metrics.passed)
+            parts.append(f"first wrong node {self.first_wrong_node} (blocked run, on the device's own inputs): "
+                         f"{bad.metrics.detail}")
+        if self.fused_only:
+            bad = next(v for v in self.outputs if v.run == GraphRun.FUSED.value and not v.metrics.passed)
+            parts.append(f"fails only when fused: span {self.fused_span}; {bad.node}: {bad.metrics.detail}")
+        elif self.allocator_only:
+            bad = next(v for v in self.outputs if v.run == GraphRun.GALLOCR.value and not v.metrics.passed)
+            parts.append(f"fails only under ggml's graph allocator (buffers reused in place); {bad.node}: "
+                         f"{bad.metrics.detail}")
+        elif self.first_wrong_node is None:
+            for v in self.outputs:
+                if not v.metrics.passed:
+                    parts.append(f"{v.run} run, output {v.node}: {v.metrics.detail}")
+                    break
+        for run, names in self.inputs_changed.items():
+            parts.append(f"the {run} run modified graph input(s) {', '.join(names)} (or the padding around them)")
+        return "; ".join(parts)
+
+
+def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGolden,
+                result: GraphRunResult, row_for: RowFor | None = None) -> GraphVerdict:
+    """``row_for``: each node's own row, as ``evaluate_graph`` took it (default: the catalogue's)."""
+    row_for = row_for or catalogue.tolerance_of
+    if not isinstance(result, GraphRunResult):
+        raise TypeError(f"run_graph returned {type(result).__name__}, not a GraphRunResult")
+    graph = case.graph
+    verdict = GraphVerdict(not_run=dict(result.not_run))
+    for run in GraphRun:
+        got = result.nodes.get(run.value)
+        if got is None:
+            continue
+        for name in graph.outputs:
+            node = graph.node(name)
+            tol = Tolerance(GRAPH_BOUND, model=_fixed(golden.allowed[name]), model_name="graph_bound")
+            metrics = compare(case.node_case(node), exact_inputs, golden.exact[name],
+                              np.asarray(got[name], np.float64), tol)
+            verdict.outputs.append(NodeVerdict(node.label, run.value, metrics))
+        intact = result.inputs_intact.get(run.value, [])
+        changed = [i.name for i, ok in zip(graph.inputs, intact, strict=False) if not ok]
+        if changed:
+            verdict.inputs_changed[run.value] = changed
+    blocked = result.nodes.get(GraphRun.BLOCKED.value)
+    if blocked is not None:
+        values: dict[str, np.ndarray] = {i.name: x for i, x in zip(graph.inputs, exact_inputs, strict=True)}
+        values |= {name: np.asarray(v, np.float64) for name, v in blocked.items()}
+        for node in graph.nodes:
+            node_case = case.node_case(node)
+            xs = [values[s] for s in node.srcs]
+            expected = catalogue.evaluate(node_case, xs)
+            metrics = compare(node_case, xs, expected, values[node.name], row_for(node_case))
+            verdict.nodes.append(NodeVerdict(node.label, GraphRun.BLOCKED.value, metrics))
+            if not metrics.passed and verdict.first_wrong_node is None:
+                verdict.first_wrong_node = node.label
+    failed = set(verdict.failed_runs())
+    blocked_ok = blocked is not None and verdict.first_wrong_node is None and GraphRun.BLOCKED.value not in failed
+    if blocked_ok and GraphRun.FUSED.value in failed:
+        verdict.fused_only = True
+        bad = [v.node.split(":")[0] for v in verdict.outputs if v.run == GraphRun.FUSED.value and not v.metrics.passed]
+        spans = [s for name in bad for s in graph.spans_into(name)]
+        verdict.fused_span = "; ".join(dict.fromkeys(graph.span_label(s) for s in spans)) or "(no fusable span)"
+    elif blocked_ok and failed == {GraphRun.GALLOCR.value}:
+        verdict.allocator_only = True
+    return verdict
+
+
+def _fixed(bound: np.ndarray) -> ErrorModel:
+    """An error model that is the propagated bound already computed for this output."""
+    def model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+        return bound
+    return model
+
+
+def evaluate_graph_case(harness: Harness, case: GraphCase) -> CaseRecord:
+    """Run and judge one graph case on the harness' device; always returns (and writes) a record."""
+    description = CaseDescription({}, {}, {}, {"pattern": case.pattern})
+    tolerance: dict[str, Any] = {"reason": GRAPH_BOUND}
+    deviations: dict[str, str] = {}
+
+    def row_for(node_case: OpCase) -> Tolerance:
+        """A node's own row: the catalogue's, or this backend's documented deviation for the node (the
+        op tier's known bug with a bound of its own, e.g. Vulkan's F16 MUL_MAT intermediates)."""
+        bug = harness._known_bug(node_case)
+        if bug is not None and bug.tolerance is not None:
+            deviations[node_case.op] = bug.id
+            return bug.tolerance
+        return catalogue.tolerance_of(node_case)
+
+    step = "expanding the pattern"
+    try:
+        description = describe(case)
+        step = "making the inputs"
+        inputs = make_graph_inputs(case)
+        exact_inputs = [np.asarray(x, np.float64) for x in inputs]
+        step = "computing the golden"
+        golden = evaluate_graph(case, exact_inputs, row_for)
+    except Exception as exc:
+        return harness._finish(_error(harness, case, description, f"harness error while {step}: {_line(exc)}"))
+    try:
+        reply = harness.runner.call("run_graph", (case, inputs), harness.timeout, label=case.case_id)
+    except Exception as exc:
+        return harness._finish(_error(harness, case, description, f"device error: {_line(exc)}"))
+    if reply.outcome is Outcome.UNSUPPORTED and "does not declare run_graph" in reply.message:
+        reply.message = "the device does not run graph cases (it declares no Capability.GRAPH)"
+    if deviations:
+        tolerance["deviations"] = dict(deviations)
+    record = harness._new_record(case.case_id, case.op, description, case.distribution, case.data_seed, reply,
+                                 tolerance)
+    if reply.answered:
+        try:
+            verdict = judge_graph(case, exact_inputs, golden, reply.result, row_for)
+        except Exception as exc:
+            record.outcome = Outcome.ERROR
+            record.message = f"harness error while judging the graph: {_line(exc)}"[:MESSAGE_LIMIT]
+        else:
+            record.metrics = verdict.worst().as_dict()
+            record.outcome = Outcome.PASS if verdict.passed else Outcome.FAIL
+            record.message = verdict.message()[:MESSAGE_LIMIT]
+            record.extra = {
+                "pattern": case.pattern,
+                "outputs": [v.to_json() for v in verdict.outputs],
+                "nodes": [v.to_json() for v in verdict.nodes],
+                "failed_runs": verdict.failed_runs(),
+                "first_wrong_node": verdict.first_wrong_node,
+                "fused_only": verdict.fused_only,
+                "allocator_only": verdict.allocator_only,
+                "fused_span": verdict.fused_span,
+                "not_run": verdict.not_run,
+                "deviations": deviations,
+                "compute_s": dict(reply.result.extra),
+            }
+    if record.outcome is Outcome.FAIL and isinstance(harness.runner, DeviceWorker):
+        try:  # a wrong kernel may also have written past its buffer: the next case gets a clean process
+            harness.runner.start()
+        except Exception as exc:
+            record.message = f"{record.message} (device restart failed: {_line(exc)})"[:MESSAGE_LIMIT]
+    return harness._finish(record)
+
+
+def _error(harness: Harness, case: GraphCase, description: CaseDescription, message: str) -> CaseRecord:
+    from device.worker import Reply
+
+    record = harness._new_record(case.case_id, case.op, description, case.distribution, case.data_seed,
+                                 Reply(Outcome.ERROR), {"reason": GRAPH_BOUND})
+    record.outcome = Outcome.ERROR
+    record.message = message[:MESSAGE_LIMIT]
+    return record
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

@@ -1,0 +1,25 @@
+"""A case's input arrays: the op's own maker where its case module has one, else plain data.
+
+Kept apart from ``conformance/data.py`` (the data primitives the case modules build on), which the
+case modules import: the dispatch over ``conformance.cases`` lives here, above both.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance import cases
+from conformance.data import plain_input
+from golden.case import OpCase
+
+
+def make_inputs(case: OpCase, entry: cases.OpCases | None = None) -> list[np.ndarray]:
+    """The case's inputs; ``entry``: the op's suite entry where the caller has resolved it already."""
+    rng = np.random.default_rng(case.data_seed)
+    maker = (entry or cases.lookup(case.op)).make_inputs
+    if maker is not None:
+        return maker(case, rng)
+    if case.form == "self":  # src1 is src0 (ggml_add(ctx, a, a)): both inputs hold the same values
+        first = plain_input(rng, case.inputs[0], case)
+        return [first, np.array(first, copy=True)]
+    return [plain_input(rng, spec, case) for spec in case.inputs]

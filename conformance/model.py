@@ -1,0 +1,337 @@
+"""The model tier: judge every node of a real llama.cpp forward pass, then the logits end to end.
+
+1. **Node by node** (:func:`judge_nodes`): the capture run (``device/llama/capture.py``) records every node
+   the device computed; each is translated to its op case (``device/llama/nodes.py``), recomputed by the
+   golden from the device's own inputs and judged with that op's verdict and tolerance row, as the op tier
+   judges a case. The first failing node is named with its ``conform repro`` id and an .npz of its tensors.
+   A node whose op the golden lacks is listed as not judged, never as passing.
+2. **End to end** (:func:`golden_replay`, :func:`logits_figures`): the golden recomputes the captured graph
+   from its own values (weights and token inputs from the file, everything computed by the golden, the
+   KV cache written by the golden's SET_ROWS), which gives golden logits; the device's logits from a run
+   *without* the callback (fused, as users run it) are compared with them: NMSE, KL divergence and top-1
+   agreement per token, with ggml:CPU's figures beside them. Where the scheduler splits the graph between
+   backends, the copy of a tensor into the next split is the device's (the replay follows nodes, not copies).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from conformance import cases
+from conformance.verdict import Metrics, compare
+from device import known_bugs
+from device.llama.capture import CapturedNode, CapturedTensor, ModelRun, Tamper
+from device.llama.nodes import NodeCase, NotJudged, node_case
+from golden import catalogue, dtypes
+
+# End to end, the fused run's logits may differ from the golden's by what the same device's node-by-node
+# run (every node within its op's tolerance) differs, with room for fusion's own roundings: 4x its NMSE
+# (NMSE is quadratic: twice the error amplitude), and never less than test-llama-archs' bar for a toy
+# model's logits against the CPU's (1e-4, graph-and-fusion.md §4)
+LOGITS_NMSE_BAR = 1e-4
+FUSED_NMSE_FACTOR = 4.0
+
+
+@dataclass
+class NodeVerdict:
+    index: int
+    step: int
+    name: str
+    op: str
+    shapes: str  # the sources' and output's types and shapes
+    status: str  # pass, FAIL, expected (a known bug), not judged, error
+    backend: str = ""  # where the scheduler ran it (a node the device declines runs on the CPU)
+    error_ratio: float | None = None
+    case_id: str = ""
+    detail: str = ""
+    artefact: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class LogitsFigures:
+    device: str
+    nmse: float
+    kl_mean: float
+    kl_p999: float
+    kl_max: float
+    top1_agreement: float  # share of tokens whose top-1 id matches the golden's
+    n_tokens: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+NODE_BY_NODE = "node by node"  # the logits row of the capture run (unfused, every node observed)
+
+
+@dataclass
+class ModelVerdict:
+    model: str
+    device: str
+    description: str
+    nodes: list[NodeVerdict] = field(default_factory=list)
+    logits: list[LogitsFigures] = field(default_factory=list)
+    replayed_from_device: int = 0  # nodes the golden replay took from the device (ops it lacks)
+
+    @property
+    def first_failure(self) -> NodeVerdict | None:
+        return next((n for n in self.nodes if n.status in ("FAIL", "error")), None)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for n in self.nodes:
+            out[n.status] = out.get(n.status, 0) + 1
+        return out
+
+    @property
+    def logits_bar(self) -> float:
+        captured = next((f for f in self.logits if f.device == NODE_BY_NODE), None)
+        return max(LOGITS_NMSE_BAR, FUSED_NMSE_FACTOR * captured.nmse) if captured else LOGITS_NMSE_BAR
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.startswith("pass")
+
+    @property
+    def verdict(self) -> str:
+        first = self.first_failure
+        if first is not None:
+            return f"FAIL at node {first.index} ({first.name}, {first.op})"
+        fused = next((f for f in self.logits if f.device == self.device), None)
+        if fused is not None and not fused.nmse <= self.logits_bar:
+            return "FAIL: wrong only with the whole graph (fusion or allocation)"
+        if self.counts.get("not judged"):
+            return "pass (every judged node; some not judged)"
+        return "pass"
+
+    def as_dict(self) -> dict[str, Any]:
+        first = self.first_failure
+        return {"model": self.model, "device": self.device, "description": self.description,
+                "verdict": self.verdict, "counts": self.counts, "replayed_from_device": self.replayed_from_device,
+                "first_failure": first.as_dict() if first else None, "logits": [f.as_dict() for f in self.logits],
+                "logits_nmse_bar": self.logits_bar, "nodes": [n.as_dict() for n in self.nodes]}
+
+
+def _shapes(node: CapturedNode) -> str:
+    def one(t: CapturedTensor) -> str:
+        return f"{t.dtype}[{','.join(map(str, t.ne))}]"
+    return ", ".join(one(s) for s in node.srcs if s is not None) + " -> " + one(node.out)
+
+
+def judge_case(nc: NodeCase) -> tuple[Metrics, np.ndarray, list[np.ndarray]]:
+    """The op tier's verdict on a node: golden from the node's inputs, the op's comparator or tolerance row."""
+    case = nc.case
+    exact = catalogue.golden_inputs(case, nc.inputs)
+    golden = catalogue.evaluate(case, exact)
+    special = cases.lookup(case.op).judge
+    if special is not None:
+        judged = special(case, exact, golden, nc.output)
+        if not isinstance(judged, Metrics):
+            raise TypeError(f"the {case.op} comparator returned {type(judged).__name__}, not Metrics")
+        metrics = judged
+    elif dtypes.is_quantized(case.dst):
+        from conformance.verdict_quant import judge_quantized
+
+        metrics = judge_quantized(case, nc.inputs, golden, nc.output)
+    else:
+        out = nc.output if case.dst in ("i32", "i64") else np.asarray(nc.output, np.float64)
+        metrics = compare(case, exact, golden, out, catalogue.tolerance_of(case))
+    return metrics, golden, exact
+
+
+def _save_npz(folder: Path, verdict: NodeVerdict, nc: NodeCase, golden: np.ndarray) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"node-{verdict.index:05d}-{verdict.op.lower()}.npz"
+    arrays: dict[str, Any] = {f"input{i}": np.asarray(x) for i, x in enumerate(nc.inputs)}
+    arrays.update(case_id=np.array(nc.case.case_id), node=np.array(verdict.name), golden=golden,
+                  device=np.asarray(nc.output))
+    np.savez_compressed(path, **arrays)
+    return str(path)
+
+
+def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path | None,
+                stop_after_first: bool = False) -> list[NodeVerdict]:
+    """A verdict for every computed node of the capture run (view nodes compute nothing and are left out)."""
+    bugs = known_bugs.all_known_bugs()
+    out: list[NodeVerdict] = []
+    saved = False
+    for node in run.nodes:
+        translated = node_case(node)
+        if translated is None:
+            continue
+        # a node in host memory was computed by the CPU backend (the device declined it, or llama.cpp keeps it
+        # there, as the token embedding's GET_ROWS): the CPU's to answer for
+        ran_on = "CPU" if node.host else device_name
+        where = node.backend + (" (CPU)" if node.host and device_name != "CPU" and node.backend != "CPU" else "")
+        verdict = NodeVerdict(node.index, node.step, node.name, node.op, _shapes(node), "not judged", where)
+        if isinstance(translated, NotJudged):
+            verdict.detail = translated.reason
+            out.append(verdict)
+            continue
+        verdict.case_id = translated.case.case_id
+        try:
+            metrics, golden, exact = judge_case(translated)
+        except Exception as exc:  # the golden refused the case (a validator) or broke: say so, never pass
+            verdict.status, verdict.detail = "error", f"harness error while judging: {str(exc).splitlines()[0][:300]}"
+            out.append(verdict)
+            continue
+        verdict.error_ratio = float(metrics.error_ratio)
+        if metrics.passed:
+            verdict.status = "pass"
+        else:
+            bug = known_bugs.find(translated.case, ran_on, release, bugs)
+            if bug is not None and bug.tolerance is not None:
+                # a documented deviation of this backend: known only while within its own bound (as the op tier)
+                deviation = compare(translated.case, exact, golden, np.asarray(translated.output, np.float64),
+                                    bug.tolerance)
+                if not deviation.passed:
+                    bug = None
+            verdict.status = "expected" if bug is not None else "FAIL"
+            verdict.detail = (f"known bug {bug.id}: " if bug is not None else "") + metrics.detail
+            if not translated.layout_exact:
+                verdict.detail += " (a source's strides are no Layout the op tier draws: the repro id says contiguous)"
+            if bug is None and artefacts is not None and not saved:
+                verdict.artefact = _save_npz(artefacts, verdict, translated, golden)
+                saved = True
+        out.append(verdict)
+        if stop_after_first and verdict.status == "FAIL":
+            break
+    return out
+
+
+# ---- the golden's own forward pass ---------------------------------------------------------------------
+
+class GoldenMemory:
+    """Device memory as the golden replay sees it: what the golden wrote, over what the device held.
+
+    Keyed by (buffer, address) ranges; later writes cover earlier ones."""
+
+    def __init__(self) -> None:
+        self.regions: dict[int, list[tuple[int, np.ndarray]]] = {}
+        self.persistent: dict[int, list[tuple[int, np.ndarray]]] = {}  # the KV cache: lives across steps
+
+    def new_step(self) -> None:
+        """Between decode calls the host sets new inputs and the allocator reuses the compute buffer:
+        only what persists (the KV cache the golden wrote) stays."""
+        self.regions = {b: list(r) for b, r in self.persistent.items()}
+
+    def read(self, t: CapturedTensor) -> CapturedTensor:
+        raw = t.raw
+        for start, data in self.regions.get(t.buffer, ()):
+            lo, hi = max(start, t.address), min(start + data.size, t.address + raw.size)
+            if lo < hi:
+                if raw is t.raw:
+                    raw = raw.copy()
+                raw[lo - t.address:hi - t.address] = data[lo - start:hi - start]
+        if raw is t.raw:
+            return t
+        return CapturedTensor(t.name, t.dtype, t.ne, t.nb, raw, t.address, t.buffer, t.op)
+
+    def write(self, t: CapturedTensor, values: np.ndarray, persistent: bool = False) -> None:
+        """Store logical ``values`` as ``t`` would hold them (its type and strides) at its address."""
+        raw = t.raw.copy()
+        if t.dtype in ("f32", "f16", "i32", "i64"):
+            dtype = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64}[t.dtype]
+            target = np.lib.stride_tricks.as_strided(raw[: raw.size - raw.size % np.dtype(dtype).itemsize].view(dtype),
+                                                     shape=tuple(reversed(t.ne)), strides=tuple(reversed(t.nb)))
+            target[...] = np.asarray(values).reshape(target.shape).astype(dtype)
+        else:
+            return  # a quantized destination: the device's bytes stay (the replay reads what it can)
+        self.regions.setdefault(t.buffer, []).append((t.address, raw))
+        if persistent:
+            self.persistent.setdefault(t.buffer, []).append((t.address, raw))
+
+
+def golden_replay(run: ModelRun) -> tuple[list[np.ndarray], int]:
+    """Golden logits per step from the golden's own values, and how many nodes it had to take from the device."""
+    memory = GoldenMemory()
+    from_device = 0
+    logits: dict[int, np.ndarray] = {}
+    step = 0
+    for node in run.nodes:
+        if node.step != step:
+            memory.new_step()
+            step = node.step
+        replayed = CapturedNode(node.index, node.step, node.name, node.op, node.op_params,
+                                [memory.read(s) if s is not None else None for s in node.srcs], memory.read(node.out))
+        translated = node_case(replayed)
+        if translated is None:
+            continue  # a view: it reads memory the replay already holds
+        values: np.ndarray
+        if isinstance(translated, NotJudged):
+            values, from_device = node.out.values(), from_device + 1
+        else:
+            try:
+                exact = catalogue.golden_inputs(translated.case, translated.inputs)
+                values = catalogue.evaluate(translated.case, exact)
+            except Exception:
+                values, from_device = node.out.values(), from_device + 1
+        memory.write(node.out, values, persistent=node.op == "SET_ROWS")
+        if node.name == "result_output":
+            logits[node.step] = np.asarray(values, np.float64).reshape(-1, node.out.ne[0])
+    return [logits[s] for s in sorted(logits)], from_device
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.float64)
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+def logits_figures(device: str, golden: list[np.ndarray], measured: list[np.ndarray]) -> LogitsFigures:
+    """NMSE over every logit; KL(golden || device) per token: mean, 99.9th percentile, max; top-1 agreement."""
+    g = np.concatenate([np.asarray(x, np.float64) for x in golden])
+    d = np.concatenate([np.asarray(x, np.float64) for x in measured])
+    if g.shape != d.shape:
+        raise ValueError(f"logits shapes differ: golden {g.shape}, {device} {d.shape}")
+    nmse = float(np.sum((d - g) ** 2) / max(np.sum(g * g), 1e-300))
+    lg, ld = _log_softmax(g), _log_softmax(d)
+    kl = np.sum(np.exp(lg) * (lg - ld), axis=-1)
+    top1 = float(np.mean(np.argmax(g, axis=-1) == np.argmax(d, axis=-1)))
+    finite = bool(np.all(np.isfinite(kl)))
+    return LogitsFigures(device, nmse if math.isfinite(nmse) else math.inf,
+                         float(kl.mean()) if finite else math.inf,
+                         float(np.percentile(kl, 99.9)) if finite else math.inf,
+                         float(kl.max()) if finite else math.inf, top1, int(g.shape[0]))
+
+
+def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps: list[list[int]],
+                out_dir: Path | None, threads: int = 1, with_cpu: bool = True, tamper: Tamper | None = None,
+                progress: TextIO | None = None, flash_attn: int = 0) -> ModelVerdict:
+    """The whole model tier for one model on one ggml device (``CPU``, ``Vulkan0``, ``CANN0``); ``progress``
+    gets a line per stage and per captured node (what a crash report names)."""
+
+    def stage(text: str) -> None:
+        if progress is not None:
+            progress.write(f"stage\t{text}\n")
+            progress.flush()
+
+    from device.llama.capture import run_model
+    from device.llama.lib import load
+
+    release = load(lib_dir).ggml.version
+    stage(f"capture run on {device} (every node observed)")
+    captured = run_model(lib_dir, model_path, device, steps, capture=True, tamper=tamper, threads=threads,
+                         progress=progress, flash_attn=flash_attn)
+    stage("judging the nodes")
+    verdict = ModelVerdict(str(model_path), device, captured.description)
+    verdict.nodes = judge_nodes(captured, device, release, out_dir / "artefacts" if out_dir else None)
+    golden, verdict.replayed_from_device = golden_replay(captured)
+    verdict.logits.append(logits_figures(NODE_BY_NODE, golden, captured.logits))
+    stage(f"fused run on {device} (no callback)")
+    fused = run_model(lib_dir, model_path, device, steps, threads=threads, flash_attn=flash_attn)
+    verdict.logits.append(logits_figures(device, golden, fused.logits))
+    if with_cpu and device != "CPU":
+        stage("reference run on CPU")
+        cpu = run_model(lib_dir, model_path, "CPU", steps, threads=threads, flash_attn=flash_attn)
+        verdict.logits.append(logits_figures("CPU", golden, cpu.logits))
+    return verdict

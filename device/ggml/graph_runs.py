@@ -1,0 +1,85 @@
+"""Graph cases on a ggml backend: the pattern's nodes built with the op tier's constructors, run three ways.
+
+* ``fused``: every tensor in its own buffer, only the graph's outputs flagged; inside
+  ``ggml_backend_graph_compute`` the backend is free to fuse every chain its matcher accepts
+  (``ggml_can_fuse``: consecutive nodes, one use each, not views, not outputs).
+* ``blocked``: the same graph with every node flagged ``ggml_set_output``, which stops every backend
+  from fusing; each node's result is read back, so each node can be judged on the device's own inputs.
+* ``gallocr``: the inputs in a buffer of their own; the nodes placed by ggml's graph allocator, which
+  reuses an intermediate's memory for a later node (in place where the op allows), as a model run does.
+
+Each run gets a fresh build: output flags stay on a tensor once set.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from device.base import GraphRun, GraphRunResult, output_dtype
+from device.ggml.graph import GraphBuilder, GraphBuildError, InputTensor, SymbolMissing
+from device.ggml.lib import TensorP
+from device.ggml.prepared import Allocation, PreparedGraph, declined, set_output
+from golden.graphs.case import GraphCase
+
+if TYPE_CHECKING:
+    from device.ggml.device import GgmlDevice
+
+
+def build(device: GgmlDevice, case: GraphCase, run: GraphRun) -> tuple[PreparedGraph, dict[str, TensorP]]:
+    """The case's graph for one run, ready to allocate; also its node tensors by name."""
+    lib, graph = device.lib, case.graph
+    g_in = GraphBuilder(lib, n_tensors=4 * len(graph.inputs) + 4)
+    g_nodes: GraphBuilder | None = None
+    try:
+        inputs = [InputTensor(g_in, i.spec, k) for k, i in enumerate(graph.inputs)]
+        g_nodes = GraphBuilder(lib, n_tensors=4 * len(graph.nodes) + 16)
+        tensors: dict[str, TensorP] = {i.name: t.tensor for i, t in zip(graph.inputs, inputs, strict=True)}
+        nodes: dict[str, TensorP] = {}
+        for node in graph.nodes:
+            constructor = device.builder_for(node.op)
+            t = constructor(g_nodes, [tensors[s] for s in node.srcs], case.node_case(node))
+            if not t:
+                raise GraphBuildError(f"{node.op} constructor returned NULL for node {node.name}")
+            lib.ggml_set_name(t, node.name.encode())
+            tensors[node.name] = nodes[node.name] = t
+        flagged = list(nodes) if run is GraphRun.BLOCKED else list(graph.outputs)
+        for name in flagged:
+            set_output(g_nodes, nodes[name])
+        allocation = Allocation.GALLOCR if run is GraphRun.GALLOCR else Allocation.OWN
+        prepared = PreparedGraph(lib, device.backend, device.name, g_in, inputs, [nodes[o] for o in graph.outputs],
+                                 node_ctx=g_nodes, graph_size=max(64, 2 * len(graph.nodes)), allocation=allocation)
+    except BaseException:
+        if g_nodes is not None:
+            g_nodes.free()
+        g_in.free()
+        raise
+    return prepared, nodes
+
+
+def run_graph(device: GgmlDevice, case: GraphCase, inputs: list[np.ndarray]) -> GraphRunResult:
+    result = GraphRunResult()
+    graph = case.graph
+    for run in GraphRun:
+        try:
+            prepared, nodes = build(device, case, run)
+        except SymbolMissing as exc:  # a release without ggml_set_output / the graph allocator
+            result.not_run[run.value] = str(exc)
+            continue
+        with prepared:
+            if run is GraphRun.FUSED:
+                refused = prepared.supported(list(nodes.values()))
+                if refused is not None:
+                    raise declined(device.lib, refused, f"node {refused.contents.name.decode()}")
+            prepared.allocate()
+            prepared.upload(inputs)
+            elapsed = prepared.compute()
+            wanted = [n.name for n in graph.nodes] if run is GraphRun.BLOCKED else list(graph.outputs)
+            result.nodes[run.value] = {
+                name: prepared.read(nodes[name]).astype(output_dtype(graph.node(name).dst), copy=False)
+                for name in wanted
+            }
+            result.inputs_intact[run.value] = prepared.inputs_back()[1]
+            result.extra[f"{run.value}_compute_s"] = elapsed
+    return result

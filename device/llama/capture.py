@@ -1,0 +1,225 @@
+"""Run a GGUF model through libllama on one ggml device and capture what the device computed.
+
+:func:`run_model` loads the model with every layer on the chosen device, decodes a prefill of several
+token ids and then single-token decode steps that read the KV cache, and returns the logits of every
+step. With ``capture=True`` the scheduler's eval callback observes every node llama.cpp computes: for
+each node the op, its op_params, and every source's and the output's type, shape, strides and bytes as
+they sit on the device (:class:`CapturedNode`). The callback splits the graph at every node it
+observes (so no fusion happens): the end-to-end logits come from a second run without it.
+
+``tamper`` (tests and demonstrations only) is called with each captured node before the graph goes on
+and may overwrite the node's output on the device: the nodes after it then consume the changed values,
+as they would consume a wrong kernel's output.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from device.base import DeviceError
+from device.ggml import lib as ggml_lib
+from device.llama import lib as llama_lib
+
+# ggml type ids of the types the golden reads (stable across releases)
+GGML_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0", 24: "i8", 25: "i16", 26: "i32", 27: "i64", 30: "bf16"}
+NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "i8": np.int8,
+                "i16": np.int16}
+BLOCK = {"q4_0": (32, 18), "q8_0": (32, 34)}  # elements and bytes per block
+
+
+class ModelLoadError(DeviceError):
+    """The model cannot be loaded or decoded on this device (the message says why, in one line)."""
+
+
+@dataclass
+class CapturedTensor:
+    name: str
+    dtype: str  # a GGML_TYPES name, or "type<N>" for a type the golden does not read
+    ne: tuple[int, int, int, int]
+    nb: tuple[int, int, int, int]
+    raw: np.ndarray  # uint8: the bytes from the tensor's first to its last element
+    address: int  # the device address of the first element
+    buffer: int  # the backend buffer: (buffer, address) identifies memory (Vulkan's addresses restart per buffer)
+    op: str  # the op that produced it (NONE for weights and inputs)
+
+    def values(self) -> np.ndarray:
+        """The logical values in numpy order (ne3, ne2, ne1, ne0); quantized types stay raw blocks."""
+        if self.dtype in BLOCK:
+            return self.raw
+        dtype = np.dtype(np.uint16 if self.dtype == "bf16" else NUMPY_DTYPES.get(self.dtype, np.float32))
+        if not self.raw.size:
+            return np.zeros(tuple(reversed(self.ne)), dtype)
+        out = np.lib.stride_tricks.as_strided(self.raw.view(np.uint8)[: self.raw.size - self.raw.size % dtype.itemsize]
+                                              .view(dtype), shape=tuple(reversed(self.ne)),
+                                              strides=tuple(reversed(self.nb)), writeable=False).copy()
+        if self.dtype == "bf16":
+            return (out.astype(np.uint32) << 16).view(np.float32)
+        return out
+
+
+@dataclass
+class CapturedNode:
+    index: int  # order of computation within the run
+    step: int  # 0 = prefill, 1.. = decode steps
+    name: str
+    op: str  # ggml_op_desc: the unary or GLU op for UNARY/GLU nodes
+    op_params: bytes
+    srcs: list[CapturedTensor | None]
+    out: CapturedTensor
+    backend: str = ""  # the buffer the output lives in (Vulkan0, CPU...): where the scheduler ran the node
+    host: bool = False  # that buffer is host memory: the CPU backend computed the node
+
+
+@dataclass
+class ModelRun:
+    device: str
+    logits: list[np.ndarray]  # per step: (n_tokens of the step, n_vocab) float32
+    nodes: list[CapturedNode] = field(default_factory=list)
+    description: str = ""
+    n_vocab: int = 0
+
+
+def _dev_by_name(ggml: ggml_lib.GgmlLib, name: str) -> int:
+    for dev in ggml.devices():
+        if ggml.ggml_backend_dev_name(dev).decode() == name:
+            return dev
+    raise ModelLoadError(f"no ggml device {name!r} (have: {', '.join(ggml.device_names())})")
+
+
+def _bind_extra(ggml: ggml_lib.GgmlLib) -> None:
+    for fn_name, restype in (("ggml_op_desc", C.c_char_p), ("ggml_nbytes", C.c_size_t),
+                             ("ggml_backend_buffer_name", C.c_char_p)):
+        fn = getattr(ggml.base, fn_name)
+        fn.restype, fn.argtypes = restype, [C.c_void_p]
+    ggml.base.ggml_backend_buffer_is_host.restype = C.c_bool
+    ggml.base.ggml_backend_buffer_is_host.argtypes = [C.c_void_p]
+
+
+def _read(ggml: ggml_lib.GgmlLib, ptr: int) -> CapturedTensor:
+    t = C.cast(C.c_void_p(ptr), ggml_lib.TENSOR_POINTER).contents
+    nbytes = int(ggml.base.ggml_nbytes(ptr))
+    raw = np.zeros(nbytes, np.uint8)
+    if nbytes and t.buffer:
+        ggml.ggml_backend_tensor_get(C.cast(C.c_void_p(ptr), ggml_lib.TENSOR_POINTER), raw.ctypes.data, 0, nbytes)
+    return CapturedTensor(
+        name=t.name.decode(errors="replace"), dtype=GGML_TYPES.get(t.type, f"type{t.type}"),
+        ne=tuple(int(v) for v in t.ne), nb=tuple(int(v) for v in t.nb),  # type: ignore[arg-type]
+        raw=raw, address=int(t.data or 0), buffer=int(t.buffer or 0), op=(ggml.base.ggml_op_desc(ptr) or b"").decode())
+
+
+def write_output(ggml: ggml_lib.GgmlLib, node_ptr: int, values: np.ndarray) -> None:
+    """Overwrite a contiguous F32 node output on the device (for ``tamper``)."""
+    data = np.ascontiguousarray(values, np.float32)
+    ggml.ggml_backend_tensor_set(C.cast(C.c_void_p(node_ptr), ggml_lib.TENSOR_POINTER), data.ctypes.data, 0,
+                                 data.nbytes)
+
+
+Tamper = Callable[[CapturedNode, Callable[[np.ndarray], None]], None]
+
+
+def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: list[list[int]],
+              capture: bool = False, tamper: Tamper | None = None, threads: int = 1,
+              progress: TextIO | None = None, flash_attn: int = llama_lib.FLASH_ATTN_DISABLED) -> ModelRun:
+    """Load ``model_path`` on ``device`` (a ggml device name: CPU, Vulkan0, CANN0) and decode ``steps``: the
+    first a prefill batch of several token ids, each later one a decode step (one id) that reads the KV
+    cache. The ids are given, not sampled, so every device decodes the same sequence. ``progress`` gets a
+    line per node before it runs (index, step, op, name), so a crash can be named by the node it died in."""
+    lib = llama_lib.load(lib_dir)
+    ggml = lib.ggml
+    _bind_extra(ggml)
+    dev = _dev_by_name(ggml, device)
+    devices = (C.c_void_p * 2)(dev, None)
+    mp = lib.model_params()
+    mp.devices = C.cast(devices, C.c_void_p).value
+    mp.n_gpu_layers = -1
+    mp.load_mode = llama_lib.LOAD_MODE_NONE
+    mp.use_extra_bufts = False  # no repacked weight layouts: the captured weights stay in their GGUF types
+    lib.log_tail = []
+    model = lib.lib.llama_model_load_from_file(str(model_path).encode(), mp)
+    if not model:
+        reason = lib.last_error() or "no reason given"
+        raise ModelLoadError(f"{model_path}: libllama {lib.version} cannot load it: {reason}")
+    run = ModelRun(device=device, logits=[])
+    ctx = None
+    try:
+        buf = C.create_string_buffer(256)
+        lib.lib.llama_model_desc(model, buf, 256)
+        run.description = buf.value.decode(errors="replace")
+        run.n_vocab = int(lib.lib.llama_vocab_n_tokens(lib.lib.llama_model_get_vocab(model)))
+        if run.n_vocab <= 0:
+            raise ModelLoadError(f"{model_path}: the model reports no vocabulary size")
+        cp = lib.context_params()
+        n_total = sum(len(s) for s in steps)
+        cp.n_ctx = max(64, n_total + 8)
+        cp.n_batch = cp.n_ubatch = max(8, max(len(s) for s in steps))
+        cp.n_threads = cp.n_threads_batch = threads
+        cp.flash_attn_type = flash_attn
+        step_box = [0]
+        callback = None
+        if capture:
+            pending: dict[int, list[CapturedTensor | None]] = {}
+
+            def observe(t: int | None, ask: bool, user: int | None) -> bool:
+                if not t:
+                    return True
+                tensor = C.cast(C.c_void_p(t), ggml_lib.TENSOR_POINTER).contents
+                if ask:
+                    # the sources now, before the node runs: the allocator may give a node its source's
+                    # memory (in place), so after it ran the source may hold the output
+                    srcs = [(_read(ggml, int(C.cast(s, C.c_void_p).value or 0)) if s else None) for s in tensor.src]
+                    while srcs and srcs[-1] is None:
+                        srcs.pop()
+                    pending[t] = srcs
+                    if progress is not None:
+                        name = tensor.name.decode(errors="replace")
+                        op = (ggml.base.ggml_op_desc(t) or b"").decode()
+                        progress.write(f"node\t{len(run.nodes)}\t{step_box[0]}\t{op}\t{name}\n")
+                        progress.flush()
+                    return True  # observe every node: the scheduler then runs one node at a time
+                node = CapturedNode(index=len(run.nodes), step=step_box[0], name=tensor.name.decode(errors="replace"),
+                                    op=(ggml.base.ggml_op_desc(t) or b"").decode(),
+                                    op_params=bytes(bytearray(tensor.op_params)), srcs=pending.pop(t, []),
+                                    out=_read(ggml, t),
+                                    backend=(ggml.base.ggml_backend_buffer_name(tensor.buffer) or b"").decode()
+                                    if tensor.buffer else "",
+                                    host=bool(tensor.buffer and ggml.base.ggml_backend_buffer_is_host(tensor.buffer)))
+                if tamper is not None:
+                    tamper(node, lambda values: write_output(ggml, t, values))
+                    node.out = _read(ggml, t)
+                run.nodes.append(node)
+                return True
+
+            callback = llama_lib.EVAL_CALLBACK(observe)
+            cp.cb_eval = callback
+        ctx = lib.lib.llama_init_from_model(model, cp)
+        if not ctx:
+            raise ModelLoadError(f"{model_path}: cannot make a context on {device}: {lib.last_error()}")
+        pos = 0
+        for step, step_tokens in enumerate(steps):
+            step_box[0] = step
+            n = len(step_tokens)
+            tok = (C.c_int32 * n)(*step_tokens)
+            posv = (C.c_int32 * n)(*range(pos, pos + n))
+            nseq = (C.c_int32 * n)(*([1] * n))
+            seq0 = (C.c_int32 * 1)(0)
+            seqs = (C.POINTER(C.c_int32) * n)(*([C.cast(seq0, C.POINTER(C.c_int32))] * n))
+            outs = (C.c_int8 * n)(*([1] * n))
+            batch = llama_lib.Batch(n, tok, None, posv, nseq, seqs, outs)
+            rc = lib.lib.llama_decode(ctx, batch)
+            if rc != 0:
+                raise ModelLoadError(f"{model_path}: llama_decode returned {rc} on {device}: {lib.last_error()}")
+            logits = np.stack([np.ctypeslib.as_array(lib.lib.llama_get_logits_ith(ctx, i), (run.n_vocab,)).copy()
+                               for i in range(n)])
+            run.logits.append(logits)
+            pos += n
+        return run
+    finally:
+        if ctx:
+            lib.lib.llama_free(ctx)
+        lib.lib.llama_model_free(model)

@@ -1,0 +1,349 @@
+"""Graph cases: a small DAG of ggml nodes built from a named pattern, and its golden.
+
+A :class:`GraphCase` is a pattern name, the pattern's params (dtype, ne, eps, broadcast and argument
+order variants, chain length...) and the data seed. Its id is one line that cannot be read as an op
+id (op ids start ``OP(``, graph ids ``GRAPH[pattern](``)::
+
+    GRAPH[rms_norm_mul](type=f32,ne=[4096,1,1,1],w=row,order=xw,eps=1e-06,data=uniform:5)
+
+The pattern registry (:data:`PATTERNS`, filled by ``golden/graphs/patterns.py``) expands a case into a
+:class:`Graph`: the inputs with their :class:`TensorSpec` s, the nodes in the order llama.cpp's
+graphs produce them (the order a backend's fusion matcher sees), which nodes are outputs, and the
+spans a backend may fuse. Each node is an op of the catalogue: :meth:`Graph.node_case` gives the
+:class:`OpCase` of one node, so its golden, validator and tolerance row are the op tier's own.
+
+The golden (:func:`evaluate_graph`) runs node by node, rounding each intermediate to the dtype ggml
+stores it in; the bound on each node is its own tolerance row plus the bounds of its sources carried
+through the node to first order (docs/graph-error-model.md).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from golden import catalogue, dtypes
+from golden.case import CONTIGUOUS, Ne, OpCase, TensorSpec, _fmt, _split_top, parse_value
+from golden.spec import Param
+from golden.tolerance import Tolerance
+
+GRAPH_PREFIX = "GRAPH["
+
+
+@dataclass(frozen=True)
+class GraphInput:
+    name: str
+    spec: TensorSpec
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """One node: a catalogue op applied to named sources (graph inputs or earlier nodes)."""
+
+    name: str
+    op: str
+    srcs: tuple[str, ...]
+    ne: Ne  # the node's output shape (ggml order)
+    params: tuple[tuple[str, Any], ...] = ()
+    form: str = ""
+    dst: str = "f32"  # the dtype ggml stores the node's result in
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}:{self.op}"
+
+
+@dataclass(frozen=True)
+class Graph:
+    """An expanded pattern: pure data, in llama.cpp's node order."""
+
+    inputs: tuple[GraphInput, ...]
+    nodes: tuple[GraphNode, ...]
+    outputs: tuple[str, ...]
+    spans: tuple[tuple[str, ...], ...] = ()  # node names a backend may fuse into one kernel
+
+    def spec_of(self, name: str) -> TensorSpec:
+        """The tensor a source name stands for: a graph input as given, a node as a packed tensor."""
+        for i in self.inputs:
+            if i.name == name:
+                return i.spec
+        node = self.node(name)
+        return TensorSpec(node.dst, node.ne, CONTIGUOUS, node.name)
+
+    def node(self, name: str) -> GraphNode:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"graph has no node {name!r}")
+
+    def is_input(self, name: str) -> bool:
+        return any(i.name == name for i in self.inputs)
+
+    def node_case(self, node: GraphNode, data_seed: int = 0, distribution: str = "uniform") -> OpCase:
+        return OpCase(node.op, tuple(self.spec_of(s) for s in node.srcs), node.params, node.dst, node.form,
+                      data_seed, distribution)
+
+    def span_label(self, span: tuple[str, ...]) -> str:
+        return "→".join(self.node(n).label for n in span)
+
+    def spans_into(self, output: str) -> list[tuple[str, ...]]:
+        """The fusable spans that end in (or contain) ``output``."""
+        return [s for s in self.spans if output in s]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One registered pattern: its params (with meaning and type) and how it expands."""
+
+    name: str
+    params: dict[str, Param]
+    expand: Callable[[GraphCase], Graph]
+    signatures: tuple[str, ...]  # values of the ``type`` param: one test per pattern × signature
+    notes: str = ""
+    fused_by: str = ""  # which backends fuse it (graph-and-fusion.md §1.2), for the docs and report
+
+
+PATTERNS: dict[str, Pattern] = {}
+
+
+def register(pattern: Pattern) -> Pattern:
+    if pattern.name in PATTERNS:
+        raise RuntimeError(f"graph pattern {pattern.name} registered twice")
+    if pattern.name.upper() in catalogue.OPS:
+        raise RuntimeError(f"graph pattern {pattern.name} would be confused with the op {pattern.name.upper()}")
+    PATTERNS[pattern.name] = pattern
+    return pattern
+
+
+def patterns() -> dict[str, Pattern]:
+    import golden.graphs.patterns  # noqa: F401 (fills PATTERNS)
+
+    return PATTERNS
+
+
+def get_pattern(name: str) -> Pattern:
+    table = patterns()
+    try:
+        return table[name.lower()]
+    except KeyError:
+        raise KeyError(f"unknown graph pattern {name!r}; known: {', '.join(sorted(table))}") from None
+
+
+@dataclass(frozen=True)
+class GraphCase:
+    pattern: str
+    params: tuple[tuple[str, Any], ...]
+    data_seed: int = 0
+    distribution: str = "uniform"
+
+    @property
+    def params_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    def param(self, name: str, default: Any = None) -> Any:
+        return self.params_dict.get(name, default)
+
+    @property
+    def op(self) -> str:  # what records and --op selection call it: the pattern, upper case like an op
+        return self.pattern.upper()
+
+    @functools.cached_property
+    def case_id(self) -> str:
+        body = [f"{k}={_fmt(v)}" for k, v in self.params]
+        body.append(f"data={self.distribution}:{self.data_seed}")
+        return f"{GRAPH_PREFIX}{self.pattern}]({','.join(body)})"
+
+    @functools.cached_property
+    def graph(self) -> Graph:
+        pattern = get_pattern(self.pattern)
+        check_params(pattern, self)
+        return pattern.expand(self)
+
+    def node_case(self, node: GraphNode) -> OpCase:
+        return self.graph.node_case(node, self.data_seed, self.distribution)
+
+
+def check_params(pattern: Pattern, case: GraphCase) -> None:
+    given = case.params_dict
+    unknown = sorted(set(given) - set(pattern.params))
+    if unknown:
+        raise ValueError(f"graph pattern {pattern.name}: unknown parameter(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(pattern.params)})")
+    missing = [n for n, p in pattern.params.items() if n not in given and not p.optional]
+    if missing:
+        raise ValueError(f"graph pattern {pattern.name}: missing parameter(s) {', '.join(missing)}")
+    for name, value in given.items():
+        pattern.params[name].check(f"GRAPH[{pattern.name}]", name, value)
+
+
+def is_graph_id(text: str) -> bool:
+    return text.strip().startswith(GRAPH_PREFIX)
+
+
+def parse_graph_id(text: str) -> GraphCase:
+    """The inverse of :attr:`GraphCase.case_id`; ValueError for a malformed id or unknown pattern."""
+    text = text.strip()
+    head, paren, body = text.partition("](")
+    if not text.startswith(GRAPH_PREFIX) or not paren or not body.endswith(")"):
+        raise ValueError(f"not a graph case id (expected GRAPH[pattern](key=value,...)): {text!r}")
+    name = head[len(GRAPH_PREFIX):]
+    try:
+        get_pattern(name)
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0])) from None
+    params: list[tuple[str, Any]] = []
+    distribution, seed = "uniform", 0
+    for item in _split_top(body[:-1]):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"graph case id field {item!r} has no '='")
+        if key == "data":
+            distribution, _, s = value.rpartition(":")
+            seed = int(s)
+        else:
+            params.append((key, parse_value(value)))
+    case = GraphCase(name, tuple(params), seed, distribution)
+    case.graph  # noqa: B018 (expands: a bad parameter is a ValueError here, not on the device)
+    return case
+
+
+# ---- golden ---------------------------------------------------------------------------------------
+
+@dataclass
+class GraphGolden:
+    """Per node: the exact value on the golden's rounded sources, that value as ggml stores it, and
+    the bound any correct implementation of the chain stays within (own row + propagated)."""
+
+    exact: dict[str, np.ndarray] = field(default_factory=dict)
+    stored: dict[str, np.ndarray] = field(default_factory=dict)
+    allowed: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+RowFor = Callable[[OpCase], Tolerance]
+
+
+def evaluate_graph(case: GraphCase, inputs: list[np.ndarray], row_for: RowFor | None = None) -> GraphGolden:
+    """``inputs``: float64 logical values of the graph inputs, in ``graph.inputs`` order. ``row_for``
+    gives a node's own tolerance row (default: the catalogue's; a backend's documented deviation may
+    replace it, as it does for an op case)."""
+    row_for = row_for or catalogue.tolerance_of
+    graph = case.graph
+    values: dict[str, np.ndarray] = {i.name: np.asarray(x) for i, x in zip(graph.inputs, inputs, strict=True)}
+    deltas: dict[str, np.ndarray | None] = {i.name: None for i in graph.inputs}  # inputs are exact as stored
+    out = GraphGolden()
+    for node in graph.nodes:
+        node_case = case.node_case(node)
+        xs = [values[s] for s in node.srcs]
+        exact = catalogue.evaluate(node_case, xs)
+        own = row_for(node_case).allowed(node_case, xs, exact, node.dst)
+        carried = propagate(node_case, xs, [deltas[s] for s in node.srcs], exact)
+        allowed = own + carried
+        stored = dtypes.round_to(exact, node.dst)
+        out.exact[node.name], out.stored[node.name], out.allowed[node.name] = exact, stored, allowed
+        values[node.name] = stored
+        # a consumer sees the device's value, within ``allowed`` of the exact one, while the golden
+        # feeds it the stored (rounded) one: their distance adds half a spacing of the storage type
+        deltas[node.name] = allowed + 0.5 * dtypes.ulp(np.abs(np.where(np.isfinite(exact), exact, 0.0)), node.dst)
+    return out
+
+
+# ---- first-order propagation of source errors through one node ----------------------------------------
+# rule(case, xs, deltas, golden) -> the output error caused by sources off by ``deltas`` (None: exact)
+Rule = Callable[[OpCase, list[np.ndarray], list[np.ndarray | None], np.ndarray], np.ndarray]
+PROPAGATION: dict[str, Rule] = {}
+
+
+def tile_to(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """ggml's broadcast of a source (repeat whole copies along each dim) to the output's shape."""
+    x = np.asarray(x, np.float64)
+    reps = tuple(o // s for o, s in zip(shape, x.shape, strict=True))
+    return np.tile(x, reps) if any(r != 1 for r in reps) else x
+
+
+def _abs(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.float64)
+    return np.abs(np.where(np.isfinite(x), x, 0.0))
+
+
+def _zero_or(d: np.ndarray | None, like: np.ndarray) -> np.ndarray:
+    return np.zeros(like.shape) if d is None else tile_to(d, like.shape)
+
+
+def propagate(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], golden: np.ndarray) -> np.ndarray:
+    if all(d is None for d in deltas):
+        return np.zeros(np.shape(golden))
+    rule = PROPAGATION.get(case.op)
+    if rule is None:
+        raise NotImplementedError(f"no error propagation rule for {case.op} in golden/graphs/case.py: a graph pattern "
+                                  "may feed it only exact graph inputs")
+    return np.broadcast_to(rule(case, xs, deltas, golden), np.shape(golden))
+
+
+def _rule(op: str) -> Callable[[Rule], Rule]:
+    def add(fn: Rule) -> Rule:
+        PROPAGATION[op] = fn
+        return fn
+    return add
+
+
+@_rule("ADD")
+def _add(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # d(a+b) = da + db
+    return _zero_or(deltas[0], g) + _zero_or(deltas[1], g)
+
+
+@_rule("MUL")
+def _mul(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # d(ab) = b·da + a·db (+ da·db, second order)
+    a, b = tile_to(_abs(xs[0]), g.shape), tile_to(_abs(xs[1]), g.shape)
+    return _zero_or(deltas[0], g) * b + a * _zero_or(deltas[1], g)
+
+
+@_rule("SCALE")
+def _scale(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # d(s·x + b) = s·dx
+    return abs(case.param("s")) * _zero_or(deltas[0], g)
+
+
+@_rule("TANH")
+def _tanh(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # tanh' = 1 − tanh² ≤ 1
+    return (1.0 - np.tanh(_abs(xs[0])) ** 2) * _zero_or(deltas[0], g)
+
+
+@_rule("RMS_NORM")
+def _rms_norm(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # y_i = x_i / r, r = sqrt(mean(x²) + eps): dy_i = dx_i / r − x_i · mean(x·dx) / r³
+    x = _abs(xs[0])
+    d = _zero_or(deltas[0], x)
+    r = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(case.param("eps")))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return d / r + x * np.mean(x * d, axis=-1, keepdims=True) / r**3
+
+
+@_rule("MUL_MAT")
+def _mul_mat(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # d(A·B) = |A|·dB + dA·|B| (bilinear: the op's own golden on magnitudes)
+    spec = catalogue.get("MUL_MAT")
+    out = np.zeros(g.shape)
+    if deltas[1] is not None:
+        out = out + spec.golden([_abs(xs[0]), np.broadcast_to(deltas[1], np.shape(xs[1]))], case)
+    if deltas[0] is not None:
+        out = out + spec.golden([np.broadcast_to(deltas[0], np.shape(xs[0])), _abs(xs[1])], case)
+    return out
+
+
+@_rule("SWIGLU")
+def _swiglu(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # split form y = silu(x)·u: dy = silu'(x)·u·dx + silu(x)·du, silu'(x) = σ(x)(1 + x(1 − σ(x)))
+    if case.form != "split":
+        raise NotImplementedError("SWIGLU propagation is written for the split form")
+    x = np.asarray(xs[0], np.float64)
+    with np.errstate(over="ignore"):
+        s = 1.0 / (1.0 + np.exp(-x))
+    dsilu = _abs(s * (1.0 + x * (1.0 - s)))
+    return dsilu * _abs(xs[1]) * _zero_or(deltas[0], g) + _abs(x * s) * _zero_or(deltas[1], g)

@@ -1,0 +1,195 @@
+"""The graph tier: ids, the golden against hand computation, the propagated bound, localisation, the
+device contract, and the planted fused-RMS_NORM+MUL fault caught and named."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conformance.graph_strategies import graph_strategy
+from conformance.graphs import evaluate_graph_case, judge_graph, make_graph_inputs
+from conformance.harness import Harness
+from conformance.options import parse_ops
+from device.base import GraphRun, GraphRunResult, as_output
+from golden import catalogue
+from golden.case import parse_case_id
+from golden.graphs.case import GraphCase, evaluate_graph, is_graph_id, parse_graph_id, patterns
+from results.outcome import Outcome
+
+ROOT = Path(__file__).resolve().parents[1]
+RMS_ID = "GRAPH[rms_norm_mul](type=f32,ne=[8,3,1,1],w=row,order=xw,eps=1e-05,data=uniform:3)"
+
+
+EXAMPLES = (  # one case of each pattern, decode and prefill, broadcast and swapped variants among them
+    RMS_ID,
+    "GRAPH[rms_norm_mul_add](type=f32,ne=[4096,1,1,1],w=full,order=wx,eps=1e-06,b=row,data=dense:2)",
+    "GRAPH[add_rms_norm](type=f32,ne=[33,7,1,1],b=row,eps=1e-06,data=uniform:4)",
+    "GRAPH[add_rms_norm_mul](type=f32,ne=[512,2,2,1],b=full,eps=1e-05,w=row,order=xw,data=uniform:5)",
+    "GRAPH[add_chain](type=f32,ne=[64,3,1,1],n=8,b=full,data=dense:6)",
+    "GRAPH[mul_chain](type=f32,ne=[31,1,1,1],n=5,b=row,data=dense:7)",
+    "GRAPH[mul_mat_add](type=f16,k=256,m=40,n=1,bias=vec,order=mb,data=uniform:8)",
+    "GRAPH[mul_mat_add](type=f32,k=65,m=9,n=5,bias=full,order=bm,data=dense:9)",
+    "GRAPH[softcap](type=f32,ne=[100,2,1,1],cap=30.0,data=dense:10)",
+    "GRAPH[gate_up_glu](type=f16,k=128,f=24,n=3,data=uniform:11)",
+)
+
+
+def test_examples_cover_every_pattern() -> None:
+    assert {parse_graph_id(i).pattern for i in EXAMPLES} == set(patterns())
+
+
+def _all_patterns() -> st.SearchStrategy[GraphCase]:
+    return st.one_of([graph_strategy(name, sig) for name, p in sorted(patterns().items()) for sig in p.signatures])
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=_all_patterns())
+def test_graph_id_parses_back_exactly(case: GraphCase) -> None:
+    assert is_graph_id(case.case_id)
+    back = parse_graph_id(case.case_id)
+    assert back == case and back.case_id == case.case_id
+    try:  # never read as an op case: op names have no '['
+        op = parse_case_id(case.case_id).op
+    except (ValueError, KeyError):
+        return
+    assert op not in catalogue.OPS
+
+
+@pytest.mark.parametrize("bad", ["GRAPH[no_such](type=f32,data=uniform:1)", "GRAPH[softcap](type=f32,data=uniform:1)",
+                                 "GRAPH[rms_norm_mul](type=f32,ne=[8,1,1,1],w=row,order=wx,eps=1e-06,data=uniform:1)",
+                                 "GRAPH[softcap]type=f32"])
+def test_bad_graph_ids_are_value_errors(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_graph_id(bad)
+
+
+def test_pattern_names_select_with_op_and_never_shadow_an_op() -> None:
+    assert parse_ops(["rms_norm_mul,MUL"]) == {"RMS_NORM_MUL", "MUL"}
+    with pytest.raises(ValueError):
+        parse_ops(["rms_norm_mull"])
+
+
+def test_golden_is_the_hand_computation_with_intermediates_rounded() -> None:
+    case = parse_graph_id(RMS_ID)
+    x, w = (np.asarray(v, np.float64) for v in make_graph_inputs(case))
+    norm = (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(1e-5))).astype(np.float32)
+    got = evaluate_graph(case, [x, w])
+    np.testing.assert_array_equal(got.stored["n0"], norm.astype(np.float64))
+    np.testing.assert_allclose(got.exact["n1"], norm.astype(np.float64) * w, rtol=0, atol=0)
+
+
+def test_bound_grows_along_a_chain_and_covers_a_correctly_rounded_f32_evaluation() -> None:
+    case = GraphCase("add_chain", (("type", "f32"), ("ne", (64, 2, 1, 1)), ("n", 8), ("b", "full")), 7, "dense")
+    xs = [np.asarray(v, np.float64) for v in make_graph_inputs(case)]
+    got = evaluate_graph(case, xs)
+    worst = [float(np.max(got.allowed[f"n{i}"])) for i in range(8)]
+    assert worst == sorted(worst) and worst[-1] > worst[0]
+    acc = np.float32(0) + xs[0].astype(np.float32)
+    for x in xs[1:]:
+        acc = (acc + x.astype(np.float32)).astype(np.float32)  # f32 left to right, each sum rounded
+    assert np.all(np.abs(acc - got.exact["n7"]) <= got.allowed["n7"])
+
+
+def _result(case: GraphCase, values: dict[str, np.ndarray], fused_out: dict[str, np.ndarray] | None = None
+            ) -> GraphRunResult:
+    graph = case.graph
+    out = GraphRunResult()
+    for run in GraphRun:
+        names = [n.name for n in graph.nodes] if run is GraphRun.BLOCKED else list(graph.outputs)
+        out.nodes[run.value] = {n: as_output(values[n], graph.node(n).dst) for n in names}
+        out.inputs_intact[run.value] = [True] * len(graph.inputs)
+    if fused_out is not None:
+        out.nodes[GraphRun.FUSED.value] = fused_out
+    return out
+
+
+def test_localisation_names_the_first_wrong_node_on_the_devices_own_inputs() -> None:
+    case = parse_graph_id("GRAPH[rms_norm_mul_add](type=f32,ne=[16,2,1,1],w=row,order=xw,eps=1e-06,b=row,"
+                          "data=uniform:1)")
+    xs = [np.asarray(v, np.float64) for v in make_graph_inputs(case)]
+    golden = evaluate_graph(case, xs)
+    values = dict(golden.exact)
+    values["n1"] = values["n1"] * 1.01  # MUL wrong; n2 computed from the wrong n1 is right for its inputs
+    values["n2"] = values["n1"].astype(np.float32).astype(np.float64) + np.asarray(xs[2])
+    verdict = judge_graph(case, xs, golden, _result(case, values))
+    assert not verdict.passed and verdict.first_wrong_node == "n1:MUL" and not verdict.fused_only
+    assert [v.metrics.passed for v in verdict.nodes] == [True, False, True]
+
+
+def test_fails_only_when_fused_names_the_span() -> None:
+    case = parse_graph_id(RMS_ID)
+    xs = [np.asarray(v, np.float64) for v in make_graph_inputs(case)]
+    golden = evaluate_graph(case, xs)
+    wrong = {"n1": as_output(golden.exact["n1"] * 1.001, "f32")}
+    verdict = judge_graph(case, xs, golden, _result(case, golden.exact, wrong))
+    assert verdict.fused_only and verdict.failed_runs() == ["fused"]
+    assert verdict.fused_span == "n0:RMS_NORM→n1:MUL"
+    assert "fails only when fused: span n0:RMS_NORM→n1:MUL" in verdict.message()
+
+
+def test_an_input_written_by_a_run_fails_it() -> None:
+    case = parse_graph_id(RMS_ID)
+    xs = [np.asarray(v, np.float64) for v in make_graph_inputs(case)]
+    golden = evaluate_graph(case, xs)
+    result = _result(case, golden.exact)
+    result.inputs_intact[GraphRun.GALLOCR.value] = [False, True]
+    verdict = judge_graph(case, xs, golden, result)
+    assert not verdict.passed and verdict.inputs_changed == {"gallocr": ["x"]}
+
+
+def test_golden_device_runs_graph_cases(tmp_path: Path) -> None:
+    harness = Harness("golden", out_dir=str(tmp_path))
+    try:
+        record = evaluate_graph_case(harness, parse_graph_id(RMS_ID))
+    finally:
+        harness.close()
+    assert record.outcome is Outcome.PASS, record.message
+    assert record.extra is not None and [v["run"] for v in record.extra["outputs"]] == ["fused", "blocked", "gallocr"]
+
+
+def test_cpu_runs_every_pattern_three_ways(tmp_path: Path) -> None:
+    harness = Harness("ggml:CPU", out_dir=str(tmp_path))
+    try:
+        for case_id in EXAMPLES:
+            case = parse_graph_id(case_id)
+            record = evaluate_graph_case(harness, case)
+            assert record.outcome is Outcome.PASS, f"{case.case_id}: {record.message}"
+            assert record.extra is not None and len(record.extra["nodes"]) == len(case.graph.nodes)
+    finally:
+        harness.close()
+
+
+def test_a_device_without_the_graph_capability_is_unsupported_with_a_reason(tmp_path: Path) -> None:
+    harness = Harness("tests.plugins.faulty_glu:swiglu_halves_swapped", out_dir=str(tmp_path))
+    try:
+        record = evaluate_graph_case(harness, parse_graph_id(RMS_ID))
+    finally:
+        harness.close()
+    assert record.outcome is Outcome.UNSUPPORTED
+    assert "does not run graph cases" in record.message
+
+
+@pytest.mark.slow
+def test_fused_eps_fault_is_caught_and_named(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance/test_graphs.py", "-q", "-p", "no:cacheprovider", "-x",
+         "--device", "tests.plugins.faulty_graph:fused_rms_norm_eps", "--op", "RMS_NORM_MUL",
+         "--conform-profile", "ci", "--results", str(results)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    tail = (proc.stdout + proc.stderr)[-1500:]
+    assert proc.returncode == 1, tail
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    failing = [r for r in records if r.get("type") == "case" and r["outcome"] == "fail"]
+    assert failing and all(r["extra"]["fused_only"] for r in failing), tail
+    assert all(r["extra"]["fused_span"] == "n0:RMS_NORM→n1:MUL" for r in failing)
+    assert "fails only when fused: span n0:RMS_NORM→n1:MUL" in proc.stdout

@@ -1,0 +1,176 @@
+"""The model tier (``conform model``): libllama binding, node-by-node verdicts, localisation, bad input.
+
+Runs ggml 0.25.1's libllama from ``.backends/ggml-0.25.1-vulkan`` (``scripts/setup-vulkan.sh`` copies it
+there) on its CPU device, each run in a fresh interpreter (one ggml release per process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+LIB = ROOT / ".backends" / "ggml-0.25.1-vulkan"
+
+pytestmark = [
+    pytest.mark.skipif(not any(LIB.glob("libllama*.so")),
+                       reason="no libllama in .backends/ggml-0.25.1-vulkan (scripts/setup-vulkan.sh puts it there)"),
+    pytest.mark.slow,  # each test loads libllama in a fresh interpreter: 3-10 s apiece
+]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
+def conform_model(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "conformance.cli", "model", *args, "--ggml-lib", str(LIB)],
+                          capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
+
+
+def run_python(code: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=ROOT,
+                          env=_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_synthetic_gguf_on_disk_is_judged_node_by_node(tmp_path: Path) -> None:
+    from conformance.model_synthetic import write_tiny_model
+
+    path = write_tiny_model(tmp_path / "user-model.gguf", "llama", "q4_0", seed=11)
+    proc = conform_model(str(path), "--out", str(tmp_path / "out"), "--no-cpu")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads((tmp_path / "out" / "model.json").read_text())
+    assert result["verdict"] == "pass"
+    statuses = {n["status"] for n in result["nodes"]}
+    assert statuses <= {"pass", "expected"}, statuses
+    judged_ops = {n["op"] for n in result["nodes"] if n["status"] == "pass"}
+    assert {"MUL_MAT", "ROPE", "SOFT_MAX", "RMS_NORM", "SET_ROWS", "GET_ROWS", "SWIGLU"} <= judged_ops
+    # the prefill and two decode steps that read the KV cache were all captured
+    assert {n["step"] for n in result["nodes"]} == {0, 1, 2}
+    rows = {f["device"]: f for f in result["logits"]}
+    assert set(rows) == {"node by node", "CPU"} and rows["CPU"]["n_tokens"] == 8
+    assert rows["CPU"]["nmse"] <= result["logits_nmse_bar"]
+    assert "first failing node" not in proc.stdout
+
+
+def test_a_fault_on_the_device_is_named_at_its_node_and_nowhere_earlier(tmp_path: Path) -> None:
+    """The eval callback overwrites one element of every MUL output of one shape (the decode steps' [64,1])
+    on the device; the nodes after it compute from the changed values, as from a wrong kernel's output."""
+    result = run_python(f"""
+        import json
+        from pathlib import Path
+        import numpy as np
+        from conformance.model import check_model
+        from conformance.model_synthetic import write_tiny_model
+
+        path = write_tiny_model(Path({str(tmp_path)!r}) / "m.gguf", "llama", "q8_0", seed=3)
+        tampered = []
+        def tamper(node, write):
+            if node.op == "MUL" and node.out.ne == (64, 1, 1, 1):
+                values = node.out.values().astype(np.float32)
+                values.flat[5] += 0.25
+                write(values)
+                tampered.append(node.index)
+        verdict = check_model(path, "CPU", {str(LIB)!r}, [[1, 5, 9, 17, 33, 65], [7], [100]],
+                              Path({str(tmp_path / "out")!r}), with_cpu=False, tamper=tamper)
+        print(json.dumps({{"tampered": tampered, "verdict": verdict.as_dict()}}))
+    """)
+    tampered, verdict = result["tampered"], result["verdict"]
+    assert tampered, "no node of that shape was computed"
+    first = verdict["first_failure"]
+    assert first is not None and first["index"] == tampered[0] and first["op"] == "MUL"
+    assert verdict["verdict"].startswith(f"FAIL at node {tampered[0]}")
+    by_index = {n["index"]: n for n in verdict["nodes"]}
+    # nowhere earlier, and every later node is judged from the device's own (changed) inputs, so only the
+    # tampered nodes fail
+    assert all(n["status"] in ("pass", "expected") for n in verdict["nodes"] if n["index"] < tampered[0])
+    failing = sorted(n["index"] for n in verdict["nodes"] if n["status"] == "FAIL")
+    assert failing == sorted(tampered)
+    assert first["case_id"].startswith("MUL(type0=f32,ne0=[64,1,1,1],type1=f32,ne1=[64,1,1,1],dst=f32")
+    import numpy as np
+
+    with np.load(first["artefact"]) as npz:
+        assert str(npz["case_id"]) == first["case_id"]
+        assert abs(float(npz["device"].ravel()[5]) - float(npz["golden"].ravel()[5])) >= 0.24
+    assert by_index[tampered[0]]["error_ratio"] > 1
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import gguf
+    import numpy as np
+
+    not_gguf = tmp_path / "weights.bin"
+    not_gguf.write_bytes(b"PK\x03\x04 not a model")
+    unknown = tmp_path / "unknown-arch.gguf"
+    writer = gguf.GGUFWriter(str(unknown), "nosucharch")
+    writer.add_tensor("x", np.zeros(4, np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    huge = tmp_path / "huge.gguf"  # sparse: 2 TiB that take no disk
+    with huge.open("wb") as f:
+        f.write(b"GGUF")
+        f.truncate(2**41)
+    cases = {
+        (str(not_gguf),): "not a GGUF file",
+        (str(huge),): "of weights do not fit in CPU's",
+        (str(unknown),): "unknown model architecture: 'nosucharch'",
+        ("--arch", "llama", "--device", "ggml:NoSuchDevice"): "no ggml device 'NoSuchDevice'",
+        ("--arch", "llama", "--tokens", "1,x"): "not a comma-separated list",
+    }
+    for args, message in cases.items():
+        proc = conform_model(*args, "--out", str(tmp_path / "out"))
+        assert proc.returncode == 2, (args, proc.stdout[-500:], proc.stderr[-1500:])
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("conform model:")]
+        assert len(lines) == 1 and message in lines[0], (args, proc.stderr[-1500:])
+        assert "Traceback" not in proc.stderr
+        assert not (tmp_path / "out" / "model.json").exists()
+
+
+def test_a_libllama_whose_layout_differs_is_refused_naming_the_field() -> None:
+    result = run_python(f"""
+        import ctypes as C, json
+        from device.llama import lib
+
+        messages = {{}}
+        lib.CONTEXT_DEFAULTS["n_threads"] = 8  # as if n_threads had moved
+        try:
+            lib.load({str(LIB)!r})
+        except lib.LlamaLibraryError as exc:
+            messages["moved"] = str(exc)
+
+        class Shorter(C.Structure):  # as if the library's struct had grown a field
+            _fields_ = lib.ModelParams._fields_[:-7]
+        messages["size"] = lib._probe_defaults(lib.C.CDLL(str(lib.find_libllama({str(LIB)!r}).library))
+                                               .llama_model_default_params, Shorter, {{}})
+        print(json.dumps(messages))
+    """)
+    assert "struct layout mismatch" in result["moved"] and "field n_threads reads 4" in result["moved"]
+    assert "writes 78 bytes" in result["size"] and "has 64" in result["size"]
+    assert "a field was added or removed" in result["size"]
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3", "qwen3moe", "gemma2"])
+def test_every_synthetic_architecture_is_judged_node_by_node_on_the_cpu(tmp_path: Path, arch: str) -> None:
+    """Every computed node of each architecture translates to an op case the golden judges (none left
+    'not judged'); gemma2's GEGLU is the CPU's known F16-table deviation."""
+    proc = conform_model("--arch", arch, "--weights", "q4_0", "--seed", "5", "--out", str(tmp_path), "--no-cpu")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads((tmp_path / "model.json").read_text())
+    assert result["verdict"] == "pass"
+    assert set(result["counts"]) <= {"pass", "expected"}, result["counts"]
+    expected = {n["op"] for n in result["nodes"] if n["status"] == "expected"}
+    assert expected <= ({"GEGLU"} if arch == "gemma2" else set())
+    if arch == "qwen3moe":
+        assert {"MUL_MAT_ID", "ARGSORT", "SOFT_MAX", "GET_ROWS"} <= {n["op"] for n in result["nodes"]}
