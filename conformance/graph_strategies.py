@@ -1,4 +1,4 @@
-"""Hypothesis strategies for graph cases: one per pattern of ``golden/graphs/patterns.py``.
+"""Hypothesis strategies for graph cases: one per pattern of ``golden/graphs/patterns/``.
 
 Each draws the pattern's params (shapes with decode = one row and prefill rows, eps, broadcast and
 argument-order variants, chain length) and the data; Hypothesis shrinks them towards one row, the
@@ -14,7 +14,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from conformance.strategies import f32, one_in, row_size
-from golden.graphs.case import GraphCase, patterns
+from golden.graphs.case import GraphCase
+from golden.graphs.registry import patterns
 
 ParamsDraw = Callable[[st.DrawFn, str], list[tuple[str, Any]]]
 PARAMS: dict[str, ParamsDraw] = {}

@@ -168,6 +168,12 @@ def _fixed(bound: np.ndarray) -> ErrorModel:
     return model
 
 
+def check_graph(harness: Harness, case: GraphCase, *, once: bool = False) -> CaseRecord | None:
+    """The suite's check of one graph case on ``harness`` (its circuit breaker and once-only rule)."""
+    __tracebackhide__ = True
+    return harness.check_evaluated(case.case_id, lambda: evaluate_graph_case(harness, case), once=once)
+
+
 def evaluate_graph_case(harness: Harness, case: GraphCase) -> CaseRecord:
     """Run and judge one graph case on the harness' device; always returns (and writes) a record."""
     description = CaseDescription({}, {}, {}, {"pattern": case.pattern})

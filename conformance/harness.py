@@ -550,12 +550,12 @@ class Harness:
         __tracebackhide__ = True
         return self._checked(case.case_id, lambda: self.evaluate(case), once=once)
 
-    def check_graph(self, case: Any, *, once: bool = False) -> CaseRecord | None:
-        """:meth:`check` for a graph case (``golden/graphs``; run and judged by ``conformance/graphs.py``)."""
+    def check_evaluated(self, case_id: str, evaluate: Callable[[], CaseRecord], *,
+                        once: bool = False) -> CaseRecord | None:
+        """:meth:`check` for a case another module runs and judges (``conformance/graphs.py``'s graph
+        cases): ``evaluate`` returns its record; the breaker and the once-only rule apply as for ops."""
         __tracebackhide__ = True
-        from conformance.graphs import evaluate_graph_case
-
-        return self._checked(case.case_id, lambda: evaluate_graph_case(self, case), once=once)
+        return self._checked(case_id, evaluate, once=once)
 
     def _checked(self, case_id: str, evaluate: Any, once: bool = False) -> CaseRecord | None:
         __tracebackhide__ = True

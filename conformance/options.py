@@ -53,14 +53,14 @@ def parse_ops(values: list[str] | None) -> frozenset[str]:
     """``--op`` values (repeatable, comma-separated, any case) as catalogue op names or graph pattern
     names (upper case); ValueError for a name that is neither. Empty: no selection by op."""
     from golden import catalogue
-    from golden.graphs.case import patterns
+    from golden.graphs.registry import patterns
 
     names = [part.strip().upper() for value in values or [] for part in value.split(",") if part.strip()]
     known_patterns = {name.upper() for name in patterns()}
     unknown = [name for name in names if name not in catalogue.OPS and name not in known_patterns]
     if unknown:
         raise ValueError(f"--op: unknown op(s) {', '.join(unknown)} "
-                         "(conform ops lists the ops, golden/graphs/patterns.py the graph patterns)")
+                         "(conform ops lists the ops, golden/graphs/patterns/ the graph patterns)")
     return frozenset(names)
 
 

@@ -1,4 +1,4 @@
-"""The graph tier: one Hypothesis test per graph pattern × dtype signature (``golden/graphs/patterns.py``).
+"""The graph tier: one Hypothesis test per graph pattern × dtype signature (``golden/graphs/patterns/``).
 
 Ids are ``test_graph[rms_norm_mul-f32]``: ``-k rms_norm_mul`` and ``--op RMS_NORM_MUL`` select a
 pattern. Each case runs fused, with fusion blocked and under ggml's graph allocator
@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conformance.graph_strategies import graph_strategy
-from golden.graphs.case import patterns
+from conformance.graphs import check_graph
+from golden.graphs.registry import patterns
 
 
 def _parameters() -> list[Any]:
@@ -25,4 +26,4 @@ def _parameters() -> list[Any]:
 @pytest.mark.parametrize(("op", "sig"), _parameters())
 @given(data=st.data())
 def test_graph(conform: Any, op: str, sig: str, data: st.DataObject) -> None:
-    conform.check_graph(data.draw(graph_strategy(op.lower(), sig), label="graph case"), once=True)
+    check_graph(conform, data.draw(graph_strategy(op.lower(), sig), label="graph case"), once=True)

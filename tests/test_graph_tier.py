@@ -21,7 +21,8 @@ from conformance.options import parse_ops
 from device.base import GraphRun, GraphRunResult, as_output
 from golden import catalogue
 from golden.case import parse_case_id
-from golden.graphs.case import GraphCase, evaluate_graph, is_graph_id, parse_graph_id, patterns
+from golden.graphs.case import GraphCase, evaluate_graph, is_graph_id, parse_graph_id
+from golden.graphs.registry import patterns
 from results.outcome import Outcome
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -121,11 +121,7 @@ def strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 
 
 # Circles being removed elsewhere, each with who removes it; an entry that no longer holds fails too.
-KNOWN_CIRCLES = {
-    # perf timing repeats run()'s steps through the private _graph; the graph tier's prepared-graph
-    # helper (issue 22, item 4) removes it
-    ("device.ggml.device", "device.ggml.perf"),
-}
+KNOWN_CIRCLES: set[tuple[str, ...]] = set()
 
 
 def test_no_import_circle() -> None:

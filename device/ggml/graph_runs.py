@@ -13,21 +13,29 @@ Each run gets a fresh build: output flags stay on a tensor once set.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from device.base import GraphRun, GraphRunResult, output_dtype
-from device.ggml.graph import GraphBuilder, GraphBuildError, InputTensor, SymbolMissing
-from device.ggml.lib import TensorP
+from device.ggml.graph import Builder, GraphBuilder, GraphBuildError, InputTensor, SymbolMissing
+from device.ggml.lib import GgmlLib, TensorP
 from device.ggml.prepared import Allocation, PreparedGraph, declined, set_output
 from golden.graphs.case import GraphCase
 
-if TYPE_CHECKING:
-    from device.ggml.device import GgmlDevice
+
+class GraphHost(Protocol):
+    """What a graph run needs of its ggml device (``GgmlDevice``): the library, the backend, the
+    device's name and its per-op constructors."""
+
+    lib: GgmlLib
+    backend: Any
+    name: str
+
+    def builder_for(self, op: str) -> Builder: ...
 
 
-def build(device: GgmlDevice, case: GraphCase, run: GraphRun) -> tuple[PreparedGraph, dict[str, TensorP]]:
+def build(device: GraphHost, case: GraphCase, run: GraphRun) -> tuple[PreparedGraph, dict[str, TensorP]]:
     """The case's graph for one run, ready to allocate; also its node tensors by name."""
     lib, graph = device.lib, case.graph
     g_in = GraphBuilder(lib, n_tensors=4 * len(graph.inputs) + 4)
@@ -58,7 +66,7 @@ def build(device: GgmlDevice, case: GraphCase, run: GraphRun) -> tuple[PreparedG
     return prepared, nodes
 
 
-def run_graph(device: GgmlDevice, case: GraphCase, inputs: list[np.ndarray]) -> GraphRunResult:
+def run_graph(device: GraphHost, case: GraphCase, inputs: list[np.ndarray]) -> GraphRunResult:
     result = GraphRunResult()
     graph = case.graph
     for run in GraphRun:

@@ -6,7 +6,8 @@ id (op ids start ``OP(``, graph ids ``GRAPH[pattern](``)::
 
     GRAPH[rms_norm_mul](type=f32,ne=[4096,1,1,1],w=row,order=xw,eps=1e-06,data=uniform:5)
 
-The pattern registry (:data:`PATTERNS`, filled by ``golden/graphs/patterns.py``) expands a case into a
+The pattern registry (``golden/graphs/registry.py``: the ``PATTERNS`` lists of
+``golden/graphs/patterns/``) expands a case into a
 :class:`Graph`: the inputs with their :class:`TensorSpec` s, the nodes in the order llama.cpp's
 graphs produce them (the order a backend's fusion matcher sees), which nodes are outputs, and the
 spans a backend may fuse. Each node is an op of the catalogue: :meth:`Graph.node_case` gives the
@@ -27,110 +28,12 @@ from typing import Any
 import numpy as np
 
 from golden import catalogue, dtypes
-from golden.case import CONTIGUOUS, Ne, OpCase, TensorSpec, _fmt, _split_top, parse_value
-from golden.spec import Param
+from golden.case import OpCase, _fmt, _split_top, parse_value
+from golden.graphs.graph import Graph, GraphNode, Pattern
+from golden.graphs.registry import get_pattern
 from golden.tolerance import Tolerance
 
 GRAPH_PREFIX = "GRAPH["
-
-
-@dataclass(frozen=True)
-class GraphInput:
-    name: str
-    spec: TensorSpec
-
-
-@dataclass(frozen=True)
-class GraphNode:
-    """One node: a catalogue op applied to named sources (graph inputs or earlier nodes)."""
-
-    name: str
-    op: str
-    srcs: tuple[str, ...]
-    ne: Ne  # the node's output shape (ggml order)
-    params: tuple[tuple[str, Any], ...] = ()
-    form: str = ""
-    dst: str = "f32"  # the dtype ggml stores the node's result in
-
-    @property
-    def label(self) -> str:
-        return f"{self.name}:{self.op}"
-
-
-@dataclass(frozen=True)
-class Graph:
-    """An expanded pattern: pure data, in llama.cpp's node order."""
-
-    inputs: tuple[GraphInput, ...]
-    nodes: tuple[GraphNode, ...]
-    outputs: tuple[str, ...]
-    spans: tuple[tuple[str, ...], ...] = ()  # node names a backend may fuse into one kernel
-
-    def spec_of(self, name: str) -> TensorSpec:
-        """The tensor a source name stands for: a graph input as given, a node as a packed tensor."""
-        for i in self.inputs:
-            if i.name == name:
-                return i.spec
-        node = self.node(name)
-        return TensorSpec(node.dst, node.ne, CONTIGUOUS, node.name)
-
-    def node(self, name: str) -> GraphNode:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(f"graph has no node {name!r}")
-
-    def is_input(self, name: str) -> bool:
-        return any(i.name == name for i in self.inputs)
-
-    def node_case(self, node: GraphNode, data_seed: int = 0, distribution: str = "uniform") -> OpCase:
-        return OpCase(node.op, tuple(self.spec_of(s) for s in node.srcs), node.params, node.dst, node.form,
-                      data_seed, distribution)
-
-    def span_label(self, span: tuple[str, ...]) -> str:
-        return "→".join(self.node(n).label for n in span)
-
-    def spans_into(self, output: str) -> list[tuple[str, ...]]:
-        """The fusable spans that end in (or contain) ``output``."""
-        return [s for s in self.spans if output in s]
-
-
-@dataclass(frozen=True)
-class Pattern:
-    """One registered pattern: its params (with meaning and type) and how it expands."""
-
-    name: str
-    params: dict[str, Param]
-    expand: Callable[[GraphCase], Graph]
-    signatures: tuple[str, ...]  # values of the ``type`` param: one test per pattern × signature
-    notes: str = ""
-    fused_by: str = ""  # which backends fuse it (graph-and-fusion.md §1.2), for the docs and report
-
-
-PATTERNS: dict[str, Pattern] = {}
-
-
-def register(pattern: Pattern) -> Pattern:
-    if pattern.name in PATTERNS:
-        raise RuntimeError(f"graph pattern {pattern.name} registered twice")
-    if pattern.name.upper() in catalogue.OPS:
-        raise RuntimeError(f"graph pattern {pattern.name} would be confused with the op {pattern.name.upper()}")
-    PATTERNS[pattern.name] = pattern
-    return pattern
-
-
-def patterns() -> dict[str, Pattern]:
-    import golden.graphs.patterns  # noqa: F401 (fills PATTERNS)
-
-    return PATTERNS
-
-
-def get_pattern(name: str) -> Pattern:
-    table = patterns()
-    try:
-        return table[name.lower()]
-    except KeyError:
-        raise KeyError(f"unknown graph pattern {name!r}; known: {', '.join(sorted(table))}") from None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The graph patterns: each expands a :class:`~golden.graph.GraphCase` into its :class:`~golden.graph.Graph`.
+"""Norm, chain, matmul, softcap and GLU patterns: each expands a graph case into its
+:class:`~golden.graphs.graph.Graph`.
 
 Node order is the DFS post-order ``ggml_build_forward_expand`` gives llama.cpp's graphs (src0 before
 src1), which is what a backend's fusion matcher sees (shared/reference/graph-and-fusion.md §1).
@@ -7,8 +8,9 @@ Shapes and variants follow test-backend-ops' fusion cases (``test_rms_norm_mul_a
 decode (one row) and prefill rows, broadcast weights and biases, and swapped argument orders that a
 matcher must check before it fuses.
 
-To add a pattern: write its expansion here, ``register`` it with its params, and give it a strategy
-in ``conformance/graph_strategies.py``; the suite, repro and the ggml device pick it up by name.
+To add a pattern: write its expansion in a module of this package, list it in the module's
+``PATTERNS`` with its params, and give it a strategy in ``conformance/graph_strategies.py``; the
+suite, repro and the ggml device pick it up by name.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from golden.case import Ne, TensorSpec
-from golden.graphs.case import Graph, GraphCase, GraphInput, GraphNode, Pattern, register
+from golden.graphs.graph import CaseParams, Graph, GraphInput, GraphNode, Pattern
 from golden.spec import P
 
+PATTERNS: list[Pattern] = []
 ROW, FULL = "row", "full"  # a weight/bias of one row broadcast over the rows, or one per element
 
 
-def _shape(case: GraphCase) -> Ne:
+def _shape(case: CaseParams) -> Ne:
     return tuple(case.param("ne"))
 
 
@@ -57,7 +60,7 @@ _ORDER = P("MUL/ADD argument order: xw (norm first, as llama.cpp) or wx (swapped
 
 # ---- RMS_NORM → MUL (→ ADD) --------------------------------------------------------------------------
 
-def _rms_norm_mul(case: GraphCase, with_add: bool) -> Graph:
+def _rms_norm_mul(case: CaseParams, with_add: bool) -> Graph:
     ne, t = _shape(case), case.param("type")
     w = case.param("w")
     swap = _check_order(case.pattern, case.param("order"), w)
@@ -72,11 +75,11 @@ def _rms_norm_mul(case: GraphCase, with_add: bool) -> Graph:
     return Graph(tuple(inputs), tuple(nodes), (names[-1],), (names,))
 
 
-register(Pattern(
+PATTERNS.append(Pattern(
     "rms_norm_mul", {"type": _TYPE, "ne": _NE, "w": _W, "order": _ORDER, "eps": _EPS},
     lambda c: _rms_norm_mul(c, False), ("f32",),
     notes="llama's attn_norm/ffn_norm: y = rms_norm(x)·w", fused_by="Vulkan, CUDA, Metal, CPU (0.25+)"))
-register(Pattern(
+PATTERNS.append(Pattern(
     "rms_norm_mul_add",
     {"type": _TYPE, "ne": _NE, "w": _W, "order": _ORDER, "eps": _EPS, "b": P("bias shape: row or full", str)},
     lambda c: _rms_norm_mul(c, True), ("f32",),
@@ -85,7 +88,7 @@ register(Pattern(
 
 # ---- ADD → RMS_NORM (→ MUL) --------------------------------------------------------------------------
 
-def _add_rms_norm(case: GraphCase, with_mul: bool) -> Graph:
+def _add_rms_norm(case: CaseParams, with_mul: bool) -> Graph:
     ne, t = _shape(case), case.param("type")
     b = case.param("b")
     inputs = [GraphInput("a", TensorSpec(t, ne, name="a")), GraphInput("b", TensorSpec(t, _bcast_ne(ne, b), name="b"))]
@@ -101,11 +104,11 @@ def _add_rms_norm(case: GraphCase, with_mul: bool) -> Graph:
 
 
 _B_ADD = P("second addend's shape: full (same shape; the only one CANN fuses) or row (broadcast)", str)
-register(Pattern(
+PATTERNS.append(Pattern(
     "add_rms_norm", {"type": _TYPE, "ne": _NE, "b": _B_ADD, "eps": _EPS},
     lambda c: _add_rms_norm(c, False), ("f32",),
     notes="residual add then norm, the sum used once", fused_by="CANN (GGML_CANN_OPERATOR_FUSION), Vulkan 1-row"))
-register(Pattern(
+PATTERNS.append(Pattern(
     "add_rms_norm_mul", {"type": _TYPE, "ne": _NE, "b": _B_ADD, "eps": _EPS, "w": _W, "order": _ORDER},
     lambda c: _add_rms_norm(c, True), ("f32",),
     notes="residual add, norm, weight", fused_by="CANN fuses the ADD+RMS_NORM part"))
@@ -113,8 +116,8 @@ register(Pattern(
 
 # ---- chains of ADDs or MULs --------------------------------------------------------------------------
 
-def _chain(op: str) -> Callable[[GraphCase], Graph]:
-    def expand(case: GraphCase) -> Graph:
+def _chain(op: str) -> Callable[[CaseParams], Graph]:
+    def expand(case: CaseParams) -> Graph:
         ne, t, n = _shape(case), case.param("type"), case.param("n")
         if not 1 <= n <= 8:
             raise ValueError(f"{case.pattern}: n (the number of {op} nodes) must be 1..8, not {n}")
@@ -132,9 +135,9 @@ def _chain(op: str) -> Callable[[GraphCase], Graph]:
 
 _N_CHAIN = P("number of nodes in the chain (1..8)", int)
 _B_CHAIN = P("shape of the later operands: full (what Vulkan's multi-add fuses) or row (broadcast)", str)
-register(Pattern("add_chain", {"type": _TYPE, "ne": _NE, "n": _N_CHAIN, "b": _B_CHAIN}, _chain("ADD"),
+PATTERNS.append(Pattern("add_chain", {"type": _TYPE, "ne": _NE, "n": _N_CHAIN, "b": _B_CHAIN}, _chain("ADD"),
                  ("f32",), notes="x0 + x1 + ... + xn, left to right", fused_by="Vulkan (f32), CUDA, Metal"))
-register(Pattern("mul_chain", {"type": _TYPE, "ne": _NE, "n": _N_CHAIN, "b": _B_CHAIN}, _chain("MUL"),
+PATTERNS.append(Pattern("mul_chain", {"type": _TYPE, "ne": _NE, "n": _N_CHAIN, "b": _B_CHAIN}, _chain("MUL"),
                  ("f32",), notes="x0 · x1 · ... · xn, left to right", fused_by="CUDA"))
 
 
@@ -146,7 +149,7 @@ _M = P("output features (weight rows)", int)
 _N = P("tokens: 1 is decode, more is prefill", int)
 
 
-def _mul_mat_add(case: GraphCase) -> Graph:
+def _mul_mat_add(case: CaseParams) -> Graph:
     k, m, n, wt = case.param("k"), case.param("m"), case.param("n"), case.param("type")
     bias = case.param("bias")
     out: Ne = (m, n, 1, 1)
@@ -163,7 +166,7 @@ def _mul_mat_add(case: GraphCase) -> Graph:
     return Graph(inputs, nodes, ("n1",), (("n0", "n1"),))
 
 
-register(Pattern(
+PATTERNS.append(Pattern(
     "mul_mat_add", {"type": _WTYPE, "k": _K, "m": _M, "n": _N,
                     "bias": P("vec (plain bias, broadcast over tokens) or full (one per output)", str),
                     "order": P("mb: ADD(matmul, bias), as models; bm: ADD(bias, matmul)", str)},
@@ -172,7 +175,7 @@ register(Pattern(
 
 # ---- softcap: SCALE → TANH → SCALE ---------------------------------------------------------------------
 
-def _softcap(case: GraphCase) -> Graph:
+def _softcap(case: CaseParams) -> Graph:
     ne, cap = _shape(case), case.param("cap")
     if not cap > 0:
         raise ValueError(f"softcap: cap must be > 0, not {cap!r}")
@@ -182,13 +185,14 @@ def _softcap(case: GraphCase) -> Graph:
     return Graph(inputs, nodes, ("n2",), (("n0", "n1", "n2"),))
 
 
-register(Pattern("softcap", {"type": _TYPE, "ne": _NE, "cap": P("the cap c: c·tanh(x/c), > 0")}, _softcap, ("f32",),
-                 notes="Gemma's logit softcap", fused_by="CUDA"))
+PATTERNS.append(Pattern("softcap", {"type": _TYPE, "ne": _NE, "cap": P("the cap c: c·tanh(x/c), > 0")}, _softcap,
+                        ("f32",),
+                        notes="Gemma's logit softcap", fused_by="CUDA"))
 
 
 # ---- gate and up MUL_MATs → GLU -------------------------------------------------------------------------
 
-def _gate_up_glu(case: GraphCase) -> Graph:
+def _gate_up_glu(case: CaseParams) -> Graph:
     k, f, n, wt = case.param("k"), case.param("f"), case.param("n"), case.param("type")
     out: Ne = (f, n, 1, 1)
     inputs = (GraphInput("w_gate", TensorSpec(wt, (k, f, 1, 1), name="w_gate")),
@@ -199,6 +203,6 @@ def _gate_up_glu(case: GraphCase) -> Graph:
     return Graph(inputs, nodes, ("n2",), (("n0", "n1", "n2"),))
 
 
-register(Pattern("gate_up_glu", {"type": _WTYPE, "k": _K, "f": P("FFN width (weight rows)", int), "n": _N},
+PATTERNS.append(Pattern("gate_up_glu", {"type": _WTYPE, "k": _K, "f": P("FFN width (weight rows)", int), "n": _N},
                  _gate_up_glu, ("f32", "f16"), notes="SwiGLU FFN input: silu(W_gate·x) · (W_up·x)",
                  fused_by="CUDA (mat-vec)"))

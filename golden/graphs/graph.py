@@ -1,0 +1,98 @@
+"""The data a graph pattern expands into: inputs, nodes in llama.cpp's node order, outputs, fusable spans.
+
+Pure data with no registry, so pattern modules (``golden/graphs/patterns/``) import only this module
+and the registry (``golden/graphs/registry.py``) imports them: no import circle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from golden.case import CONTIGUOUS, Ne, OpCase, TensorSpec
+from golden.spec import Param
+
+
+class CaseParams(Protocol):
+    """What a pattern's expansion reads of its case: the pattern name and its params."""
+
+    @property
+    def pattern(self) -> str: ...
+
+    def param(self, name: str, default: Any = None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class GraphInput:
+    name: str
+    spec: TensorSpec
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """One node: a catalogue op applied to named sources (graph inputs or earlier nodes)."""
+
+    name: str
+    op: str
+    srcs: tuple[str, ...]
+    ne: Ne  # the node's output shape (ggml order)
+    params: tuple[tuple[str, Any], ...] = ()
+    form: str = ""
+    dst: str = "f32"  # the dtype ggml stores the node's result in
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}:{self.op}"
+
+
+@dataclass(frozen=True)
+class Graph:
+    """An expanded pattern: pure data, in llama.cpp's node order."""
+
+    inputs: tuple[GraphInput, ...]
+    nodes: tuple[GraphNode, ...]
+    outputs: tuple[str, ...]
+    spans: tuple[tuple[str, ...], ...] = ()  # node names a backend may fuse into one kernel
+
+    def spec_of(self, name: str) -> TensorSpec:
+        """The tensor a source name stands for: a graph input as given, a node as a packed tensor."""
+        for i in self.inputs:
+            if i.name == name:
+                return i.spec
+        node = self.node(name)
+        return TensorSpec(node.dst, node.ne, CONTIGUOUS, node.name)
+
+    def node(self, name: str) -> GraphNode:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"graph has no node {name!r}")
+
+    def is_input(self, name: str) -> bool:
+        return any(i.name == name for i in self.inputs)
+
+    def node_case(self, node: GraphNode, data_seed: int = 0, distribution: str = "uniform") -> OpCase:
+        return OpCase(node.op, tuple(self.spec_of(s) for s in node.srcs), node.params, node.dst, node.form,
+                      data_seed, distribution)
+
+    def span_label(self, span: tuple[str, ...]) -> str:
+        return "→".join(self.node(n).label for n in span)
+
+    def spans_into(self, output: str) -> list[tuple[str, ...]]:
+        """The fusable spans that end in (or contain) ``output``."""
+        return [s for s in self.spans if output in s]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One registered pattern: its params (with meaning and type) and how it expands."""
+
+    name: str
+    params: dict[str, Param]
+    expand: Callable[[CaseParams], Graph]
+    signatures: tuple[str, ...]  # values of the ``type`` param: one test per pattern × signature
+    notes: str = ""
+    fused_by: str = ""  # which backends fuse it (graph-and-fusion.md §1.2), for the docs and report
+
+

@@ -1,0 +1,1 @@
+"""Graph pattern modules: each has a ``PATTERNS`` list, collected by ``golden/graphs/registry.py``."""
