@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from golden.case import OpCase
+from golden.graphs.case import GraphCase
 from golden.tolerance import Tolerance
 
 CORRUPTING_CASE_TIMEOUT_S = 10.0
@@ -39,6 +40,30 @@ class KnownBug:
 
     def matches(self, case: OpCase, device_name: str, release: str) -> bool:
         if case.op != self.op or not fnmatch.fnmatchcase(device_name, self.devices):
+            return False
+        if self.releases and release not in self.releases:
+            return False
+        return bool(self.applies(case))
+
+
+@dataclass(frozen=True)
+class GraphKnownBug:
+    """A backend defect that shows in graph cases (``golden/graphs``): a predicate over the whole graph,
+    for what no single node's op-tier bug describes (a fused kernel, state left between graphs)."""
+
+    id: str
+    devices: str  # fnmatch over the ggml device name
+    applies: Callable[[GraphCase], bool]
+    reason: str
+    repro: str  # a graph case id, or the standalone program that shows it
+    releases: tuple[str, ...] = ()
+    outcomes: tuple[str, ...] = ("fail",)
+    # the case may leave the process corrupted even when its own results are right: the worker is
+    # restarted after it, so the damage cannot land on a later, innocent case
+    corrupts_process: bool = False
+
+    def matches(self, case: GraphCase, device_name: str, release: str) -> bool:
+        if not fnmatch.fnmatchcase(device_name, self.devices):
             return False
         if self.releases and release not in self.releases:
             return False

@@ -16,8 +16,9 @@ import importlib
 from collections.abc import Iterable
 
 from device.ggml import known_bugs_cpu
-from device.known_bug import KnownBug
+from device.known_bug import GraphKnownBug, KnownBug
 from golden.case import OpCase
+from golden.graphs.case import GraphCase
 
 
 def all_known_bugs() -> list[KnownBug]:
@@ -34,6 +35,27 @@ def all_known_bugs() -> list[KnownBug]:
 def find(case: OpCase, device_name: str, release: str, bugs: Iterable[KnownBug] | None = None) -> KnownBug | None:
     """The first known bug of ``device_name`` at ``release`` that covers ``case``, or None."""
     for bug in all_known_bugs() if bugs is None else bugs:
+        if bug.matches(case, device_name, release):
+            return bug
+    return None
+
+
+def all_graph_bugs() -> list[GraphKnownBug]:
+    """The graph-level bugs (``GRAPH_BUGS`` of the same modules); a node's own op bug stays in ``BUGS``."""
+    bugs: list[GraphKnownBug] = []
+    for name in ("device.ggml.known_bugs_cpu", "device.ggml.known_bugs_vulkan"):
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+        bugs += getattr(module, "GRAPH_BUGS", [])
+    return bugs
+
+
+def find_graph(case: GraphCase, device_name: str, release: str,
+               bugs: Iterable[GraphKnownBug] | None = None) -> GraphKnownBug | None:
+    """The first graph-level known bug of ``device_name`` at ``release`` that covers ``case``, or None."""
+    for bug in all_graph_bugs() if bugs is None else bugs:
         if bug.matches(case, device_name, release):
             return bug
     return None

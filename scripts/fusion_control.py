@@ -2,7 +2,8 @@
 worker processes: once as is and once with the backend's fusion switched off by its environment variable
 (ggml-vulkan: GGML_VK_DISABLE_FUSION=1). Outputs that differ in their bits show the fused kernel ran (a
 fused kernel rounds differently, or keeps the intermediate in registers); bitwise-equal outputs mean
-fusion did not fire there, or fired with the same arithmetic. The blocked run (every node an output) is
+fusion did not fire there, or fired with the same arithmetic; ggml-vulkan's perf logger
+(GGML_VK_PERF_LOGGER=1) names the fused run's kernels, which settles which. The blocked run (every node an output) is
 compared too: with fusion off it must equal the fused run bit for bit, or the harness' own control is off.
 
 Usage: python scripts/fusion_control.py --device ggml:Vulkan0 --ggml-lib DIR [--env VAR=VALUE] ID...
@@ -55,12 +56,35 @@ def child(out: str, device_name: str, lib: str | None, ids: list[str]) -> None:
 
 
 def run_child(args: argparse.Namespace, env_extra: dict[str, str], out: str) -> dict[str, object]:
-    cmd = [sys.executable, __file__, "--child", out, "--device", args.device, *(["--ggml-lib", args.ggml_lib]
-                                                                              if args.ggml_lib else []), *args.ids]
-    subprocess.run(cmd, env=os.environ | env_extra, check=True)
-    with open(out, "rb") as f:
-        loaded: dict[str, object] = pickle.load(f)
+    """Each case in a process of its own: ggml-vulkan 0.25.1 corrupts the heap when fused RMS_NORM graphs of
+    other shapes follow each other in one process (repro/vulkan_rms_norm_fusion_heap.c)."""
+    loaded: dict[str, object] = {}
+    for text in args.ids:
+        cmd = [sys.executable, __file__, "--child", out, "--device", args.device,
+               *(["--ggml-lib", args.ggml_lib] if args.ggml_lib else []), text]
+        done = subprocess.run(cmd, env=os.environ | env_extra | {"GGML_VK_PERF_LOGGER": "1"}, capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            loaded[text] = f"worker exited {done.returncode}: {(done.stderr.strip().splitlines() or [''])[-1]}"
+            continue
+        with open(out, "rb") as f:
+            loaded |= pickle.load(f)
+        loaded[DISPATCHES + text] = fused_run_dispatches(done.stdout + done.stderr)
     return loaded
+
+
+DISPATCHES = "dispatches:"
+
+
+def fused_run_dispatches(log: str) -> str:
+    """The fused run's kernels as ggml-vulkan's perf logger names them (the first of the three runs'
+    timing blocks): a fused kernel is listed once under a joined name (RMS_NORM_MUL, MUL_MAT_ADD)."""
+    blocks = [b for b in log.split("----------------") if "Vulkan Timings" in b]
+    if not blocks:
+        return "(no perf-logger output: not ggml-vulkan)"
+    lines = [ln.split(":")[0].strip() for ln in blocks[0].splitlines()
+             if ":" in ln and not ln.startswith(("Vulkan Timings", "Total"))]
+    return "; ".join(lines)
 
 
 def differ(a: np.ndarray, b: np.ndarray) -> str:
@@ -103,7 +127,8 @@ def main() -> int:
             control = differ(b["fused"][name], b["blocked"][name])
             fired += verdict != "bitwise equal"
             print(f"{text}\n    fused run, {name}: fusion on vs {args.env}: {verdict}; "
-                  f"with {args.env}, fused vs blocked: {control}")
+                  f"with {args.env}, fused vs blocked: {control}\n    kernels of the fused run: "
+                  f"{on.get(DISPATCHES + text)}")
     print(f"fusion_control: {fired} of {len(args.ids)} cases' outputs change when fusion is switched off")
     return 0
 
