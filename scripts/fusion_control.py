@@ -78,11 +78,12 @@ DISPATCHES = "dispatches:"
 
 def fused_run_dispatches(log: str) -> str:
     """The fused run's kernels as ggml-vulkan's perf logger names them (the first of the three runs'
-    timing blocks): a fused kernel is listed once under a joined name (RMS_NORM_MUL, MUL_MAT_ADD)."""
+    timing blocks): a fused kernel is listed under a joined name (RMS_NORM_MUL, MUL_MAT_ADD), each with its dispatch
+    count ("ADD: 4" for four ADDs that were not fused)."""
     blocks = [b for b in log.split("----------------") if "Vulkan Timings" in b]
     if not blocks:
         return "(no perf-logger output: not ggml-vulkan)"
-    lines = [ln.split(":")[0].strip() for ln in blocks[0].splitlines()
+    lines = [ln.split(" x ")[0].strip() for ln in blocks[0].splitlines()
              if ":" in ln and not ln.startswith(("Vulkan Timings", "Total"))]
     return "; ".join(lines)
 
