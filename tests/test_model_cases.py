@@ -20,7 +20,7 @@ RMS = "RMS_NORM(type=f32,ne=[64,6,1,1],dst=f32,eps=9.999999747378752e-06,data=un
 KQ = ("MUL_MAT(type0=f16,ne0=[16,256,2,1],lay0=perm[0,2,1,3],type1=f32,ne1=[16,6,4,1],lay1=perm[0,2,1,3],dst=f32,"
       "data=uniform:0)")
 CONT = "CONT(type=f32,ne=[16,4,6,1],lay=perm[0,2,1,3],dst=f32,ne=[64,6,1,1],data=uniform:0)"
-RELU = "RELU(type=f32,ne=[64,6,1,1],dst=f32,data=uniform:0)"
+RELU = "RELU(type=f32,ne=[64,1,1,1],dst=f32,data=uniform:0)"  # its neighbours: 63, 65, 32, 96, 128 wide
 
 
 def _run_folder(tmp_path: Path, ids: list[str]) -> Path:
@@ -84,9 +84,10 @@ def test_the_signature_is_the_simplest_draw_and_variations_follow() -> None:
 
 
 def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # the ci profile: derandomized, so whether a neighbour with odd rows is drawn does not depend on luck
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "pytest", "conformance/test_from_model.py", "-q", "-p",
-                           "no:cacheprovider", "--conform-profile", "dev", "--results", str(tmp_path / "r.jsonl"),
+                           "no:cacheprovider", "--conform-profile", "ci", "--results", str(tmp_path / "r.jsonl"),
                            *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
 
 
