@@ -91,6 +91,39 @@ def _gate_up_glu(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
     return [("k", draw(row_size(max_ne0=1024))), ("f", draw(st.integers(1, 96))), ("n", _tokens(draw))]
 
 
+# ---- norms.py and misc.py (issue 23, item 5) ---------------------------------------------------------
+
+@_params("norm_mul_add")
+def _norm_mul_add(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    w = draw(st.sampled_from(("row", "full")))
+    order = draw(st.sampled_from(("xw", "wx"))) if w == "full" else "xw"
+    return [("ne", _ne(draw)), ("w", w), ("b", draw(st.sampled_from(("row", "full")))), ("order", order),
+            ("eps", _eps(draw))]
+
+
+@_params("group_norm_mul_add")
+def _group_norm_mul_add(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    # [W, H, C, 1] as stable-diffusion's GroupNorm: channels ne2, groups of one or more channels
+    channels = draw(st.sampled_from((1, 4, 6, 32)))
+    ne = (draw(st.sampled_from((1, 3, 8, 17))), draw(st.sampled_from((1, 2, 8))), channels, 1)
+    w = draw(st.sampled_from(("channel", "full")))
+    order = draw(st.sampled_from(("xw", "wx"))) if w == "full" else "xw"
+    return [("ne", ne), ("n_groups", draw(st.integers(1, channels))), ("w", w),
+            ("b", draw(st.sampled_from(("channel", "full")))), ("order", order), ("eps", _eps(draw))]
+
+
+@_params("unary_mul")
+def _unary_mul(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    return [("ne", _ne(draw)), ("unary", draw(st.sampled_from(("SILU", "SIGMOID", "SOFTPLUS")))),
+            ("b", draw(st.sampled_from(("full", "row"))))]
+
+
+@_params("ssm_conv_silu")
+def _ssm_conv_silu(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    return [("d_conv", draw(st.sampled_from((4, 3, 2)))), ("d_inner", draw(st.sampled_from((1, 7, 64, 1536)))),
+            ("n_t", _tokens(draw)), ("n_s", draw(st.sampled_from((1, 2)))), ("bias", draw(st.booleans()))]
+
+
 @functools.cache
 def graph_strategy(pattern: str, signature: str) -> st.SearchStrategy[GraphCase]:
     """Graph cases of ``pattern`` whose ``type`` is ``signature``."""

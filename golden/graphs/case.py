@@ -250,3 +250,13 @@ def _swiglu(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None],
         s = 1.0 / (1.0 + np.exp(-x))
     dsilu = _abs(s * (1.0 + x * (1.0 - s)))
     return dsilu * _abs(xs[1]) * _zero_or(deltas[0], g) + _abs(x * s) * _zero_or(deltas[1], g)
+
+
+@_rule("SILU")
+def _silu(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # silu' = σ(x)(1 + x(1 − σ(x))), and |silu''| ≤ 1/2 bounds the rest by d²/4 (Taylor with remainder)
+    x = np.asarray(xs[0], np.float64)
+    d = _zero_or(deltas[0], g)
+    with np.errstate(over="ignore"):
+        s = 1.0 / (1.0 + np.exp(-x))
+    return _abs(s * (1.0 + x * (1.0 - s))) * d + 0.25 * d * d
