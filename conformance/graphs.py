@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from conformance.cases import lookup
 from conformance.data import as_stored, floats
 from conformance.verdict import Metrics, compare
 from device.base import GraphRun, GraphRunResult
@@ -27,6 +28,7 @@ from device.worker import DeviceWorker
 from golden import catalogue
 from golden.case import OpCase
 from golden.graphs.case import GraphCase, GraphGolden, RowFor, evaluate_graph
+from golden.graphs.graph import Graph
 from golden.tolerance import ErrorModel, Tolerance
 from results.outcome import Outcome
 from results.record import CaseDescription, CaseRecord
@@ -103,8 +105,8 @@ class GraphVerdict:
             parts.append(f"fails only when fused: span {self.fused_span}; {bad.node}: {bad.metrics.detail}")
         elif self.allocator_only:
             bad = next(v for v in self.outputs if v.run == GraphRun.GALLOCR.value and not v.metrics.passed)
-            parts.append(f"fails only under ggml's graph allocator (buffers reused in place); {bad.node}: "
-                         f"{bad.metrics.detail}")
+            parts.append(f"fails only under ggml's graph allocator (buffers reused in place): span {self.fused_span}; "
+                         f"{bad.node}: {bad.metrics.detail}")
         elif self.first_wrong_node is None:
             for v in self.outputs:
                 if not v.metrics.passed:
@@ -145,7 +147,9 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
             node_case = case.node_case(node)
             xs = [values[s] for s in node.srcs]
             expected = catalogue.evaluate(node_case, xs)
-            metrics = compare(node_case, xs, expected, values[node.name], row_for(node_case))
+            own_judge = lookup(node.op).judge if catalogue.get(node.op).own_verdict else None
+            metrics = (own_judge(node_case, xs, expected, values[node.name]) if own_judge is not None
+                       else compare(node_case, xs, expected, values[node.name], row_for(node_case)))
             verdict.nodes.append(NodeVerdict(node.label, GraphRun.BLOCKED.value, metrics))
             if not metrics.passed and verdict.first_wrong_node is None:
                 verdict.first_wrong_node = node.label
@@ -153,12 +157,18 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
     blocked_ok = blocked is not None and verdict.first_wrong_node is None and GraphRun.BLOCKED.value not in failed
     if blocked_ok and GraphRun.FUSED.value in failed:
         verdict.fused_only = True
-        bad = [v.node.split(":")[0] for v in verdict.outputs if v.run == GraphRun.FUSED.value and not v.metrics.passed]
-        spans = [s for name in bad for s in graph.spans_into(name)]
-        verdict.fused_span = "; ".join(dict.fromkeys(graph.span_label(s) for s in spans)) or "(no fusable span)"
+        verdict.fused_span = _failed_spans(graph, verdict, GraphRun.FUSED)
     elif blocked_ok and failed == {GraphRun.GALLOCR.value}:
         verdict.allocator_only = True
+        verdict.fused_span = _failed_spans(graph, verdict, GraphRun.GALLOCR)  # where a fused kernel met the reuse
     return verdict
+
+
+def _failed_spans(graph: Graph, verdict: GraphVerdict, run: GraphRun) -> str:
+    """The fusable spans that end in (or hold) an output the run got wrong."""
+    bad = [v.node.split(":")[0] for v in verdict.outputs if v.run == run.value and not v.metrics.passed]
+    spans = [s for name in bad for s in graph.spans_into(name)]
+    return "; ".join(dict.fromkeys(graph.span_label(s) for s in spans)) or "(no fusable span)"
 
 
 def _fixed(bound: np.ndarray) -> ErrorModel:

@@ -149,8 +149,11 @@ def evaluate_graph(case: GraphCase, inputs: list[np.ndarray], row_for: RowFor | 
         out.exact[node.name], out.stored[node.name], out.allowed[node.name] = exact, stored, allowed
         values[node.name] = stored
         # a consumer sees the device's value, within ``allowed`` of the exact one, while the golden
-        # feeds it the stored (rounded) one: their distance adds half a spacing of the storage type
-        deltas[node.name] = allowed + 0.5 * dtypes.ulp(np.abs(np.where(np.isfinite(exact), exact, 0.0)), node.dst)
+        # feeds it the stored (rounded) one: their distance adds half a spacing of the storage type (an
+        # index is stored exactly)
+        rounding = 0.0 if node.dst in dtypes.INDEX_TYPES else 0.5 * dtypes.ulp(
+            np.abs(np.where(np.isfinite(exact), exact, 0.0)), node.dst)
+        deltas[node.name] = allowed + rounding
     return out
 
 
@@ -260,3 +263,63 @@ def _silu(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g
     with np.errstate(over="ignore"):
         s = 1.0 / (1.0 + np.exp(-x))
     return _abs(s * (1.0 + x * (1.0 - s))) * d + 0.25 * d * d
+
+
+# ---- views, selection and the TOPK_MOE chain (issue 23, item 5) --------------------------------------
+
+@_rule("VIEW")
+@_rule("RESHAPE")
+@_rule("PERMUTE")
+@_rule("TRANSPOSE")
+def _view(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # a view moves values without arithmetic: each element's error is its source element's
+    return catalogue.get(case.op).golden([_zero_or(deltas[0], np.asarray(xs[0]))], case)
+
+
+@_rule("ARGSORT")
+def _argsort(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # discrete: a position whose value is within the values' errors of a neighbour's in the sorted row
+    # may hold either index in a correct implementation (inf: any index); elsewhere the index is exact
+    x = np.asarray(xs[0], np.float64)
+    d = _zero_or(deltas[0], x)
+    order = np.asarray(g, np.int64)
+    v, dv = np.take_along_axis(x, order, axis=-1), np.take_along_axis(d, order, axis=-1)
+    close = np.abs(np.diff(v, axis=-1)) <= dv[..., 1:] + dv[..., :-1]  # pair (p, p+1) may swap
+    pad = np.zeros(close.shape[:-1] + (1,), bool)
+    ambiguous = np.concatenate([close, pad], axis=-1) | np.concatenate([pad, close], axis=-1)
+    return np.where(ambiguous, np.inf, 0.0)
+
+
+@_rule("GET_ROWS")
+def _get_rows(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # the rows' own errors, gathered; an index that may not be exact (an ARGSORT tie) may fetch any row
+    out = np.zeros(np.shape(g))
+    if deltas[0] is not None:
+        out = out + catalogue.get("GET_ROWS").golden([np.broadcast_to(deltas[0], np.shape(xs[0])), xs[1]], case)
+    if deltas[1] is not None:
+        wrong_row = np.reshape(np.broadcast_to(deltas[1], np.shape(xs[1])) >= 0.5, np.shape(g)[:-1] + (1,))
+        out = np.where(wrong_row, np.inf, out)
+    return out
+
+
+@_rule("SUM_ROWS")
+def _sum_rows(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # d(Σx) ≤ Σ|dx|
+    return np.sum(_zero_or(deltas[0], np.asarray(xs[0])), axis=-1, keepdims=True)
+
+
+@_rule("CLAMP")
+def _clamp(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # clamp is 1-Lipschitz
+    return _zero_or(deltas[0], g)
+
+
+@_rule("DIV")
+def _div(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # |a/b − (a+da)/(b+db)| = |da·b − a·db| / |b(b+db)| ≤ (|da||b| + |a||db|) / (|b|(|b| − |db|)), exactly
+    # (not first order) while |db| < |b|; beyond that the quotient is unbounded
+    a, b = tile_to(_abs(xs[0]), g.shape), tile_to(_abs(xs[1]), g.shape)
+    da, db = _zero_or(deltas[0], g), _zero_or(deltas[1], g)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        bound = (da * b + a * db) / (b * (b - db))
+    return np.where(db < b, bound, np.inf)
