@@ -147,9 +147,7 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
             node_case = case.node_case(node)
             xs = [values[s] for s in node.srcs]
             expected = catalogue.evaluate(node_case, xs)
-            own_judge = lookup(node.op).judge if catalogue.get(node.op).own_verdict else None
-            metrics = (own_judge(node_case, xs, expected, values[node.name]) if own_judge is not None
-                       else compare(node_case, xs, expected, values[node.name], row_for(node_case)))
+            metrics = _judge_node(node_case, xs, expected, values[node.name], row_for)
             verdict.nodes.append(NodeVerdict(node.label, GraphRun.BLOCKED.value, metrics))
             if not metrics.passed and verdict.first_wrong_node is None:
                 verdict.first_wrong_node = node.label
@@ -162,6 +160,18 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
         verdict.allocator_only = True
         verdict.fused_span = _failed_spans(graph, verdict, GraphRun.GALLOCR)  # where a fused kernel met the reuse
     return verdict
+
+
+def _judge_node(case: OpCase, xs: list[np.ndarray], expected: np.ndarray, got: np.ndarray, row_for: RowFor) -> Metrics:
+    """One node on its inputs: elementwise with its row, or the op's own comparator (ARGSORT's
+    permutation check, where tied values may come in any order)."""
+    own_judge = lookup(case.op).judge if catalogue.get(case.op).own_verdict else None
+    if own_judge is None:
+        return compare(case, xs, expected, got, row_for(case))
+    metrics = own_judge(case, xs, expected, got)
+    if not isinstance(metrics, Metrics):
+        raise TypeError(f"the {case.op} comparator returned {type(metrics).__name__}, not Metrics")
+    return metrics
 
 
 def _failed_spans(graph: Graph, verdict: GraphVerdict, run: GraphRun) -> str:

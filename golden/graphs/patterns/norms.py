@@ -59,4 +59,5 @@ PATTERNS.append(Pattern(
                "w": P("weight shape: channel (one per ne2) or full", str),
                "b": P("bias shape: channel or full", str)},
     lambda c: _norm_mul_add(c, "GROUP_NORM"), ("f32",),
-    notes="GroupNorm with its affine weight and bias (stable-diffusion's UNet)", fused_by="none known (test-backend-ops)"))
+    notes="GroupNorm with its affine weight and bias (stable-diffusion's UNet)",
+    fused_by="none known (test-backend-ops has the case)"))
