@@ -139,6 +139,36 @@ def _topk_moe(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
             ("norm", draw(st.booleans())), ("scale", scale)]
 
 
+# ---- rope.py (issue 23, item 5) -----------------------------------------------------------------------
+
+def _rope_head(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    head_dim = draw(st.sampled_from((64, 128, 2, 80, 256)))
+    n_dims = draw(st.sampled_from((head_dim, head_dim // 2))) if head_dim > 2 else head_dim
+    n_tokens = 1 if not draw(st.booleans()) else draw(st.sampled_from((2, 5, 32)))
+    return [("head_dim", head_dim), ("n_head", draw(st.sampled_from((1, 2, 8)))), ("n_tokens", n_tokens),
+            ("mode", draw(st.sampled_from((0, 2)))), ("n_dims", n_dims),
+            ("freq_base", f32(draw(st.sampled_from((10000.0, 1000000.0)))))]
+
+
+def _cache(draw: st.DrawFn, n_tokens: int) -> list[tuple[str, Any]]:
+    n_kv = max(n_tokens, draw(st.sampled_from((32, 64, 256))))
+    return [("n_kv", n_kv), ("idx", draw(st.sampled_from(("i64", "i32"))))]
+
+
+@_params("rms_norm_mul_rope")
+def _rms_norm_mul_rope(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    head = _rope_head(draw)
+    set_rows = draw(st.booleans())
+    out = [*head, ("eps", _eps(draw)), ("set_rows", set_rows)]
+    return out + (_cache(draw, dict(head)["n_tokens"]) if set_rows else [])
+
+
+@_params("rope_set_rows")
+def _rope_set_rows(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    head = _rope_head(draw)
+    return [*head, *_cache(draw, dict(head)["n_tokens"])]
+
+
 @functools.cache
 def graph_strategy(pattern: str, signature: str) -> st.SearchStrategy[GraphCase]:
     """Graph cases of ``pattern`` whose ``type`` is ``signature``."""

@@ -28,7 +28,7 @@ from device.worker import DeviceWorker
 from golden import catalogue
 from golden.case import OpCase
 from golden.graphs.case import GraphCase, GraphGolden, RowFor, evaluate_graph
-from golden.graphs.graph import Graph
+from golden.graphs.graph import Graph, GraphInput
 from golden.tolerance import ErrorModel, Tolerance
 from results.outcome import Outcome
 from results.record import CaseDescription, CaseRecord
@@ -44,7 +44,20 @@ MESSAGE_LIMIT = 800
 def make_graph_inputs(case: GraphCase) -> list[np.ndarray]:
     """The graph inputs' values from the case's seed (as stored: float32/float16 arrays)."""
     rng = np.random.default_rng(case.data_seed)
-    return [as_stored(floats(rng, i.spec, case.distribution), i.spec.dtype) for i in case.graph.inputs]
+    return [as_stored(_values(rng, i, case.distribution), i.spec.dtype) for i in case.graph.inputs]
+
+
+def _values(rng: np.random.Generator, graph_input: GraphInput, distribution: str) -> np.ndarray:
+    spec, fill = graph_input.spec, graph_input.fill
+    if not fill:
+        return floats(rng, spec, distribution)
+    n = int(np.prod(spec.np_shape))
+    if fill == "positions":  # a decode position anywhere in a long context, or a run of prefill positions
+        return (rng.integers(0, 32768) + np.arange(n)).reshape(spec.np_shape)
+    kind, _, limit = fill.partition(":")
+    if kind == "rows" and limit.isdigit() and n <= int(limit):
+        return rng.permutation(int(limit))[:n].reshape(spec.np_shape)
+    raise ValueError(f"graph input {graph_input.name}: unknown fill {fill!r} for {n} values")
 
 
 def describe(case: GraphCase) -> CaseDescription:
@@ -136,7 +149,7 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
                               np.asarray(got[name], np.float64), tol)
             verdict.outputs.append(NodeVerdict(node.label, run.value, metrics))
         intact = result.inputs_intact.get(run.value, [])
-        changed = [i.name for i, ok in zip(graph.inputs, intact, strict=False) if not ok]
+        changed = [i.name for i, ok in zip(graph.inputs, intact, strict=False) if not ok and not i.written]
         if changed:
             verdict.inputs_changed[run.value] = changed
     blocked = result.nodes.get(GraphRun.BLOCKED.value)

@@ -323,3 +323,37 @@ def _div(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         bound = (da * b + a * db) / (b * (b - db))
     return np.where(db < b, bound, np.inf)
+
+
+# ---- ROPE and SET_ROWS (the K-cache write) ---------------------------------------------------------------
+
+@_rule("ROPE")
+def _rope(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # a rotation scaled by mscale, linear in x: |dy_first|, |dy_second| ≤ mscale·(|dx_first| + |dx_second|);
+    # elements in no pair are copied (positions and freq factors are exact graph inputs)
+    from golden.rope import _angle_params, rope_angles, rope_geometry
+
+    if any(d is not None for d in deltas[1:]):
+        raise NotImplementedError("ROPE propagation takes exact positions and freq factors")
+    geometry = rope_geometry(case, xs[1])
+    _, mscale = rope_angles(geometry.positions, case.param("n_dims"), exponents=geometry.exponents,
+                            **_angle_params(case))
+    d = _zero_or(deltas[0], g).copy()
+    pair = abs(float(np.max(np.abs(mscale)))) * (d[geometry.first] + d[geometry.second])
+    d[geometry.first], d[geometry.second] = pair, pair
+    return d
+
+
+@_rule("SET_ROWS")
+def _set_rows(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # the source rows' errors land in their rows of the destination (an exact graph input); converting a
+    # value off by d to the destination type may land on the next representable value: + one spacing
+    if deltas[0] is not None or deltas[2] is not None:
+        raise NotImplementedError("SET_ROWS propagation takes an exact destination and exact indices")
+    if deltas[1] is None:
+        return np.zeros(np.shape(g))
+    from golden.kvcache import set_rows
+
+    src = np.broadcast_to(deltas[1], np.shape(xs[1]))
+    moved = set_rows(np.zeros(np.shape(xs[0])), src, xs[2], "f32") * (1.0 + 2.0**-22)  # f32 may round it down
+    return np.where(moved > 0, moved + dtypes.ulp(np.abs(g), case.dst), 0.0)

@@ -25,8 +25,15 @@ class CaseParams(Protocol):
 
 @dataclass(frozen=True)
 class GraphInput:
+    """``fill``: how an integer input is made ("" floats from the case's distribution; "positions":
+    token positions for ROPE; "rows:N": distinct row indices below N, as a KV cache's slots).
+    ``written``: a node writes this input in place by design (SET_ROWS into a KV cache): its bytes
+    are not expected back unchanged; the node's output (a view of it) is judged instead."""
+
     name: str
     spec: TensorSpec
+    fill: str = ""
+    written: bool = False
 
 
 @dataclass(frozen=True)
