@@ -356,4 +356,5 @@ def _set_rows(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None
 
     src = np.broadcast_to(deltas[1], np.shape(xs[1]))
     moved = set_rows(np.zeros(np.shape(xs[0])), src, xs[2], "f32") * (1.0 + 2.0**-22)  # f32 may round it down
-    return np.where(moved > 0, moved + dtypes.ulp(np.abs(g), case.dst), 0.0)
+    # (each of the two roundings is within half a spacing at the larger of the two magnitudes)
+    return np.where(moved > 0, moved + dtypes.ulp(np.abs(g) + moved, case.dst), 0.0)

@@ -95,6 +95,7 @@ PATTERNS.append(Pattern(
     _rms_norm_mul_rope, ("f32",), notes="per-head Q/K norm, then RoPE (then the K-cache write)",
     fused_by="Vulkan, CUDA (with and without the cache write)"))
 PATTERNS.append(Pattern(
-    "rope_set_rows", {"type": P("dtype of k (f32)", str), **_HEAD, "n_kv": P("cache slots (rows of the F16 cache)", int),
+    "rope_set_rows", {"type": P("dtype of k (f32)", str), **_HEAD,
+                      "n_kv": P("cache slots (rows of the F16 cache)", int),
                       "idx": P("slot index type: i64 or i32", str)},
     _rope_set_rows, ("f32",), notes="RoPE on K, written into the F16 KV cache", fused_by="Vulkan, CUDA"))
