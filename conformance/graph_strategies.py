@@ -169,6 +169,15 @@ def _rope_set_rows(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
     return [*head, *_cache(draw, dict(head)["n_tokens"])]
 
 
+@_params("rope_inplace_view")
+def _rope_inplace_view(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    head_dim = draw(st.sampled_from((64, 128, 4, 80)))
+    n_rot = draw(st.sampled_from((head_dim // 2, head_dim, 2)))
+    return [("head_dim", head_dim), ("n_head", draw(st.sampled_from((1, 2, 8)))),
+            ("n_kv", draw(st.sampled_from((32, 1, 7, 256)))), ("n_rot", n_rot), ("mode", draw(st.sampled_from((0, 2)))),
+            ("freq_base", f32(draw(st.sampled_from((10000.0, 1000000.0)))))]
+
+
 @functools.cache
 def graph_strategy(pattern: str, signature: str) -> st.SearchStrategy[GraphCase]:
     """Graph cases of ``pattern`` whose ``type`` is ``signature``."""

@@ -93,7 +93,8 @@ def run_graph(device: GraphHost, case: GraphCase, inputs: list[np.ndarray]) -> G
             prepared.allocate()
             prepared.upload(inputs)
             elapsed = prepared.compute()
-            wanted = [n.name for n in graph.nodes] if run is GraphRun.BLOCKED else list(graph.outputs)
+            wanted = ([n.name for n in graph.nodes if graph.read_back(n.name)] if run is GraphRun.BLOCKED
+                      else list(graph.outputs))
             result.nodes[run.value] = {
                 name: prepared.read(nodes[name]).astype(output_dtype(graph.node(name).dst), copy=False)
                 for name in wanted

@@ -23,6 +23,9 @@ class CaseParams(Protocol):
     def param(self, name: str, default: Any = None) -> Any: ...
 
 
+VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})  # nodes that are ggml views, not kernels
+
+
 @dataclass(frozen=True)
 class GraphInput:
     """``fill``: how an integer input is made ("" floats from the case's distribution; "positions":
@@ -75,6 +78,12 @@ class Graph:
             if n.name == name:
                 return n
         raise KeyError(f"graph has no node {name!r}")
+
+    def read_back(self, name: str) -> bool:
+        """Whether a node's memory holds its own value after the graph ran: not a view of an input that
+        a node writes in place (the view reads the new contents, so the blocked run cannot judge it)."""
+        node = self.node(name)
+        return not (node.op in VIEW_OPS and any(i.name == node.srcs[0] and i.written for i in self.inputs))
 
     def is_input(self, name: str) -> bool:
         return any(i.name == name for i in self.inputs)

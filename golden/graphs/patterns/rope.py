@@ -25,7 +25,7 @@ MODES = (0, 2)  # NORMAL (llama), NEOX (Qwen, Gemma)
 
 
 def _rope_params(case: CaseParams, head_dim: int) -> tuple[tuple[str, object], ...]:
-    mode, n_dims = case.param("mode"), case.param("n_dims")
+    mode, n_dims = case.param("mode"), case.param("n_dims", head_dim)
     if mode not in MODES:
         raise ValueError(f"{case.pattern}: mode must be 0 (NORMAL) or 2 (NEOX), not {mode!r}")
     if not (0 < n_dims <= head_dim and n_dims % 2 == 0):
@@ -99,3 +99,38 @@ PATTERNS.append(Pattern(
                       "n_kv": P("cache slots (rows of the F16 cache)", int),
                       "idx": P("slot index type: i64 or i32", str)},
     _rope_set_rows, ("f32",), notes="RoPE on K, written into the F16 KV cache", fused_by="Vulkan, CUDA"))
+
+
+# ---- in-place ROPE on a non-contiguous view of the K cache (the KV-cache shift) -------------------------
+
+def _rope_inplace_view(case: CaseParams) -> Graph:
+    """llama.cpp's ``build_rope_shift``: ``ggml_rope_ext_inplace`` on a view of the K cache that takes the
+    first ``n_rot`` elements of every head of every cell (strides of the whole head and the whole cell, so
+    not contiguous when n_rot < head_dim), rotated by each cell's shift; GLM-4 turned incoherent after a
+    context shift when Vulkan mishandled it (llama.cpp #19292, tests in #19296)."""
+    head_dim, n_head, n_kv, n_rot = (case.param(k) for k in ("head_dim", "n_head", "n_kv", "n_rot"))
+    t = case.param("type")
+    if not (0 < n_rot <= head_dim and n_rot % 2 == 0):
+        raise ValueError(f"rope_inplace_view: n_rot must be even and 2..head_dim ({head_dim}), not {n_rot}")
+    es = {"f32": 4, "f16": 2}.get(t)
+    if es is None:
+        raise ValueError(f"rope_inplace_view: type must be f32 or f16, not {t!r}")
+    row = head_dim * n_head
+    view: Ne = (n_rot, n_head, n_kv, 1)
+    inputs = (GraphInput("cache", TensorSpec(t, (row, n_kv, 1, 1), name="cache"), written=True),
+              GraphInput("shift", TensorSpec("i32", (n_kv, 1, 1, 1), name="shift"), fill="positions"))
+    rope = tuple((k, n_rot if k == "n_dims" else v) for k, v in _rope_params(case, n_rot))
+    nodes = (GraphNode("k_view", "VIEW", ("cache",), view,
+                       (("ne", view), ("nb", (es, es * head_dim, es * row, es * row * n_kv)), ("offset", 0)), dst=t),
+             GraphNode("k_shifted", "ROPE", ("k_view", "shift"), view, rope, form="inplace", dst=t))
+    return Graph(inputs, nodes, ("k_shifted",), ())
+
+
+PATTERNS.append(Pattern(
+    "rope_inplace_view",
+    {"type": P("K cache dtype: f16 (llama.cpp's default) or f32", str), "head_dim": P("elements per head", int),
+     "n_head": P("KV heads", int), "n_kv": P("cache cells, all shifted", int),
+     "n_rot": P("rotated elements of each head (even; < head_dim makes the view non-contiguous)", int),
+     "mode": P("ROPE mode: 0 NORMAL or 2 NEOX", int), "freq_base": P("θ base (f32)")},
+    _rope_inplace_view, ("f16", "f32"), notes="KV-cache shift: in-place RoPE on a strided view of the cache",
+    fused_by="none (an in-place kernel on a strided view)"))
