@@ -139,6 +139,14 @@ def _topk_moe(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
             ("norm", draw(st.booleans())), ("scale", scale)]
 
 
+@_params("mul_mat_id_mul")
+def _mul_mat_id_mul(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    n_expert = draw(st.sampled_from((4, 8, 32, 3)))
+    n_used = draw(st.integers(1, min(n_expert, 8)))
+    return [("k", draw(row_size(max_ne0=512))), ("m", draw(st.integers(1, 64))), ("n_expert", n_expert),
+            ("n_used", n_used), ("n_tokens", _tokens(draw)), ("src_rows", draw(st.sampled_from((1, n_used))))]
+
+
 # ---- rope.py (issue 23, item 5) -----------------------------------------------------------------------
 
 def _rope_head(draw: st.DrawFn) -> list[tuple[str, Any]]:

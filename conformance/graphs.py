@@ -27,7 +27,7 @@ from device.base import GraphRun, GraphRunResult
 from device.worker import DeviceWorker
 from golden import catalogue
 from golden.case import OpCase
-from golden.graphs.case import GraphCase, GraphGolden, RowFor, evaluate_graph
+from golden.graphs.case import GraphCase, GraphGolden, RowFor, as_value, evaluate_graph
 from golden.graphs.graph import Graph, GraphInput
 from golden.tolerance import ErrorModel, Tolerance
 from results.outcome import Outcome
@@ -57,6 +57,9 @@ def _values(rng: np.random.Generator, graph_input: GraphInput, distribution: str
     kind, _, limit = fill.partition(":")
     if kind == "rows" and limit.isdigit() and n <= int(limit):
         return rng.permutation(int(limit))[:n].reshape(spec.np_shape)
+    if kind == "topk" and limit.isdigit() and spec.ne[0] <= int(limit):  # distinct experts for each token
+        columns = n // spec.ne[0]
+        return np.stack([rng.permutation(int(limit))[:spec.ne[0]] for _ in range(columns)]).reshape(spec.np_shape)
     raise ValueError(f"graph input {graph_input.name}: unknown fill {fill!r} for {n} values")
 
 
@@ -154,7 +157,8 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
             verdict.inputs_changed[run.value] = changed
     blocked = result.nodes.get(GraphRun.BLOCKED.value)
     if blocked is not None:
-        values: dict[str, np.ndarray] = {i.name: x for i, x in zip(graph.inputs, exact_inputs, strict=True)}
+        values: dict[str, np.ndarray] = {i.name: as_value(i, x)
+                                         for i, x in zip(graph.inputs, exact_inputs, strict=True)}
         values |= {name: np.asarray(v, np.float64) for name, v in blocked.items()}
         for node in graph.nodes:
             node_case = case.node_case(node)

@@ -29,7 +29,7 @@ import numpy as np
 
 from golden import catalogue, dtypes
 from golden.case import OpCase, _fmt, _split_top, parse_value
-from golden.graphs.graph import Graph, GraphNode, Pattern
+from golden.graphs.graph import Graph, GraphInput, GraphNode, Pattern
 from golden.graphs.registry import get_pattern
 from golden.tolerance import Tolerance
 
@@ -129,13 +129,19 @@ class GraphGolden:
 RowFor = Callable[[OpCase], Tolerance]
 
 
+def as_value(graph_input: GraphInput, x: np.ndarray) -> np.ndarray:
+    """An input as the per-op goldens take it: indices as integers (MUL_MAT_ID indexes with them)."""
+    x = np.asarray(x)
+    return x.astype(np.int64) if graph_input.spec.dtype in dtypes.INDEX_TYPES else x
+
+
 def evaluate_graph(case: GraphCase, inputs: list[np.ndarray], row_for: RowFor | None = None) -> GraphGolden:
     """``inputs``: float64 logical values of the graph inputs, in ``graph.inputs`` order. ``row_for``
     gives a node's own tolerance row (default: the catalogue's; a backend's documented deviation may
     replace it, as it does for an op case)."""
     row_for = row_for or catalogue.tolerance_of
     graph = case.graph
-    values: dict[str, np.ndarray] = {i.name: np.asarray(x) for i, x in zip(graph.inputs, inputs, strict=True)}
+    values: dict[str, np.ndarray] = {i.name: as_value(i, x) for i, x in zip(graph.inputs, inputs, strict=True)}
     deltas: dict[str, np.ndarray | None] = {i.name: None for i in graph.inputs}  # inputs are exact as stored
     out = GraphGolden()
     for node in graph.nodes:

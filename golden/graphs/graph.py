@@ -29,7 +29,8 @@ VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})  # nodes that 
 @dataclass(frozen=True)
 class GraphInput:
     """``fill``: how an integer input is made ("" floats from the case's distribution; "positions":
-    token positions for ROPE; "rows:N": distinct row indices below N, as a KV cache's slots).
+    token positions for ROPE; "rows:N": distinct row indices below N, as a KV cache's slots; "topk:N":
+    for each column, ne0 distinct indices below N, as a router's chosen experts).
     ``written``: a node writes this input in place by design (SET_ROWS into a KV cache): its bytes
     are not expected back unchanged; the node's output (a view of it) is judged instead."""
 

@@ -84,3 +84,35 @@ PATTERNS.append(Pattern(
                  "scale": P("SCALE the weights by this (1.0: no SCALE node)")},
     _topk_moe, ("f32",), notes="MoE router: top-k experts and their weights",
     fused_by="Vulkan (5 modes), CUDA"))
+
+
+# ---- MUL_MAT_ID → MUL: the routed experts weighted by the router ---------------------------------------
+
+def _mul_mat_id_mul(case: CaseParams) -> Graph:
+    """``build_moe_ffn``'s ``experts = ggml_mul(mul_mat_id(...), weights)``: each token's n_used expert
+    outputs scaled by its router weight (Vulkan fuses MUL_MAT_ID+MUL; with ADD_ID between them for
+    gpt-oss's expert biases, which needs ADD_ID in the op catalogue first)."""
+    k, m, n_expert, n_used, n_tokens = (case.param(p) for p in ("k", "m", "n_expert", "n_used", "n_tokens"))
+    wt, src_rows = case.param("type"), case.param("src_rows")
+    if not 1 <= n_used <= n_expert:
+        raise ValueError(f"mul_mat_id_mul: n_used must be 1..n_expert ({n_expert}), not {n_used}")
+    if src_rows not in (1, n_used):
+        raise ValueError(f"mul_mat_id_mul: src_rows must be 1 (one input row shared by the slots) or n_used, "
+                         f"not {src_rows}")
+    out = (m, n_used, n_tokens, 1)
+    inputs = (GraphInput("experts", TensorSpec(wt, (k, m, n_expert, 1), name="experts")),
+              GraphInput("x", TensorSpec("f32", (k, src_rows, n_tokens, 1), name="x")),
+              GraphInput("ids", TensorSpec("i32", (n_used, n_tokens, 1, 1), name="ids"), fill=f"topk:{n_expert}"),
+              GraphInput("weights", TensorSpec("f32", (1, n_used, n_tokens, 1), name="weights")))
+    nodes = (GraphNode("n0", "MUL_MAT_ID", ("experts", "x", "ids"), out),
+             GraphNode("n1", "MUL", ("n0", "weights"), out))
+    return Graph(inputs, nodes, ("n1",), (("n0", "n1"),))
+
+
+PATTERNS.append(Pattern(
+    "mul_mat_id_mul", {"type": P("expert weight dtype (activations f32)", str), "k": P("dot-product length", int),
+                       "m": P("expert output rows", int), "n_expert": P("experts", int),
+                       "n_used": P("experts per token", int), "n_tokens": P("tokens: 1 is decode", int),
+                       "src_rows": P("input rows per token: 1 (shared, the up/gate input) or n_used", int)},
+    _mul_mat_id_mul, ("f32", "f16"), notes="MoE experts weighted by the router: mul_mat_id(...)·w",
+    fused_by="Vulkan (MUL_MAT_ID+MUL)"))
