@@ -15,6 +15,7 @@ The device runs the case three ways (``device.base.GraphRun``). The verdict:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,13 @@ MESSAGE_LIMIT = 800
 def make_graph_inputs(case: GraphCase) -> list[np.ndarray]:
     """The graph inputs' values from the case's seed (as stored: float32/float16 arrays)."""
     rng = np.random.default_rng(case.data_seed)
-    return [as_stored(floats(rng, i.spec, case.distribution), i.spec.dtype) for i in case.graph.inputs]
+    out = []
+    for i in case.graph.inputs:
+        if i.values is not None:  # fixed by the pattern's params (positions): not drawn from the seed
+            out.append(np.asarray(i.values, dtype=np.int32).reshape(i.spec.np_shape))
+        else:
+            out.append(as_stored(floats(rng, i.spec, case.distribution), i.spec.dtype))
+    return out
 
 
 def describe(case: GraphCase) -> CaseDescription:
@@ -174,8 +181,11 @@ def check_graph(harness: Harness, case: GraphCase, *, once: bool = False) -> Cas
     return harness.check_evaluated(case.case_id, lambda: evaluate_graph_case(harness, case), once=once)
 
 
-def evaluate_graph_case(harness: Harness, case: GraphCase) -> CaseRecord:
-    """Run and judge one graph case on the harness' device; always returns (and writes) a record."""
+def evaluate_graph_case(harness: Harness, case: GraphCase,
+                        annotate: Callable[[CaseRecord], None] | None = None) -> CaseRecord:
+    """Run and judge one graph case on the harness' device; always returns (and writes) a record.
+    ``annotate`` may add to the record before it is written (the state tier's sequence and its
+    confirmation in a fresh process)."""
     description = CaseDescription({}, {}, {}, {"pattern": case.pattern})
     tolerance: dict[str, Any] = {"reason": GRAPH_BOUND}
     deviations: dict[str, str] = {}
@@ -237,6 +247,8 @@ def evaluate_graph_case(harness: Harness, case: GraphCase) -> CaseRecord:
             harness.runner.start()
         except Exception as exc:
             record.message = f"{record.message} (device restart failed: {_line(exc)})"[:MESSAGE_LIMIT]
+    if annotate is not None:
+        annotate(record)
     return harness._finish(record)
 
 

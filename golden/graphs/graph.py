@@ -25,8 +25,12 @@ class CaseParams(Protocol):
 
 @dataclass(frozen=True)
 class GraphInput:
+    """A graph input; ``values`` fixes an index input's contents (numpy order, flattened), e.g. the
+    positions a pattern's params name, so the case id alone says which positions a ROPE node reads."""
+
     name: str
     spec: TensorSpec
+    values: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
