@@ -101,7 +101,8 @@ def graph_strategy(pattern: str, signature: str) -> st.SearchStrategy[GraphCase]
     @st.composite
     def cases(draw: st.DrawFn) -> GraphCase:
         params = [("type", signature), *draw_params(draw, pattern)]
-        return GraphCase(pattern, tuple(params), draw(st.integers(0, 2**16)), draw(st.sampled_from(DATA)))
+        data = "uniform" if pattern in BLOCK_PATTERNS else draw(st.sampled_from(DATA))
+        return GraphCase(pattern, tuple(params), draw(st.integers(0, 2**16)), data)
 
     return cases()
 
@@ -172,3 +173,27 @@ def state_sequence(draw: st.DrawFn, max_steps: int = 6) -> list[GraphCase]:
     for _ in range(draw(st.integers(1, max_steps))):
         cases.append(_next_graph(draw, cases[-1]))
     return cases
+
+
+# ---- model blocks (golden/graphs/patterns/blocks.py) ----------------------------------------------------
+
+@_params("llama_layer")
+def _llama_layer(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    """Small llama-like layers: head dim 16..128, 1..4 heads (hd·heads a multiple of 32 for the
+    quantized weights), decode or a short prefill, a cache of 32..96 slots with the tokens anywhere
+    in it, both attention paths."""
+    hd = draw(st.sampled_from((32, 16, 64, 128)))
+    heads = draw(st.sampled_from((2, 1, 4))) if hd >= 32 else draw(st.sampled_from((2, 4)))
+    n = 1 if not draw(st.booleans()) else draw(st.integers(2, 7))
+    kv = draw(st.sampled_from((32, 48, 96)))
+    p0 = draw(st.integers(0, kv - n))
+    n_dims = hd if not one_in(draw, 4) else hd // 2
+    return [("hd", hd), ("heads", heads), ("n", n), ("kv", kv), ("p0", p0), ("ff", draw(st.sampled_from((64, 96)))),
+            ("attn", draw(st.sampled_from(("fa", "softmax")))), ("eps", _eps(draw)),
+            ("mode", draw(st.sampled_from((0, 2)))), ("n_dims", n_dims),
+            ("freq_base", f32(draw(st.sampled_from((10000.0, 500000.0)))))]
+
+
+# the blocks' weights are drawn at a model's scale (1/sqrt(fan-in)); "dense" would scale them by 8 and
+# give attention logits of hundreds, where a first-order bound says nothing
+BLOCK_PATTERNS = ("llama_layer",)

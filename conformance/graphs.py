@@ -25,8 +25,8 @@ from conformance.data import as_stored, floats
 from conformance.verdict import Metrics, compare
 from device.base import GraphRun, GraphRunResult
 from device.worker import DeviceWorker
-from golden import catalogue
-from golden.case import OpCase
+from golden import catalogue, dtypes, quant
+from golden.case import OpCase, TensorSpec
 from golden.graphs.case import GraphCase, GraphGolden, RowFor, evaluate_graph
 from golden.tolerance import ErrorModel, Tolerance
 from results.outcome import Outcome
@@ -45,10 +45,28 @@ def make_graph_inputs(case: GraphCase) -> list[np.ndarray]:
     rng = np.random.default_rng(case.data_seed)
     out = []
     for i in case.graph.inputs:
-        if i.values is not None:  # fixed by the pattern's params (positions): not drawn from the seed
-            out.append(np.asarray(i.values, dtype=np.int32).reshape(i.spec.np_shape))
+        if i.values is not None:  # fixed by the pattern's params (positions, a causal mask): not drawn
+            out.append(as_stored(np.asarray(i.values).reshape(i.spec.np_shape), i.spec.dtype))
+        elif dtypes.is_quantized(i.spec.dtype):  # weights: drawn values quantized to raw blocks
+            values = floats(rng, TensorSpec("f32", i.spec.ne), case.distribution) * i.scale
+            out.append(quant.quantize(values.reshape(-1, i.spec.ne[0]).astype(np.float32), i.spec.dtype))
         else:
-            out.append(as_stored(floats(rng, i.spec, case.distribution), i.spec.dtype))
+            values = floats(rng, i.spec, case.distribution)
+            if i.scale != 1.0:
+                values = dtypes.round_to(values * i.scale, i.spec.dtype)
+            out.append(as_stored(values, i.spec.dtype))
+    return out
+
+
+def exact_graph_inputs(case: GraphCase, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The golden's view of the inputs: float64 (quantized weights dequantized), index inputs as ints."""
+    out = []
+    for i, x in zip(case.graph.inputs, inputs, strict=True):
+        if dtypes.is_quantized(i.spec.dtype):
+            x = quant.dequantize(np.asarray(x, np.uint8).ravel(), i.spec.dtype, i.spec.nelements)
+            out.append(np.asarray(x, np.float64).reshape(i.spec.np_shape))
+        else:
+            out.append(np.asarray(x) if i.spec.dtype in dtypes.INDEX_TYPES else np.asarray(x, np.float64))
     return out
 
 
@@ -130,6 +148,8 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
         raise TypeError(f"run_graph returned {type(result).__name__}, not a GraphRunResult")
     graph = case.graph
     verdict = GraphVerdict(not_run=dict(result.not_run))
+    # inputs a node writes by definition (SET_ROWS into a KV cache): their node's result is judged instead
+    written = {node.srcs[k] for node in graph.nodes for k in catalogue.get(node.op).inplace_inputs}
     for run in GraphRun:
         got = result.nodes.get(run.value)
         if got is None:
@@ -141,7 +161,7 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
                               np.asarray(got[name], np.float64), tol)
             verdict.outputs.append(NodeVerdict(node.label, run.value, metrics))
         intact = result.inputs_intact.get(run.value, [])
-        changed = [i.name for i, ok in zip(graph.inputs, intact, strict=False) if not ok]
+        changed = [i.name for i, ok in zip(graph.inputs, intact, strict=False) if not ok and i.name not in written]
         if changed:
             verdict.inputs_changed[run.value] = changed
     blocked = result.nodes.get(GraphRun.BLOCKED.value)
@@ -204,7 +224,7 @@ def evaluate_graph_case(harness: Harness, case: GraphCase,
         description = describe(case)
         step = "making the inputs"
         inputs = make_graph_inputs(case)
-        exact_inputs = [np.asarray(x, np.float64) for x in inputs]
+        exact_inputs = exact_graph_inputs(case, inputs)
         step = "computing the golden"
         golden = evaluate_graph(case, exact_inputs, row_for)
     except Exception as exc:

@@ -25,12 +25,13 @@ class CaseParams(Protocol):
 
 @dataclass(frozen=True)
 class GraphInput:
-    """A graph input; ``values`` fixes an index input's contents (numpy order, flattened), e.g. the
-    positions a pattern's params name, so the case id alone says which positions a ROPE node reads."""
+    """A graph input; ``values`` fixes its contents (numpy order, flattened), e.g. the positions or the
+    causal mask a pattern's params imply, so the case id alone says which positions a ROPE node reads."""
 
     name: str
     spec: TensorSpec
-    values: tuple[int, ...] | None = None
+    values: tuple[float, ...] | None = None
+    scale: float = 1.0  # drawn values are multiplied by it: a model's weights ~ 1/sqrt(fan-in), not O(1)
 
 
 @dataclass(frozen=True)
