@@ -194,6 +194,17 @@ def _llama_layer(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
             ("freq_base", f32(draw(st.sampled_from((10000.0, 500000.0)))))]
 
 
+@_params("moe_ffn")
+def _moe_ffn(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    """Small MoE FFNs: 4..32 experts, 1..8 used (one, and the 2/4/8 of Mixtral, Qwen-MoE, DeepSeek),
+    decode or a short prefill."""
+    e = draw(st.sampled_from((8, 4, 16, 32)))
+    k = min(e, draw(st.sampled_from((2, 1, 4, 8))))
+    n = 1 if not draw(st.booleans()) else draw(st.integers(2, 7))
+    return [("d", draw(st.sampled_from((64, 32, 128)))), ("ff", draw(st.sampled_from((32, 64, 96)))), ("e", e),
+            ("k", k), ("n", n)]
+
+
 # the blocks' weights are drawn at a model's scale (1/sqrt(fan-in)); "dense" would scale them by 8 and
 # give attention logits of hundreds, where a first-order bound says nothing
-BLOCK_PATTERNS = ("llama_layer",)
+BLOCK_PATTERNS = ("llama_layer", "moe_ffn")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from conformance.data import as_stored, floats
+from conformance.data import DISTRIBUTIONS, as_stored, floats
 from conformance.verdict import Metrics, compare
 from device.base import GraphRun, GraphRunResult
 from device.worker import DeviceWorker
@@ -52,6 +52,11 @@ def make_graph_inputs(case: GraphCase) -> list[np.ndarray]:
             out.append(quant.quantize(values.reshape(-1, i.spec.ne[0]).astype(np.float32), i.spec.dtype))
         else:
             values = floats(rng, i.spec, case.distribution)
+            if i.spaced:  # router logits: a shuffle of ne0 evenly spaced values per row, so their order is
+                # decided by gaps far above any rounding (a near-tie would make top-k a coin toss)
+                lo, hi = DISTRIBUTIONS[case.distribution]
+                ranks = rng.permuted(np.broadcast_to(np.arange(i.spec.ne[0]), i.spec.np_shape), axis=-1)
+                values = dtypes.round_to(lo + (ranks + 0.5) * (hi - lo) / i.spec.ne[0], i.spec.dtype)
             if i.scale != 1.0:
                 values = dtypes.round_to(values * i.scale, i.spec.dtype)
             out.append(as_stored(values, i.spec.dtype))
@@ -167,7 +172,8 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
     blocked = result.nodes.get(GraphRun.BLOCKED.value)
     if blocked is not None:
         values: dict[str, np.ndarray] = {i.name: x for i, x in zip(graph.inputs, exact_inputs, strict=True)}
-        values |= {name: np.asarray(v, np.float64) for name, v in blocked.items()}
+        values |= {name: np.asarray(v) if graph.node(name).dst in dtypes.INDEX_TYPES else np.asarray(v, np.float64)
+                   for name, v in blocked.items()}
         for node in graph.nodes:
             node_case = case.node_case(node)
             xs = [values[s] for s in node.srcs]

@@ -146,10 +146,15 @@ def evaluate_graph(case: GraphCase, inputs: list[np.ndarray], row_for: RowFor | 
         carried = propagate(node_case, xs, [deltas[s] for s in node.srcs], exact)
         allowed = own + carried
         stored = dtypes.round_to(exact, node.dst)
+        if node.dst in dtypes.INDEX_TYPES:  # indices feed later nodes as integers
+            stored = np.asarray(stored).astype(dtypes.STORAGE_DTYPE[node.dst])
         out.exact[node.name], out.stored[node.name], out.allowed[node.name] = exact, stored, allowed
         values[node.name] = stored
         # a consumer sees the device's value, within ``allowed`` of the exact one, while the golden
         # feeds it the stored (rounded) one: their distance adds half a spacing of the storage type
+        if node.dst in dtypes.INDEX_TYPES:  # indices are exact or the case is not judged (ARGSORT's rule)
+            deltas[node.name] = None
+            continue
         deltas[node.name] = allowed + 0.5 * dtypes.ulp(np.abs(np.where(np.isfinite(exact), exact, 0.0)), node.dst)
     return out
 
@@ -255,6 +260,8 @@ def _swiglu(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None],
 # ---- movement: the error moves with the data ------------------------------------------------------------
 
 def _moves(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    if case.dst in dtypes.INDEX_TYPES:
+        return np.zeros(np.shape(g))
     # RESHAPE/PERMUTE/CONT/CPY/SET_ROWS/GET_ROWS copy elements (CPY may round: its own row): each output
     # element is off by what the element it copies is off by. The op's golden applied to the sources'
     # errors (index sources as they are, an exact data source as zeros) moves them where the data goes.
@@ -327,3 +334,28 @@ def _flash_attn_ext(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray 
     spread = np.abs(v[:, :, None, :, :] - o[:, :, :, None, :])  # (b, h, n, kv, dv)
     do = np.einsum("bhnj,bhnjd->bhnd", p * dl, spread) + p @ dv
     return np.swapaxes(do, 1, 2)  # ggml's result is [dv, h, n, b]: numpy (b, n, h, dv)
+
+
+@_rule("ARGSORT")
+def _argsort(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # an order has no first-order error: it is exact where every two neighbours in sorted order are
+    # further apart than their bounds (then any correct source sorts the same), and not judgeable else
+    x, d = np.asarray(xs[0], np.float64), _zero_or(deltas[0], np.asarray(xs[0], np.float64))
+    order = np.argsort(x, axis=-1)
+    s, ds = np.take_along_axis(x, order, -1), np.take_along_axis(d, order, -1)
+    if np.any(np.diff(s, axis=-1) <= ds[..., 1:] + ds[..., :-1]):
+        raise ValueError("ARGSORT's source has two values within their error bounds: the order (and every "
+                         "node after it) is not determined; draw another case")
+    return np.zeros(np.shape(g))
+
+
+@_rule("MUL_MAT_ID")
+def _mul_mat_id(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # per routed pair as MUL_MAT: |W_e|·δb + δW_e·|b| (the op's own golden on magnitudes, same ids)
+    spec = catalogue.get("MUL_MAT_ID")
+    out = np.zeros(g.shape)
+    if deltas[1] is not None:
+        out = out + spec.golden([_abs(xs[0]), np.broadcast_to(deltas[1], np.shape(xs[1])), xs[2]], case)
+    if deltas[0] is not None:
+        out = out + spec.golden([np.broadcast_to(deltas[0], np.shape(xs[0])), _abs(xs[1]), xs[2]], case)
+    return out

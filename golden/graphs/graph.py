@@ -32,6 +32,7 @@ class GraphInput:
     spec: TensorSpec
     values: tuple[float, ...] | None = None
     scale: float = 1.0  # drawn values are multiplied by it: a model's weights ~ 1/sqrt(fan-in), not O(1)
+    spaced: bool = False  # each row a shuffle of evenly spaced values: no near-ties for a sort to break
 
 
 @dataclass(frozen=True)
