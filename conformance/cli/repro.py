@@ -56,11 +56,13 @@ def cmd_repro(args: argparse.Namespace) -> int:
         raise UsageError("--shrink needs a sequence to shrink: --sequence FILE|ID... or --history RESULTS")
     if not args.case_id:
         raise UsageError("repro needs a case id (or --sequence / --history)")
-    from golden.graphs.case import is_graph_id
+    from golden.graphs.case import GraphCase, is_graph_id
 
     if is_graph_id(args.case_id):
         return _repro_graph(args)
     case = check_case(args.case_id)
+    if isinstance(case, GraphCase):  # is_graph_id said no: cannot happen, but keeps the types honest
+        return _repro_graph(args)
     check_numbers(args)
     device = _repro_device(args, None)
     check_spec(device, device_options(args))

@@ -133,7 +133,8 @@ PATTERNS.append(Pattern(
      "mode": P("RoPE mode: 0 NORMAL or 2 NEOX", int), "n_dims": P("RoPE rotated dims (even, ≤ hd)", int),
      "freq_base": P("RoPE θ base")},
     _llama_layer, ("f16", "q8_0", "q4_0"),
-    notes="one llama decoder layer over a KV cache", fused_by="Vulkan: RMS_NORM+MUL, ROPE+VIEW+SET_ROWS; CUDA: gate/up"))
+    notes="one llama decoder layer over a KV cache",
+    fused_by="Vulkan: RMS_NORM+MUL, ROPE+VIEW+SET_ROWS; CUDA: gate/up"))
 
 
 # ---- one MoE FFN -----------------------------------------------------------------------------------------

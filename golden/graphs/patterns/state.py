@@ -45,7 +45,7 @@ def _check(case: CaseParams) -> tuple[int, int, int, int]:
         raise ValueError(f"{case.pattern}: mode must be 0 (NORMAL) or 2 (NEOX), not {mode}")
     if n_dims % 2 or not 2 <= n_dims <= ne[0]:
         raise ValueError(f"{case.pattern}: n_dims must be even and in 2..head_dim ({ne[0]}), not {n_dims}")
-    return ne  # type: ignore[return-value]
+    return ne
 
 
 def _positions(start: int, tokens: int) -> tuple[int, ...]:
