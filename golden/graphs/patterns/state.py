@@ -65,9 +65,11 @@ def _rope_pair(case: CaseParams) -> Graph:
     ef2 = (0.0 if ef else 1.0) if second == "ext_factor" else ef
     tokens = ne[2]
     inputs = (GraphInput("q", TensorSpec(t, ne, name="q")),
-              GraphInput("pos_q", TensorSpec("i32", (tokens, 1, 1, 1), name="pos_q"), _positions(p0, tokens)),
+              GraphInput("pos_q", TensorSpec("i32", (tokens, 1, 1, 1), name="pos_q"),
+                         values=_positions(p0, tokens)),
               GraphInput("k", TensorSpec(t, ne, name="k")),
-              GraphInput("pos_k", TensorSpec("i32", (tokens, 1, 1, 1), name="pos_k"), _positions(p1, tokens)))
+              GraphInput("pos_k", TensorSpec("i32", (tokens, 1, 1, 1), name="pos_k"),
+                         values=_positions(p1, tokens)))
     nodes = (GraphNode("n0", "ROPE", ("q", "pos_q"), ne, rope_params(case, fs, ef), dst=t),
              GraphNode("n1", "ROPE", ("k", "pos_k"), ne, rope_params(case, fs2, ef2), dst=t))
     return Graph(inputs, nodes, ("n0", "n1"))
@@ -85,7 +87,7 @@ def _rope_seq(case: CaseParams) -> Graph:
     tokens = ne[2]
     inputs = (GraphInput("x", TensorSpec(t, ne, layout, name="x")),
               GraphInput("pos", TensorSpec("i32", (tokens, 1, 1, 1), name="pos"),
-                         _positions(case.param("p0"), tokens)))
+                         values=_positions(case.param("p0"), tokens)))
     nodes = (GraphNode("n0", "ROPE", ("x", "pos"), ne,
                        rope_params(case, case.param("freq_scale"), case.param("ext_factor")), dst=t),)
     return Graph(inputs, nodes, ("n0",))
