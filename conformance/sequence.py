@@ -66,10 +66,10 @@ class SequenceRunner:
         steps: list[Step] = []
         try:
             for case in cases:
-                if isinstance(case, SetGetCase):
-                    record = harness.evaluate_set_get(case)
-                elif isinstance(case, GraphCase):
+                if isinstance(case, GraphCase):
                     record = evaluate_graph_case(harness, case)
+                elif isinstance(case, SetGetCase):
+                    record = harness.evaluate_set_get(case)
                 else:
                     record = harness.evaluate(case)
                 step = Step(record.case_id, record.outcome, record.message)
