@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -240,3 +241,29 @@ def test_a_corrupting_graph_bug_restarts_the_worker_and_a_pass_is_not_marked_exp
         harness.close()
     assert record.outcome is Outcome.PASS and record.expected is None, record.message
     assert starts == [1]  # the next case gets a clean process
+
+
+def test_a_graph_failing_at_a_node_an_op_bug_covers_is_that_known_bug() -> None:
+    """The fusion-blocked run names the first wrong node; where the op tier lists a wrong-result bug of the
+    device for that node's case, the graph record carries it (a documented deviation does not: it is
+    judged by its own bound), and a node no bug covers leaves the failure unexpected."""
+    from types import SimpleNamespace
+
+    from conformance.graphs import _node_bug
+    from device.known_bug import KnownBug
+
+    case = parse_graph_id(
+        "GRAPH[group_norm_mul_add](type=f32,ne=[8,2,6,1],n_groups=4,w=channel,b=full,order=xw,eps=1e-06,data=dense:2)")
+    first = case.graph.nodes[0]
+    assert first.op == "GROUP_NORM"
+    bug = KnownBug("planted-group-norm", "CPU", "GROUP_NORM", lambda c: c.op == "GROUP_NORM", "planted", "")
+    deviation = KnownBug("planted-deviation", "CPU", "GROUP_NORM", lambda c: True, "planted", "",
+                         tolerance=catalogue.tolerance_of(case.node_case(first)))
+
+    def harness_with(found: KnownBug | None) -> Any:
+        return SimpleNamespace(_known_bug=lambda node_case: found if found and found.applies(node_case) else None)
+
+    assert _node_bug(harness_with(bug), case, first.label) is bug
+    assert _node_bug(harness_with(bug), case, case.graph.nodes[1].label) is None  # the MUL: not covered
+    assert _node_bug(harness_with(deviation), case, first.label) is None
+    assert _node_bug(harness_with(bug), case, None) is None
