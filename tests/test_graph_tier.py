@@ -41,6 +41,15 @@ EXAMPLES = (  # one case of each pattern, decode and prefill, broadcast and swap
     "GRAPH[mul_mat_add](type=f32,k=65,m=9,n=5,bias=full,order=bm,data=dense:9)",
     "GRAPH[softcap](type=f32,ne=[100,2,1,1],cap=30.0,data=dense:10)",
     "GRAPH[gate_up_glu](type=f16,k=128,f=24,n=3,data=uniform:11)",
+    "GRAPH[rope_pair](type=f32,ne=[64,4,3,1],n_dims=64,mode=2,freq_base=10000.0,freq_scale=1.0,ext_factor=0.0,"
+    "pos=[5,900],second=same,data=uniform:12)",
+    "GRAPH[rope_seq](type=f32,ne=[32,2,2,1],n_dims=16,mode=0,freq_base=500000.0,freq_scale=0.25,ext_factor=1.0,"
+    "p0=40,lay=pad[0,1,0,0],data=dense:13)",
+    "GRAPH[llama_layer](type=q4_0,hd=16,heads=2,n=3,kv=32,p0=7,ff=64,attn=fa,eps=1e-05,mode=2,n_dims=16,"
+    "freq_base=10000.0,data=uniform:14)",
+    "GRAPH[llama_layer](type=f16,hd=32,heads=1,n=1,kv=48,p0=47,ff=96,attn=softmax,eps=1e-06,mode=0,n_dims=16,"
+    "freq_base=500000.0,data=uniform:15)",
+    "GRAPH[moe_ffn](type=q8_0,d=64,ff=32,e=8,k=2,n=3,data=uniform:16)",
 )
 
 
@@ -203,10 +212,10 @@ def test_vulkan_fusion_heap_bug_covers_graphs_with_an_rms_norm_mul_span_on_its_r
     from device.known_bugs import find_graph
 
     bug_id = "vulkan-rms-norm-mul-fusion-heap-corruption"
-    spans = ("GRAPH[rms_norm_mul", "GRAPH[add_rms_norm_mul")
+    spans = ("GRAPH[rms_norm_mul", "GRAPH[add_rms_norm_mul", "GRAPH[llama_layer")  # a layer opens with RMS_NORM→MUL
     with_span = [parse_graph_id(i) for i in EXAMPLES if i.startswith(spans)]
     without = [parse_graph_id(i) for i in EXAMPLES if not i.startswith(spans)]
-    assert len(with_span) == 3 and without
+    assert len(with_span) == 5 and without
     for case in with_span:
         found = find_graph(case, "Vulkan0", "0.25.1")
         assert found is not None and found.id == bug_id and found.corrupts_process, case.case_id

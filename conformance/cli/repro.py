@@ -14,16 +14,24 @@ if TYPE_CHECKING:
     from conformance.set_get import SetGetCase
     from device.spec import DeviceSpec
     from golden.case import OpCase
+    from golden.graphs.case import GraphCase
     from results.record import CaseRecord
 
 from conformance.cli.common import UsageError, add_parser, check_numbers, common, device_options, limits
 
 
-def check_case(case_id: str) -> OpCase | SetGetCase:
+def check_case(case_id: str) -> OpCase | SetGetCase | GraphCase:
     """Parse a case id and check it names a case the harness can build; UsageError otherwise."""
     from conformance.data import DISTRIBUTIONS
     from conformance.set_get import SetGetCase, is_set_get_id
     from golden.case_check import CaseIdError, check_case_id
+    from golden.graphs.case import is_graph_id, parse_graph_id
+
+    if is_graph_id(case_id):  # a sequence may hold graph cases (the state tier's sequences)
+        try:
+            return parse_graph_id(case_id)
+        except ValueError as exc:
+            raise UsageError(f"malformed graph case id {case_id!r}: {exc}") from None
 
     if is_set_get_id(case_id):
         try:
@@ -49,11 +57,13 @@ def cmd_repro(args: argparse.Namespace) -> int:
         raise UsageError("--shrink needs a sequence to shrink: --sequence FILE|ID... or --history RESULTS")
     if not args.case_id:
         raise UsageError("repro needs a case id (or --sequence / --history)")
-    from golden.graphs.case import is_graph_id
+    from golden.graphs.case import GraphCase, is_graph_id
 
     if is_graph_id(args.case_id):
         return _repro_graph(args)
     case = check_case(args.case_id)
+    if isinstance(case, GraphCase):  # is_graph_id said no: cannot happen, but keeps the types honest
+        return _repro_graph(args)
     check_numbers(args)
     device = _repro_device(args, None)
     check_spec(device, device_options(args))
