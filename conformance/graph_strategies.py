@@ -144,7 +144,14 @@ def _mul_mat_id_mul(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
     n_expert = draw(st.sampled_from((4, 8, 32, 3)))
     n_used = draw(st.integers(1, min(n_expert, 8)))
     return [("k", draw(row_size(max_ne0=512))), ("m", draw(st.integers(1, 64))), ("n_expert", n_expert),
-            ("n_used", n_used), ("n_tokens", _tokens(draw)), ("src_rows", draw(st.sampled_from((1, n_used))))]
+            ("n_used", n_used), ("n_tokens", _tokens(draw)), ("src_rows", draw(st.sampled_from((1, n_used)))),
+            *_moe_tail(draw)]
+
+
+def _moe_tail(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    # MUL_MAT_ID→MUL (the default: left out of the id), →ADD_ID→MUL (gpt-oss) or →ADD_ID alone
+    tail = draw(st.sampled_from(("mul", "bias_mul", "bias")))
+    return [] if tail == "mul" else [("bias", True)] + ([] if tail == "bias_mul" else [("mul", False)])
 
 
 # ---- rope.py (issue 23, item 5) -----------------------------------------------------------------------

@@ -86,33 +86,47 @@ PATTERNS.append(Pattern(
     fused_by="Vulkan (5 modes), CUDA"))
 
 
-# ---- MUL_MAT_ID → MUL: the routed experts weighted by the router ---------------------------------------
+# ---- MUL_MAT_ID (→ ADD_ID) → MUL: the routed experts, their biases, weighted by the router ----------------
 
 def _mul_mat_id_mul(case: CaseParams) -> Graph:
     """``build_moe_ffn``'s ``experts = ggml_mul(mul_mat_id(...), weights)``: each token's n_used expert
-    outputs scaled by its router weight (Vulkan fuses MUL_MAT_ID+MUL; with ADD_ID between them for
-    gpt-oss's expert biases, which needs ADD_ID in the op catalogue first)."""
+    outputs scaled by its router weight; with ``bias=True`` gpt-oss's per-expert bias comes between them
+    (``ggml_add_id(experts, bias, ids)`` on the same ids); ``mul=False`` leaves out the weighting (the
+    up/gate projections). Vulkan fuses MUL_MAT_ID+ADD_ID(+MUL) and MUL_MAT_ID+MUL."""
     k, m, n_expert, n_used, n_tokens = (case.param(p) for p in ("k", "m", "n_expert", "n_used", "n_tokens"))
     wt, src_rows = case.param("type"), case.param("src_rows")
+    with_bias, weighted = case.param("bias", False), case.param("mul", True)
     if not 1 <= n_used <= n_expert:
         raise ValueError(f"mul_mat_id_mul: n_used must be 1..n_expert ({n_expert}), not {n_used}")
     if src_rows not in (1, n_used):
         raise ValueError(f"mul_mat_id_mul: src_rows must be 1 (one input row shared by the slots) or n_used, "
                          f"not {src_rows}")
+    if not (isinstance(with_bias, bool) and isinstance(weighted, bool)) or not (with_bias or weighted):
+        raise ValueError("mul_mat_id_mul: bias and mul are True or False, and at least one is True "
+                         "(MUL_MAT_ID alone is an op case)")
     out = (m, n_used, n_tokens, 1)
-    inputs = (GraphInput("experts", TensorSpec(wt, (k, m, n_expert, 1), name="experts")),
+    inputs = [GraphInput("experts", TensorSpec(wt, (k, m, n_expert, 1), name="experts")),
               GraphInput("x", TensorSpec("f32", (k, src_rows, n_tokens, 1), name="x")),
-              GraphInput("ids", TensorSpec("i32", (n_used, n_tokens, 1, 1), name="ids"), fill=f"topk:{n_expert}"),
-              GraphInput("weights", TensorSpec("f32", (1, n_used, n_tokens, 1), name="weights")))
-    nodes = (GraphNode("n0", "MUL_MAT_ID", ("experts", "x", "ids"), out),
-             GraphNode("n1", "MUL", ("n0", "weights"), out))
-    return Graph(inputs, nodes, ("n1",), (("n0", "n1"),))
+              GraphInput("ids", TensorSpec("i32", (n_used, n_tokens, 1, 1), name="ids"), fill=f"topk:{n_expert}")]
+    nodes = [GraphNode("n0", "MUL_MAT_ID", ("experts", "x", "ids"), out)]
+    if with_bias:
+        inputs.append(GraphInput("expert_bias", TensorSpec("f32", (m, n_expert, 1, 1), name="expert_bias")))
+        nodes.append(GraphNode(f"n{len(nodes)}", "ADD_ID", (nodes[-1].name, "expert_bias", "ids"), out))
+    if weighted:
+        inputs.append(GraphInput("weights", TensorSpec("f32", (1, n_used, n_tokens, 1), name="weights")))
+        nodes.append(GraphNode(f"n{len(nodes)}", "MUL", (nodes[-1].name, "weights"), out))
+    names = [n.name for n in nodes]
+    return Graph(tuple(inputs), tuple(nodes), (names[-1],), (tuple(names),))
 
 
 PATTERNS.append(Pattern(
     "mul_mat_id_mul", {"type": P("expert weight dtype (activations f32)", str), "k": P("dot-product length", int),
                        "m": P("expert output rows", int), "n_expert": P("experts", int),
                        "n_used": P("experts per token", int), "n_tokens": P("tokens: 1 is decode", int),
-                       "src_rows": P("input rows per token: 1 (shared, the up/gate input) or n_used", int)},
-    _mul_mat_id_mul, ("f32", "f16"), notes="MoE experts weighted by the router: mul_mat_id(...)·w",
-    fused_by="Vulkan (MUL_MAT_ID+MUL)"))
+                       "src_rows": P("input rows per token: 1 (shared, the up/gate input) or n_used", int),
+                       "bias": P("ADD_ID of a bias row per expert after MUL_MAT_ID (default False)", bool,
+                                 optional=True),
+                       "mul": P("MUL by the router weights at the end (default True)", bool, optional=True)},
+    _mul_mat_id_mul, ("f32", "f16"), notes="MoE experts (+ per-expert bias) weighted by the router: "
+                                           "add_id(mul_mat_id(...), b, ids)·w",
+    fused_by="Vulkan (MUL_MAT_ID+ADD_ID(+MUL), MUL_MAT_ID+MUL)"))
