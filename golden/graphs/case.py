@@ -456,3 +456,12 @@ def _add_id(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None],
         wrong = np.broadcast_to(deltas[2], np.shape(xs[2])) >= 0.5
         out = np.where(np.reshape(wrong, np.shape(g)[:-1] + (1,)), np.inf, out)
     return out
+
+
+@_rule("SQRT")
+def _sqrt(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # √ is concave and increasing: |√(x ± d) − √x| ≤ √x − √max(x − d, 0), exactly (not first order)
+    x = np.maximum(np.asarray(xs[0], np.float64), 0.0)
+    d = _zero_or(deltas[0], g)
+    with np.errstate(invalid="ignore"):
+        return np.sqrt(x) - np.sqrt(np.maximum(x - d, 0.0))

@@ -3,10 +3,12 @@
 As llama.cpp's ``build_moe_ffn`` builds it (node order from ``ggml_build_forward_expand`` over the
 weights, so it is the order in Vulkan's ``topk_moe_*`` op lists)::
 
-    probs    = SOFT_MAX(logits)            or SIGMOID(logits)            [n_expert, n_tokens]
-    sel      = probs                       or ADD(probs, expert_bias)    (sigmoid with bias: DeepSeek-V3)
+    probs    = SOFT_MAX(logits) | SIGMOID(logits) | logits (softmax_weight) | SQRT(SOFTPLUS(logits))
+                                                                         [n_expert, n_tokens]
+    sel      = probs                       or ADD(probs, expert_bias)    (sigmoid or sqrt_softplus with bias)
     selected = VIEW(ARGSORT(sel, desc), first k of each row)             [k, n_tokens] I32
     weights  = GET_ROWS(RESHAPE(probs, [1, n_expert, n_tokens]), selected)  [1, k, n_tokens]
+    softmax_weight (the late softmax, Qwen3/gpt-oss): RESHAPE to [k, n_tokens], SOFT_MAX, RESHAPE back
     norm:      RESHAPE to [k, n_tokens], SUM_ROWS, CLAMP(6.1035e-5, inf), DIV, RESHAPE back
     scale:     SCALE(weights, s)
 
@@ -22,7 +24,9 @@ from golden.graphs.graph import CaseParams, Graph, GraphInput, GraphNode, Patter
 from golden.spec import P
 
 PATTERNS: list[Pattern] = []
-GATINGS = ("softmax", "sigmoid")
+GATINGS = ("softmax", "sigmoid", "softmax_weight", "sqrt_softplus")  # llama.cpp's expert gating functions
+BIASED_GATINGS = ("sigmoid", "sqrt_softplus")  # an expert-selection bias (exp_probs_b) goes with these
+_SOFT_MAX_PARAMS = (("scale", 1.0), ("max_bias", 0.0), ("mask", False), ("sinks", False))
 CLAMP_MIN = 6.103515625e-5  # llama.cpp's clamp of the weights' sum before the division (2^-14)
 
 
@@ -33,23 +37,31 @@ def _topk_moe(case: CaseParams) -> Graph:
         raise ValueError(f"topk_moe: gating must be one of {', '.join(GATINGS)}, not {gating!r}")
     if not 1 <= k <= n_expert:
         raise ValueError(f"topk_moe: k must be 1..n_expert ({n_expert}), not {k}")
-    if with_bias and gating != "sigmoid":
-        raise ValueError("topk_moe: bias=True (an expert-selection bias) goes with gating=sigmoid")
+    if with_bias and gating not in BIASED_GATINGS:
+        raise ValueError("topk_moe: bias=True (an expert-selection bias) goes with gating="
+                         f"{' or '.join(BIASED_GATINGS)}")
     if not (isinstance(with_bias, bool) and isinstance(norm, bool)):
         raise ValueError("topk_moe: bias and norm are True or False")
     if not scale > 0:
         raise ValueError(f"topk_moe: scale must be > 0 (1.0: no SCALE node), not {scale!r}")
     logits_ne = (n_expert, n_tokens, 1, 1)
     inputs = [GraphInput("logits", TensorSpec("f32", logits_ne, name="logits"))]
-    nodes = [GraphNode("probs", "SOFT_MAX" if gating == "softmax" else "SIGMOID", ("logits",), logits_ne,
-                       (("scale", 1.0), ("max_bias", 0.0), ("mask", False), ("sinks", False))
-                       if gating == "softmax" else ()),
-             GraphNode("probs_3d", "RESHAPE", ("probs",), (1, n_expert, n_tokens, 1),
-                       (("ne", (1, n_expert, n_tokens, 1)),), dst="f32")]
-    selection = "probs"
+    probs = "logits" if gating == "softmax_weight" else "probs"
+    if gating == "softmax":
+        nodes = [GraphNode("probs", "SOFT_MAX", ("logits",), logits_ne, _SOFT_MAX_PARAMS)]
+    elif gating == "sigmoid":
+        nodes = [GraphNode("probs", "SIGMOID", ("logits",), logits_ne)]
+    elif gating == "sqrt_softplus":
+        nodes = [GraphNode("softplus", "SOFTPLUS", ("logits",), logits_ne),
+                 GraphNode("probs", "SQRT", ("softplus",), logits_ne)]
+    else:  # softmax_weight: select on the raw logits, softmax over the k chosen below
+        nodes = []
+    nodes.append(GraphNode("probs_3d", "RESHAPE", (probs,), (1, n_expert, n_tokens, 1),
+                           (("ne", (1, n_expert, n_tokens, 1)),), dst="f32"))
+    selection = probs
     if with_bias:
         inputs.append(GraphInput("expert_bias", TensorSpec("f32", (n_expert, 1, 1, 1), name="expert_bias")))
-        nodes.append(GraphNode("biased", "ADD", ("probs", "expert_bias"), logits_ne))
+        nodes.append(GraphNode("biased", "ADD", (probs, "expert_bias"), logits_ne))
         selection = "biased"
     nodes += [GraphNode("order", "ARGSORT", (selection,), logits_ne, (("order", "desc"),), dst="i32"),
               GraphNode("selected", "VIEW", ("order",), (k, n_tokens, 1, 1),
@@ -57,9 +69,16 @@ def _topk_moe(case: CaseParams) -> Graph:
                                                               4 * n_expert * n_tokens)), ("offset", 0)), dst="i32"),
               GraphNode("weights", "GET_ROWS", ("probs_3d", "selected"), (1, k, n_tokens, 1))]
     last = "weights"
+    if gating == "softmax_weight":
+        flat = (k, n_tokens, 1, 1)
+        nodes += [GraphNode("logits_k", "RESHAPE", ("weights",), flat, (("ne", flat),)),
+                  GraphNode("weights_soft", "SOFT_MAX", ("logits_k",), flat, _SOFT_MAX_PARAMS),
+                  GraphNode("weights_soft_3d", "RESHAPE", ("weights_soft",), (1, k, n_tokens, 1),
+                            (("ne", (1, k, n_tokens, 1)),))]
+        last = "weights_soft_3d"
     if norm:
         flat = (k, n_tokens, 1, 1)
-        nodes += [GraphNode("weights_2d", "RESHAPE", ("weights",), flat, (("ne", flat),)),
+        nodes += [GraphNode("weights_2d", "RESHAPE", (last,), flat, (("ne", flat),)),
                   GraphNode("weights_sum", "SUM_ROWS", ("weights_2d",), (1, n_tokens, 1, 1)),
                   GraphNode("sum_clamped", "CLAMP", ("weights_sum",), (1, n_tokens, 1, 1),
                             (("min", CLAMP_MIN), ("max", float("inf")))),
@@ -78,8 +97,10 @@ PATTERNS.append(Pattern(
     "topk_moe", {"type": P("dtype of the logits (f32: what the fused kernels take)", str),
                  "n_expert": P("experts (logits per token)", int), "k": P("experts used per token", int),
                  "n_tokens": P("tokens: 1 is decode, more is prefill", int),
-                 "gating": P("softmax or sigmoid", str),
-                 "bias": P("sigmoid only: select on probs + a per-expert bias (DeepSeek-V3), weigh by probs", bool),
+                 "gating": P("softmax, sigmoid, softmax_weight (softmax over the k chosen logits) or "
+                             "sqrt_softplus", str),
+                 "bias": P("sigmoid or sqrt_softplus: select on probs + a per-expert bias (DeepSeek-V3), weigh by "
+                           "probs", bool),
                  "norm": P("divide the k weights by their sum (clamped below at 2^-14)", bool),
                  "scale": P("SCALE the weights by this (1.0: no SCALE node)")},
     _topk_moe, ("f32",), notes="MoE router: top-k experts and their weights",
