@@ -44,7 +44,9 @@ EXAMPLES = (  # one case of each pattern, decode and prefill, broadcast and swap
 
 
 def test_examples_cover_every_pattern() -> None:
-    assert {parse_graph_id(i).pattern for i in EXAMPLES} == set(patterns())
+    from tests.test_graph_patterns import NEW_EXAMPLES
+
+    assert {parse_graph_id(i).pattern for i in EXAMPLES + NEW_EXAMPLES} == set(patterns())
 
 
 def _all_patterns() -> st.SearchStrategy[GraphCase]:
