@@ -22,6 +22,8 @@ DISTRIBUTIONS = {
 # I64 stays within ±2^53 so the verdict's float64 comparison is exact; values that large still fill
 # the upper four bytes (a device moving 4 of the 8 bytes is visible)
 INT_RANGES = {"i8": (-128, 128), "i16": (-(1 << 15), 1 << 15), "i64": (-(1 << 53), 1 << 53)}
+# distributions under which I32 data spans its whole range (the ``int>2^24`` regime)
+FULL_RANGE_INTEGERS = ("wide", "special")
 SUBNORMAL = {"f32": 2.0**-140, "f16": 2.0**-20, "bf16": 2.0**-130}
 
 def floats(
@@ -42,9 +44,21 @@ def floats(
     return dtypes.round_to(x, spec.dtype)
 
 
+def full_range_i32(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """I32 over its whole range, a tenth of the values its extremes, 0, -1 and 2^24 + 1 (the first
+    integer f32 cannot hold)."""
+    info = np.iinfo(np.int32)
+    edges = np.array([info.min, info.max, 0, -1, (1 << 24) + 1], np.int64)
+    x = rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=np.int64)
+    x = np.where(rng.random(shape) < 0.1, rng.choice(edges, size=shape), x)
+    return x.astype(np.int32)
+
+
 def plain_input(rng: np.random.Generator, spec: TensorSpec, case: OpCase) -> np.ndarray:
     op = catalogue.get(case.op)
     if spec.dtype == "i32":
+        if case.distribution in FULL_RANGE_INTEGERS:  # golden.spec.FULL_INTEGERS: beyond f32's 2^24
+            return full_range_i32(rng, spec.np_shape)
         return rng.integers(-1000, 1000, size=spec.np_shape, dtype=np.int32)
     if spec.dtype in dtypes.INDEX_TYPES:  # I8/I16 over their whole range; I64 with its high bytes used
         lo, hi = INT_RANGES[spec.dtype]

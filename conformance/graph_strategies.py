@@ -196,6 +196,110 @@ def graph_strategy(pattern: str, signature: str) -> st.SearchStrategy[GraphCase]
     @st.composite
     def cases(draw: st.DrawFn) -> GraphCase:
         params = [("type", signature), *draw_params(draw, pattern)]
-        return GraphCase(pattern, tuple(params), draw(st.integers(0, 2**16)), draw(st.sampled_from(DATA)))
+        data = "uniform" if pattern in BLOCK_PATTERNS else draw(st.sampled_from(DATA))
+        return GraphCase(pattern, tuple(params), draw(st.integers(0, 2**16)), data)
 
     return cases()
+
+
+# ---- state between nodes and between graphs (golden/graphs/patterns/state.py) ----------------------------
+
+def _rope_common(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    """A llama-like head (head_dim 64/128 or small), n_dims = head_dim or a part of it, and the
+    freq_scale/ext_factor values of linear and YaRN context extension."""
+    head_dim = draw(st.sampled_from((8, 64, 128, 2, 32)))
+    n_dims = head_dim if not one_in(draw, 4) else max(2, head_dim // 2)
+    heads, tokens = draw(st.integers(1, 8)), (1 if not draw(st.booleans()) else draw(st.integers(2, 7)))
+    return [("ne", (head_dim, heads, tokens, 1)), ("n_dims", n_dims), ("mode", draw(st.sampled_from((0, 2)))),
+            ("freq_base", f32(draw(st.sampled_from((10000.0, 500000.0))))),
+            ("freq_scale", f32(draw(st.sampled_from((1.0, 0.25, 0.5))))),
+            ("ext_factor", f32(draw(st.sampled_from((0.0, 1.0)))))]
+
+
+def _position_offset(draw: st.DrawFn) -> int:
+    return draw(st.one_of(st.integers(0, 64), st.integers(0, 4096)))
+
+
+@_params("rope_pair")
+def _rope_pair(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    p_q = _position_offset(draw)
+    p_k = draw(st.integers(0, 4096).filter(lambda p: p != p_q))  # the point: other positions
+    return [*_rope_common(draw), ("pos", (p_q, p_k)), ("second", draw(st.sampled_from(("same", "freq_scale",
+                                                                                        "ext_factor"))))]
+
+
+SEQ_LAYOUTS = ("contiguous", "pad[0,1,0,0]", "pad[0,0,1,0]", "offs[3]")  # same shape, other strides
+
+
+@_params("rope_seq")
+def _rope_seq(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    return [*_rope_common(draw), ("p0", _position_offset(draw)), ("lay", draw(st.sampled_from(SEQ_LAYOUTS)))]
+
+
+# what a step of a state sequence changes in the previous graph: nothing but the data, one param, the
+# positions or the strides (shapes stay, so a cache keyed on shapes or addresses would hit)
+SEQ_STEPS = ("data", "freq_scale", "ext_factor", "positions", "strides", "same")
+
+
+def _next_graph(draw: st.DrawFn, case: GraphCase) -> GraphCase:
+    step = draw(st.sampled_from(SEQ_STEPS))
+    params = dict(case.params)
+    seed = case.data_seed
+    if step == "data":
+        seed = draw(st.integers(0, 2**16).filter(lambda s: s != case.data_seed))
+    elif step == "freq_scale":
+        params["freq_scale"] = f32(draw(st.sampled_from([v for v in (1.0, 0.25, 0.5, 2.0)
+                                                        if v != params["freq_scale"]])))
+    elif step == "ext_factor":
+        params["ext_factor"] = f32(0.0 if params["ext_factor"] else 1.0)
+    elif step == "positions":
+        params["p0"] = draw(st.integers(0, 4096).filter(lambda p: p != params["p0"]))
+    elif step == "strides":
+        params["lay"] = draw(st.sampled_from([lay for lay in SEQ_LAYOUTS if lay != params["lay"]]))
+    return GraphCase(case.pattern, tuple((k, params[k]) for k, _ in case.params), seed, case.distribution)
+
+
+@st.composite
+def state_sequence(draw: st.DrawFn, max_steps: int = 6) -> list[GraphCase]:
+    """A ``rope_seq`` graph, then 1..max_steps graphs each differing from the one before in one thing
+    (``SEQ_STEPS``; "same" repeats the graph as it was)."""
+    first = draw(graph_strategy("rope_seq", "f32"))
+    cases = [first]
+    for _ in range(draw(st.integers(1, max_steps))):
+        cases.append(_next_graph(draw, cases[-1]))
+    return cases
+
+
+# ---- model blocks (golden/graphs/patterns/blocks.py) ----------------------------------------------------
+
+@_params("llama_layer")
+def _llama_layer(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    """Small llama-like layers: head dim 16..128, 1..4 heads (hd·heads a multiple of 32 for the
+    quantized weights), decode or a short prefill, a cache of 32..96 slots with the tokens anywhere
+    in it, both attention paths."""
+    hd = draw(st.sampled_from((32, 16, 64, 128)))
+    heads = draw(st.sampled_from((2, 1, 4))) if hd >= 32 else draw(st.sampled_from((2, 4)))
+    n = 1 if not draw(st.booleans()) else draw(st.integers(2, 7))
+    kv = draw(st.sampled_from((32, 48, 96)))
+    p0 = draw(st.integers(0, kv - n))
+    n_dims = hd if not one_in(draw, 4) else hd // 2
+    return [("hd", hd), ("heads", heads), ("n", n), ("kv", kv), ("p0", p0), ("ff", draw(st.sampled_from((64, 96)))),
+            ("attn", draw(st.sampled_from(("fa", "softmax")))), ("eps", _eps(draw)),
+            ("mode", draw(st.sampled_from((0, 2)))), ("n_dims", n_dims),
+            ("freq_base", f32(draw(st.sampled_from((10000.0, 500000.0)))))]
+
+
+@_params("moe_ffn")
+def _moe_ffn(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    """Small MoE FFNs: 4..32 experts, 1..8 used (one, and the 2/4/8 of Mixtral, Qwen-MoE, DeepSeek),
+    decode or a short prefill."""
+    e = draw(st.sampled_from((8, 4, 16, 32)))
+    k = min(e, draw(st.sampled_from((2, 1, 4, 8))))
+    n = 1 if not draw(st.booleans()) else draw(st.integers(2, 7))
+    return [("d", draw(st.sampled_from((64, 32, 128)))), ("ff", draw(st.sampled_from((32, 64, 96)))), ("e", e),
+            ("k", k), ("n", n)]
+
+
+# the blocks' weights are drawn at a model's scale (1/sqrt(fan-in)); "dense" would scale them by 8 and
+# give attention logits of hundreds, where a first-order bound says nothing
+BLOCK_PATTERNS = ("llama_layer", "moe_ffn")

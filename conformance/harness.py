@@ -43,6 +43,7 @@ from device.spec import DeviceSpec
 from device.worker import DeviceWorker, InProcessRunner, open_runner
 from golden import catalogue, dtypes, quant
 from golden.case import Layout, OpCase, TensorSpec
+from golden.geometry import check_aliases
 from results.outcome import Outcome
 from results.record import CaseDescription, CaseRecord, ExpectedFailure, TimeLimit
 
@@ -432,6 +433,7 @@ class Harness:
             if bug is not None and bug.tolerance is None:
                 continue
             try:  # the op's own rules (a layout some ops require); a candidate they reject is not a case
+                check_aliases(candidate.inputs)  # a source made contiguous may no longer hold its alias
                 if spec.validate is not None:
                     spec.validate(candidate, make_inputs(candidate))
             except Exception:

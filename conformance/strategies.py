@@ -23,7 +23,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from conformance.data import DISTRIBUTIONS
+from golden import dtypes
 from golden.case import Layout, Ne, OpCase, TensorSpec
+from golden.geometry import storage_of
 from golden.spec import InputLayouts
 
 EDGE_ROW_SIZES = (1, 2, 3, 5, 7, 16, 31, 32, 33, 63, 64, 127, 128, 255, 256, 511, 512, 513, 1023, 1024, 1025,
@@ -186,6 +188,70 @@ DISTRIBUTION_ORDER = ("uniform", "dense", "wide", "special")
 distributions = st.sampled_from([d for d in DISTRIBUTION_ORDER if d in DISTRIBUTIONS]
                                 + sorted(set(DISTRIBUTIONS) - set(DISTRIBUTION_ORDER)))
 data_seeds = st.integers(0, 2**32 - 1)
+
+
+# rows at or past the largest common block size (golden.spec.ROW_BLOCKS), for the row>=4096 regime
+LONG_ROWS = st.sampled_from((4096, 4097, 6000, 8192))
+
+
+def long_row_branch(draw: st.DrawFn, case: OpCase, *, inputs: tuple[int, ...] = (0,), every: int = 6,
+                    max_elements: int = 1 << 15) -> OpCase:
+    """In about one case of ``every``, the rows of ``inputs`` lengthened to a block of 4,096 or more
+    (outer dims cut to keep ``max_elements``). Drawn after every other choice of the case, and the
+    simplest value of both choices keeps the case as drawn: the existing draws and the shrink target
+    do not change, and a failure found here shrinks back to ordinary rows if it can."""
+    take, ne0 = one_in(draw, every), draw(LONG_ROWS)
+    if not take:
+        return case
+    from dataclasses import replace
+
+    changed = list(case.inputs)
+    for i in inputs:
+        t = changed[i]
+        budget, outer = max(1, max_elements // ne0), []
+        for d in t.ne[1:]:
+            outer.append(min(d, budget))
+            budget = max(1, budget // outer[-1])
+        changed[i] = replace(t, ne=(ne0, outer[0], outer[1], outer[2]))
+    return replace(case, inputs=tuple(changed))
+
+
+ALIAS_OFFSETS = st.integers(0, 64)
+
+
+def alias_branch(draw: st.DrawFn, case: OpCase, *, source: int = 0, target: int = 1, every: int = 8) -> OpCase:
+    """In about one case of ``every``, input ``target`` made a view into input ``source``'s allocation
+    (``Layout.alias``) at a drawn element offset: overlapping sources, as test-backend-ops runs them.
+    Its drawn padding and permute are kept where the view still fits, else dropped. Drawn after every
+    other choice; the simplest value keeps the case as drawn. Nothing changes where the inputs'
+    dtypes differ or the view cannot fit."""
+    take, offset = one_in(draw, every), draw(ALIAS_OFFSETS)
+    src, dst = case.inputs[source], case.inputs[target]
+    if not take or case.form or src.dtype != dst.dtype or dtypes.is_quantized(src.dtype):
+        return case
+    if src.layout.alias is not None:
+        return case
+    from dataclasses import replace
+
+    have = storage_of(src).base_nbytes
+    for layout in (replace(dst.layout, alias=source, offset=offset), Layout(alias=source, offset=offset),
+                   Layout(alias=source)):
+        if storage_of(replace(dst, layout=layout)).base_nbytes <= have:
+            inputs = list(case.inputs)
+            inputs[target] = replace(dst, layout=layout)
+            return replace(case, inputs=tuple(inputs))
+    return case
+
+
+def special_branch(draw: st.DrawFn, case: OpCase, *, every: int = 6) -> OpCase:
+    """In about one case of ``every``, the case's data switched to ``special`` values: a second way
+    into the special-values regime for ops whose other draws make the distribution's own choice
+    rarely land there. Drawn after every other choice; its simplest value keeps the case as drawn."""
+    if not one_in(draw, every):
+        return case
+    from dataclasses import replace
+
+    return replace(case, distribution="special")
 
 
 def spec(dtype: str, ne: Ne, layout: Layout | None = None, name: str = "") -> TensorSpec:

@@ -33,7 +33,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.softmax import alibi_slopes
-from golden.spec import InputLayouts, OpList, OpSpec, P, sig
+from golden.spec import InputLayouts, OpList, OpSpec, P, Regime, sig
 from golden.tolerance import F16_EPS, F32_EPS, Tolerance
 
 SPECS = OpList()
@@ -355,6 +355,8 @@ def check_flash_attn_ext(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="FLASH_ATTN_EXT", family="attention", golden=flash_attn_ext,
+    regimes=(Regime("mla_v_in_k", lambda c: c.inputs[2].layout.alias == 1,
+                    "DeepSeek's MLA: V a view of K's allocation (K head 576, V head 512)"),),
     signatures=(sig("f32", "f16", "f16"), sig("f32", "f16", "f16", "f16"), sig("f32", "f32", "f32", "f16")),
     tolerance={"f32": Tolerance(
         "online softmax at the case's prec: q rounded to F16 with F16 K (its vec_dot_type), f32 dot/exp/sum in any "

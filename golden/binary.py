@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from golden.geometry import tile_to
-from golden.spec import ELEMENTWISE_TOL, InputLayouts, OpList, OpSpec, sig, two
+from golden.spec import ELEMENTWISE_TOL, OVERLAPPING_SOURCES, InputLayouts, OpList, OpSpec, sig, two
 
 SPECS = OpList()
 BINARY_SIGS = (
@@ -27,7 +27,7 @@ _BROADCAST = "src1 broadcasts by cyclic tiling (ggml_can_repeat); either input m
 
 def _binary_spec(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> OpSpec:
     return SPECS.add(OpSpec(name=name, family="binary", golden=two(fn), signatures=BINARY_SIGS,
-                            tolerance=ELEMENTWISE_TOL, notes=_BROADCAST))
+                            tolerance=ELEMENTWISE_TOL, notes=_BROADCAST, regimes=(OVERLAPPING_SOURCES,)))
 
 
 def _binary(a: np.ndarray, b: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:

@@ -26,20 +26,25 @@ class Layout:
     logical tensor is the view of ``stored_ne`` elements at element ``offset`` of it (padded
     strides, like test-backend-ops' ``v=1``), then ``ggml_permute(perm)`` of that view.
     ``stored_ne`` is the logical ``ne`` taken back through the permutation.
+
+    ``alias``: the index of an earlier input whose allocation this one is a view into (no allocation
+    of its own): the same geometry, laid over that input's bytes (overlapping sources of a binary op;
+    MLA's V as the first 512 of each 576-element K row). Its values are whatever those bytes hold.
     """
 
     perm: Ne = (0, 1, 2, 3)
     pad: Ne = (0, 0, 0, 0)
     offset: int = 0
+    alias: int | None = None
 
     @property
     def is_contiguous(self) -> bool:
-        return self.perm == (0, 1, 2, 3) and self.pad == (0, 0, 0, 0) and self.offset == 0
+        return self.perm == (0, 1, 2, 3) and self.pad == (0, 0, 0, 0) and self.offset == 0 and self.alias is None
 
     def label(self) -> str:
         if self.is_contiguous:
             return "contiguous"
-        parts = []
+        parts = [] if self.alias is None else [f"alias[{self.alias}]"]
         if self.perm != (0, 1, 2, 3):
             parts.append("perm[" + ",".join(map(str, self.perm)) + "]")
         if self.pad != (0, 0, 0, 0):
@@ -60,6 +65,7 @@ class Layout:
             perm=fields.get("perm", (0, 1, 2, 3)),  # type: ignore[arg-type]
             pad=fields.get("pad", (0, 0, 0, 0)),  # type: ignore[arg-type]
             offset=fields.get("offs", (0,))[0],
+            alias=fields["alias"][0] if "alias" in fields else None,
         )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Collection
 
 from golden import catalogue, dtypes
 from golden.case import OpCase, parse_case_id
-from golden.geometry import storage_of
+from golden.geometry import check_aliases, storage_of
 from golden.spec import OpSpec
 
 # The largest case conform repro builds: its inputs' elements, padding included. Inputs are held as
@@ -65,6 +65,7 @@ def _check_tensors(case: OpCase, spec: OpSpec) -> None:
             raise ValueError(f"input {i} shape ne={list(t.ne)} is not 4 positive sizes")
     if case.dst not in dtypes.ALL_TYPES:
         raise ValueError(f"unknown destination dtype {case.dst!r}")
+    check_aliases(case.inputs)
     srcs = tuple(t.dtype for t in case.inputs)
     # a signature names the leading inputs; optional ones (sinks) may follow, the validator counts them
     accepted = spec.all_signatures

@@ -86,6 +86,33 @@ def storage_of(spec: TensorSpec) -> Storage:
     return Storage(spec.dtype, base_ne, s_ne, nb, offset_bytes, lay.perm)  # type: ignore[arg-type]
 
 
+def check_aliases(inputs: tuple[TensorSpec, ...]) -> None:
+    """ValueError unless every aliased input (``Layout.alias``) is a view an earlier, unaliased input
+    of its dtype can hold: its whole geometry within that input's allocation."""
+    for i, t in enumerate(inputs):
+        j = t.layout.alias
+        if j is None:
+            continue
+        if not 0 <= j < i or inputs[j].layout.alias is not None:
+            raise ValueError(f"input {i} aliases input {j}: it must name an earlier input with its own allocation")
+        if t.dtype != inputs[j].dtype or dtypes.is_quantized(t.dtype):
+            raise ValueError(f"input {i} aliases input {j}: an alias has its source's dtype, and not a quantized one")
+        need, have = storage_of(t).base_nbytes, storage_of(inputs[j]).base_nbytes
+        if need > have:
+            raise ValueError(f"input {i} aliases input {j}: its view spans {need} bytes of a {have}-byte allocation")
+
+
+def aliased_values(values: list[np.ndarray], inputs: tuple[TensorSpec, ...]) -> list[np.ndarray]:
+    """``values`` with each aliased input's replaced by what its view of the source's bytes holds
+    (the source as :func:`pack` lays it out, padding fill included)."""
+    out = list(values)
+    for i, t in enumerate(inputs):
+        j = t.layout.alias
+        if j is not None:
+            out[i] = unpack(pack(values[j], inputs[j]), t)
+    return out
+
+
 def fill_pattern(dtype: str) -> int:
     """Byte that fills padding and gaps: reading it gives NaN (floats) or a huge int, never 0."""
     return 0xFF

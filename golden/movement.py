@@ -18,7 +18,7 @@ from golden import dtypes
 from golden import movement_checks as checks
 from golden.case import OpCase
 from golden.geometry import numpy_axes_for_permute
-from golden.spec import InputLayouts, OpList, OpSpec, P, one, sig, two
+from golden.spec import FULL_INTEGERS, InputLayouts, OpList, OpSpec, P, one, sig, two
 from golden.tolerance import Tolerance
 
 SPECS = OpList()
@@ -179,6 +179,7 @@ def _cpy(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="CPY", family="movement", golden=_cpy,
+    regimes=(FULL_INTEGERS,),
     signatures=(sig("f32"), sig("f32", dst="f16"), sig("f32", dst="bf16"), sig("f32", dst="i32"),
                 sig("f16"), sig("f16", dst="f32"), sig("f16", dst="bf16"), sig("bf16"), sig("bf16", dst="f32"),
                 sig("bf16", dst="f16"), sig("i32"), sig("i32", dst="f32")),
@@ -208,6 +209,7 @@ SPECS.add(OpSpec(
     validate=checks.repeatable, notes="np.tile"))
 SPECS.add(OpSpec(
     name="CONCAT", family="movement", golden=lambda xs, c: concat(xs[0], xs[1], c.param("dim")),
+    regimes=(FULL_INTEGERS,),
     signatures=tuple(sig(t, t) for t in ("f32", "f16", "bf16", "i8", "i16", "i32", "i64")), tolerance={"*": MOVED},
     params={"dim": P("ggml dim to join along (0..3)", int)}, validate=checks.concatenable,
     notes="both inputs may be strided or permuted; every integer type ggml has (I8, I16, I32, I64: ggml's "

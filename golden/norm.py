@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import OpList, OpSpec, P, sig
+from golden.spec import SPECIAL_VALUES, OpList, OpSpec, P, row_regimes, sig
 from golden.tolerance import F32_EPS, ErrorModel, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -177,6 +177,7 @@ _NORM_NOTE = ("F32 only on ggml's CPU. eps > 0 is drawn: with eps = 0 a constant
               "CPU's f32 mean need not cancel exactly")
 SPECS.add(OpSpec(
     name="NORM", family="norm", golden=lambda xs, c: norm(xs[0], c.param("eps")), signatures=_F32_ONLY,
+    regimes=row_regimes() + (SPECIAL_VALUES,),
     tolerance={"f32": Tolerance("mean and variance summed in f32 in any order (Higham), then sqrtf and 1/ (or an "
                                 "rsqrtf within 2 ulp); the variance two-pass (ggml's CPU: in double on contiguous "
                                 "rows, in f32 on strided ones) or one-pass Σx²/n − mean² (ggml-cuda, ggml-vulkan), "
@@ -189,6 +190,7 @@ SPECS.add(OpSpec(
     params={"eps": P("added to the variance (f32, > 0)")}, notes=_NORM_NOTE))
 SPECS.add(OpSpec(
     name="RMS_NORM", family="norm", golden=lambda xs, c: rms_norm(xs[0], c.param("eps")), signatures=_F32_ONLY,
+    regimes=row_regimes() + (SPECIAL_VALUES,),
     tolerance={"f32": Tolerance("x·x summed in f32 in any order ((n+1)·u relative), /n, +eps, sqrtf and 1/ (or an "
                                 "rsqrtf within 2 ulp) and ·x; one subnormal step where x·scale underflows (ggml's "
                                 "CPU sums in double); ggml CPU ci: ≤ 0.25 of the allowance",

@@ -7,7 +7,7 @@ import numpy as np
 from golden import dtypes
 from golden import movement_checks as checks
 from golden.case import OpCase
-from golden.spec import OpList, OpSpec, P, Signature, one, sig
+from golden.spec import SPECIAL_VALUES, OpList, OpSpec, P, Signature, one, row_regimes, sig
 from golden.tolerance import Tolerance
 
 SPECS = OpList()
@@ -80,6 +80,7 @@ SPECS.add(OpSpec(
     validate=checks.arange_range, notes="length (int64)ceilf((stop−start)/step) in f32; no inputs"))
 SPECS.add(OpSpec(
     name="ARGSORT", family="sequence", golden=lambda xs, c: argsort(xs[0], c.param("order") == "desc"),
+    regimes=row_regimes() + (SPECIAL_VALUES,),
     signatures=(sig("f32", dst="i32"),),
     tolerance={"*": Tolerance("judged as a permutation: each row must be a permutation of 0..ne0−1 that puts the "
                               "values in order; tied values may come in any order (std::sort is unstable)")},
@@ -87,6 +88,7 @@ SPECS.add(OpSpec(
     own_verdict=True, notes="NaN is not drawn (its order is undefined)"))
 SPECS.add(OpSpec(
     name="SUM_ROWS", family="sequence", golden=one(sum_rows), signatures=(sig("f32"),),
+    regimes=row_regimes() + (SPECIAL_VALUES,),
     tolerance={"f32": Tolerance("the row's n terms added in f32 in any order (sequential, pairwise, tree): "
                                 "γ_{n−1}·Σ|x| (Higham), the final rounding included; ggml's CPU sums in double "
                                 "and rounds once (≤ u·|S|); ggml CPU ci: ≤ 0.017 of the allowance",

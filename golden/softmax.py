@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import InputLayouts, OpList, OpSpec, P, sig
+from golden.spec import SPECIAL_VALUES, InputLayouts, OpList, OpSpec, P, row_regimes, sig
 from golden.tolerance import EXACT, F32_EPS, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -121,6 +121,7 @@ def softmax_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) ->
 
 SPECS.add(OpSpec(
     name="SOFT_MAX", family="softmax", golden=_soft_max,
+    regimes=row_regimes() + (SPECIAL_VALUES,),
     signatures=(sig("f32"), sig("f32", "f32"), sig("f32", "f16", dst="f32")),
     tolerance={"f32": Tolerance("f32 logits (ALiBi slopes by powf), expf within 2.5 ulp, the row sum in f32 "
                                 "in any order ((n−1)u: sequential, pairwise and tree sums all fit), 1/Σ and "

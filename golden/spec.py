@@ -59,6 +59,56 @@ class InputLayouts(enum.Enum):
 
 
 @dataclass(frozen=True)
+class Regime:
+    """A part of an op's domain where implementations change path (a row spanning several tiles, a
+    sequence longer than a chunk, integers beyond f32's 2^24): the suite's strategies must reach each
+    declared regime in the ci profile (tests/test_regime_coverage.py), and the report shows which
+    regimes a run's cases reached."""
+
+    name: str
+    holds: Callable[[OpCase], bool]
+    why: str
+
+    def __call__(self, case: OpCase) -> bool:
+        return bool(self.holds(case))
+
+
+# common tile/block sizes of reduction kernels (CUDA's 256/512/1024-thread blocks, NPU vector tiles)
+ROW_BLOCKS = (256, 512, 1024, 4096)
+
+
+def row_regimes(src: int = 0, blocks: tuple[int, ...] = ROW_BLOCKS) -> tuple[Regime, ...]:
+    """Rows (dim 0 of input ``src``) longer than each block size, so a tiled kernel needs a carry
+    between tiles; the largest block is reached at exactly its size (``row>=4096``)."""
+    def longer_than(n: int) -> Callable[[OpCase], bool]:
+        return lambda c: c.inputs[src].ne[0] > n
+
+    out = [Regime(f"row>{b}", longer_than(b), f"a row spans more than one {b}-element tile") for b in blocks[:-1]]
+    top = blocks[-1]
+    out.append(Regime(f"row>={top}", longer_than(top - 1), f"a row fills a {top}-element block"))
+    return tuple(out)
+
+
+SPECIAL_VALUES = Regime("special", lambda c: c.distribution == "special",
+                        "±0, ±inf, NaN and subnormals in the inputs (the op's specials)")
+# the data makers draw integer tensors over their whole range under these distributions
+FULL_INTEGERS = Regime("int>2^24", lambda c: c.distribution in ("wide", "special")
+                       and any(t.dtype in ("i32", "i64") for t in c.inputs),
+                       "integers beyond 2^24, where a compare or copy through f32 loses bits")
+OVERLAPPING_SOURCES = Regime("aliased", lambda c: any(t.layout.alias is not None for t in c.inputs),
+                             "one input a view into another's allocation (Layout.alias): overlapping sources")
+CHUNK_TOKENS = 64  # chunk length of chunked scan/recurrence kernels (state carried between chunks)
+
+
+def long_sequences(tokens: Callable[[OpCase], int], seqs: Callable[[OpCase], int],
+                   chunk: int = CHUNK_TOKENS) -> Regime:
+    """Several sequences, each longer than one chunk: the state must carry from chunk to chunk and
+    must not leak from one sequence to the next."""
+    return Regime(f"seq>{chunk}x2", lambda c: tokens(c) > chunk and seqs(c) >= 2,
+                  f"two or more sequences of more than {chunk} tokens (state carried between chunks)")
+
+
+@dataclass(frozen=True)
 class Param:
     """One op parameter: what it means and the Python type its value has in a case id."""
 
@@ -99,6 +149,7 @@ class OpSpec:
     max_abs_input: float | None = None  # inputs beyond this are outside the op's defined domain
     structured_inputs: bool = False  # inputs need a maker (indices, positions, masks): conformance registers it
     own_verdict: bool = False  # judged by an op-specific comparator (ARGSORT's permutation check)
+    regimes: tuple[Regime, ...] = ()  # where implementations change path: the ci profile must reach each
     notes: str = ""
 
     @property

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import InputLayouts, OpList, OpSpec, P, sig
+from golden.spec import SPECIAL_VALUES, InputLayouts, OpList, OpSpec, P, long_sequences, sig
 from golden.tolerance import F32_EPS, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -60,8 +60,14 @@ def _validate_ssm_conv(case: OpCase, inputs: list[np.ndarray]) -> None:
         raise ValueError(f"SSM_CONV: sx ne0 = {sx[0]} is shorter than d_conv − 1 = {c[0] - 1}")
 
 
+def _conv_tokens(case: OpCase) -> int:
+    """SSM_CONV's new tokens per sequence: sx holds d_conv − 1 carried columns, then n_t tokens."""
+    return case.inputs[0].ne[0] - case.inputs[1].ne[0] + 1
+
+
 SPECS.add(OpSpec(
     name="SSM_CONV", family="ssm", golden=lambda xs, c: ssm_conv(xs[0], xs[1]),
+    regimes=(long_sequences(_conv_tokens, lambda c: c.inputs[0].ne[2]), SPECIAL_VALUES),
     signatures=(sig("f32", "f32"),),
     tolerance={"f32": Tolerance(
         "a d_conv-term dot product per output, f32 in any order: γ_dconv·Σ|sx||c| (+2^-150 per subnormal "
@@ -147,8 +153,13 @@ def _validate_gla(case: OpCase, inputs: list[np.ndarray]) -> None:
                          "assigns T/n_seqs tokens to each and would index past the state)")
 
 
+def _gla_tokens_per_sequence(case: OpCase) -> int:
+    return case.inputs[0].ne[2] // case.inputs[4].ne[1]
+
+
 SPECS.add(OpSpec(
     name="GATED_LINEAR_ATTN", family="ssm", golden=lambda xs, c: gated_linear_attn(c, xs),
+    regimes=(long_sequences(_gla_tokens_per_sequence, lambda c: c.inputs[4].ne[1]), SPECIAL_VALUES),
     signatures=(sig("f32", "f32", "f32", "f32", "f32"),),
     tolerance={"f32": Tolerance(
         "the state recurrence S_t = g·S_{t−1} + k·v rounds twice a step: E_t ≤ |g|·E_{t−1}(1 + γ_2) + γ_2·M_t "

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from golden import catalogue
+from golden.case import parse_case_id
 from reports.baseline import BaselineDiff, diff_against_baseline
 from reports.clusters import (
     ClusterKey,
@@ -212,6 +214,8 @@ class OpSummary:
     op: str
     per_device: dict[str, OpDeviceStats] = field(default_factory=dict)
     coverage: dict[str, Coverage] = field(default_factory=dict)
+    # the op's declared regimes (golden OpSpec.regimes) -> how many of the run's cases were in each
+    regimes: dict[str, int] = field(default_factory=dict)
 
     @property
     def cases(self) -> int:
@@ -747,6 +751,7 @@ def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) ->
             if outcome == Outcome.PASS and (stats.worst_passing_ratio is None or ratio > stats.worst_passing_ratio):
                 stats.worst_passing_ratio = ratio
 
+    _count_regimes(op, case.get("case_id"))
     params = case.get("params")
     if isinstance(params, dict):
         for name, value in params.items():
@@ -761,6 +766,26 @@ def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) ->
             if coverage is None:
                 coverage = op.coverage[name] = Coverage()
             coverage.add(value)
+
+
+def _count_regimes(op: OpSummary, case_id: Any) -> None:
+    """Count the case in each declared regime of its op it is in (an id that no longer parses, or an
+    op the catalogue does not know, counts in none)."""
+    try:
+        spec = catalogue.get(op.op)
+    except (KeyError, ValueError):
+        return
+    if not spec.regimes:
+        return
+    for regime in spec.regimes:
+        op.regimes.setdefault(regime.name, 0)
+    try:
+        parsed = parse_case_id(str(case_id))
+        hits = [regime.name for regime in spec.regimes if regime(parsed)]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return
+    for name in hits:
+        op.regimes[name] += 1
 
 
 def _layout_text(layout: Any) -> str:

@@ -14,12 +14,13 @@ The data keep ``n_kv·max|v| < 2^15``: ggml's CPU accumulates V in F16, which wo
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 from hypothesis import strategies as st
 
 from conformance.cases.registry import register
-from conformance.strategies import ALL_PERMS, ROW_KEEPING_PERMS, f32, finish, layouts, spec
+from conformance.strategies import ALL_PERMS, ROW_KEEPING_PERMS, f32, finish, layouts, one_in, spec
 from golden import dtypes
 from golden.case import Layout, OpCase
 from golden.spec import Signature
@@ -99,7 +100,31 @@ def fa_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     softcap = draw(st.sampled_from([0.0] * 6 + [50.0, 30.0, 1.0]))
     params = (("scale", f32(scale)), ("max_bias", f32(max_bias)), ("logit_softcap", f32(softcap)),
               ("prec", draw(st.sampled_from(["default", "f32"]))), ("mask", has_mask), ("sinks", has_sinks))
-    return finish(draw, OpCase(op, tuple(inputs), params=params, dst=sig.dst))
+    return _mla_branch(draw, finish(draw, OpCase(op, tuple(inputs), params=params, dst=sig.dst)))
+
+
+MLA_DK, MLA_DV = 576, 512  # DeepSeek's multi-head latent attention: V is the first 512 of each K row
+
+
+def _mla_branch(draw: st.DrawFn, case: OpCase) -> OpCase:
+    """In about one case of 8, DeepSeek's MLA: K head 576 and V a view of K's allocation holding the
+    first 512 of each K row (``Layout.alias``), as llama.cpp builds it. Drawn after every other choice;
+    its simplest value keeps the case as drawn. K keeps its layout where its rows stay innermost."""
+    if not one_in(draw, 8):
+        return case
+    q, k, v, *rest = case.inputs
+    if k.dtype != v.dtype or k.layout.perm[0] != 0:
+        return case
+    n_q, n_head, ne3 = q.ne[1], q.ne[2], q.ne[3]
+    n_kv = max(1, min(k.ne[1], MAX_WORK // (ne3 * n_head * n_q * (MLA_DK + MLA_DV))))
+    k_layout = k.layout
+    v_layout = replace(k_layout, pad=(k_layout.pad[0] + MLA_DK - MLA_DV, *k_layout.pad[1:]), alias=1)
+    inputs = [replace(q, ne=(MLA_DK, *q.ne[1:])), replace(k, ne=(MLA_DK, n_kv, *k.ne[2:])),
+              replace(v, ne=(MLA_DV, n_kv, *v.ne[2:]), layout=v_layout)]
+    if case.param("mask"):
+        mask, *rest = rest
+        inputs.append(replace(mask, ne=(n_kv, *mask.ne[1:])))
+    return replace(case, inputs=(*inputs, *rest))
 
 
 # ---- inputs ------------------------------------------------------------------------------------------

@@ -12,7 +12,17 @@ import numpy as np
 from hypothesis import strategies as st
 
 from conformance.cases.registry import family_default, register
-from conformance.strategies import f32, finish, input_layouts, nightly_sizes, one_in, shapes, spec, tiling_shape
+from conformance.strategies import (
+    alias_branch,
+    f32,
+    finish,
+    input_layouts,
+    nightly_sizes,
+    one_in,
+    shapes,
+    spec,
+    tiling_shape,
+)
 from conformance.verdict import Metrics, compare
 from golden import catalogue
 from golden.case import Layout, Ne, OpCase
@@ -51,8 +61,10 @@ def binary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     a = spec(sig.srcs[0], ne, draw(input_layouts(catalogue.get(op).input_layouts)))
     b = spec(sig.srcs[1], draw(tiling_shape(ne)), draw(input_layouts(InputLayouts.ANY)))
     if sig.srcs[0] == sig.srcs[1] and one_in(draw, 6):  # src1 is src0 itself (b drawn anyway: shrinking)
-        return finish(draw, OpCase(op, (a, a), dst=sig.dst, form="self"))
-    return finish(draw, OpCase(op, (a, b), dst=sig.dst))
+        case = finish(draw, OpCase(op, (a, a), dst=sig.dst, form="self"))
+    else:
+        case = finish(draw, OpCase(op, (a, b), dst=sig.dst))
+    return alias_branch(draw, case, every=4)  # b a view into a's allocation (overlapping sources)
 
 
 def _no_params(draw: st.DrawFn) -> tuple:

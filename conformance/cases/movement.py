@@ -25,6 +25,7 @@ from conformance.strategies import (
     f32,
     finish,
     input_layouts,
+    long_row_branch,
     nightly_sizes,
     one_in,
     shapes,
@@ -363,13 +364,13 @@ def argsort_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(reduced_rows(max_elements=MAX_ELEMENTS // 2))
     order = draw(st.sampled_from(["asc", "desc"]))
     src = spec("f32", ne, draw(_layout("ARGSORT")))
-    return finish(draw, OpCase("ARGSORT", (src,), params=(("order", order),), dst="i32"))
+    return long_row_branch(draw, finish(draw, OpCase("ARGSORT", (src,), params=(("order", order),), dst="i32")))
 
 
 @st.composite
 def sum_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(reduced_rows(max_elements=MAX_ELEMENTS))
-    return finish(draw, OpCase("SUM_ROWS", (spec("f32", ne, draw(_layout("SUM_ROWS"))),)))
+    return long_row_branch(draw, finish(draw, OpCase("SUM_ROWS", (spec("f32", ne, draw(_layout("SUM_ROWS"))),))))
 
 
 def get_rows_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:

@@ -23,11 +23,13 @@ from conformance.strategies import (
     finish,
     input_layouts,
     layouts,
+    long_row_branch,
     nightly_sizes,
     one_in,
     row_size,
     shapes,
     spec,
+    special_branch,
     weight_names,
 )
 from golden import catalogue, dtypes, quant, rope
@@ -59,7 +61,8 @@ def norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     form = draw(INPLACE_FORM) if op == "RMS_NORM" else ""
     # in place, the kernel sees the ggml_dup's contiguous copy: the input's layout would test only the dup
     lay = Layout() if form else draw(input_layouts(catalogue.get(op).input_layouts))
-    return finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, dst=sig.dst, form=form))
+    case = finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, dst=sig.dst, form=form))
+    return case if op == "GROUP_NORM" else special_branch(draw, long_row_branch(draw, case))
 
 
 # ---- SOFT_MAX, DIAG_MASK_INF -----------------------------------------------------------------------

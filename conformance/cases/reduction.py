@@ -15,8 +15,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from conformance.cases.registry import register
-from conformance.data import DISTRIBUTIONS, plain_input
-from conformance.strategies import f32, finish, input_layouts, row_size, shapes, spec
+from conformance.data import DISTRIBUTIONS, FULL_RANGE_INTEGERS, full_range_i32, plain_input
+from conformance.strategies import f32, finish, input_layouts, long_row_branch, row_size, shapes, spec
 from conformance.verdict import Metrics
 from golden import catalogue, dtypes
 from golden.case import OpCase
@@ -34,13 +34,13 @@ def _layout(op: str) -> st.SearchStrategy:
 def reduce_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     """SUM, MEAN, CUMSUM: one tensor of any shape and layout."""
     src = spec(sig.srcs[0], draw(shapes()), draw(_layout(op)))
-    return finish(draw, OpCase(op, (src,), dst=sig.dst))
+    return long_row_branch(draw, finish(draw, OpCase(op, (src,), dst=sig.dst)))
 
 
 @st.composite
 def l2_norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     src = spec(sig.srcs[0], draw(shapes()), draw(_layout(op)))
-    return finish(draw, OpCase(op, (src,), params=(("eps", f32(draw(L2_EPS))),), dst=sig.dst))
+    return long_row_branch(draw, finish(draw, OpCase(op, (src,), params=(("eps", f32(draw(L2_EPS))),), dst=sig.dst)))
 
 
 @st.composite
@@ -48,7 +48,7 @@ def argmax_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne0 = draw(row_size())
     ne1 = draw(st.integers(1, max(1, min(32, MAX_ELEMENTS // ne0))))
     src = spec(sig.srcs[0], (ne0, ne1, 1, 1), draw(_layout(op)))
-    return finish(draw, OpCase(op, (src,), dst=sig.dst))
+    return long_row_branch(draw, finish(draw, OpCase(op, (src,), dst=sig.dst)))
 
 
 @st.composite
@@ -92,19 +92,22 @@ def argmax_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 def count_equal_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
-    """a from a handful of values or the whole I32 range (its extremes included); b equal to a at
-    a random share of the positions and drawn alike elsewhere."""
+    """a from a handful of values, or the whole I32 range under ``wide`` and ``special``; b equal to a at
+    a random share of the positions and drawn alike elsewhere (over the whole range, half of those
+    within 64 of a: unequal, but equal once rounded to f32)."""
     a_spec, b_spec = case.inputs
-    info = np.iinfo(np.int32)
-    if rng.random() < 0.5:
-        draw = lambda n: rng.integers(-2, 3, size=n)  # noqa: E731 (few values: chance equalities too)
+    if case.distribution in FULL_RANGE_INTEGERS:  # the int>2^24 regime
+        draw = lambda n: full_range_i32(rng, (n,))  # noqa: E731
     else:
-        draw = lambda n: np.where(rng.random(n) < 0.1, rng.choice([info.min, info.max, 0, -1], size=n),  # noqa: E731
-                                  rng.integers(info.min, info.max, size=n, endpoint=True))
+        draw = lambda n: rng.integers(-2, 3, size=n)  # noqa: E731 (few values: chance equalities too)
     n = a_spec.nelements
     a = draw(n)
     same = rng.random(n) < rng.choice([0.0, 0.5, 0.9, 1.0])
     b = np.where(same, a, draw(n))
+    if case.distribution in FULL_RANGE_INTEGERS:  # near misses: a ± 1..64, one f32 value beyond 2^24
+        info = np.iinfo(np.int32)
+        near = np.clip(a.astype(np.int64) + rng.choice([-1, 1], n) * rng.integers(1, 65, n), info.min, info.max)
+        b = np.where(~same & (rng.random(n) < 0.5), near, b)
     return [a.astype(np.int32).reshape(a_spec.np_shape), b.astype(np.int32).reshape(b_spec.np_shape)]
 
 

@@ -11,15 +11,17 @@ right-hand sides, batched.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import strategies as st
 
 from conformance.cases.registry import register
 from conformance.data import floats
-from conformance.strategies import ALL_PERMS, f32, finish, input_layouts, layouts, spec
+from conformance.strategies import ALL_PERMS, f32, finish, input_layouts, layouts, one_in, spec, special_branch
 from golden import catalogue, dtypes, ssm
 from golden.case import OpCase
-from golden.spec import Signature
+from golden.spec import CHUNK_TOKENS, Signature
 
 MAX_ELEMENTS = 1 << 15
 # ‖γ_n·|T⁻¹||T|‖_∞ of every drawn triangle stays at most this: its f32 error bound exists (ρ < 1) and
@@ -41,6 +43,10 @@ def conv_transpose_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     return finish(draw, OpCase(op, (kernel, data), params=(("s0", s0),), dst=sig.dst))
 
 
+# tokens per sequence in the long-sequence regime: past golden.spec.CHUNK_TOKENS, up to two chunks
+LONG_SEQUENCE_TOKENS = st.integers(CHUNK_TOKENS + 1, 2 * CHUNK_TOKENS + 3)
+
+
 # ---- SSM_CONV ---------------------------------------------------------------------------------------
 @st.composite
 def ssm_conv_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
@@ -48,9 +54,18 @@ def ssm_conv_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     d_inner = draw(st.one_of(st.sampled_from([1, 2, 3, 16, 31, 32, 33, 64, 128, 255, 256]), st.integers(1, 300)))
     n_s = draw(st.integers(1, 3))
     n_t = draw(st.integers(1, max(1, min(32, MAX_ELEMENTS // (d_inner * n_s) - d_conv + 1))))
-    sx = spec(sig.srcs[0], (d_conv - 1 + n_t, d_inner, n_s, 1), draw(input_layouts(catalogue.get(op).input_layouts)))
-    c = spec(sig.srcs[1], (d_conv, d_inner, 1, 1), draw(layouts(perms=ALL_PERMS)))
-    return finish(draw, OpCase(op, (sx, c), dst=sig.dst))
+    sx_layout = draw(input_layouts(catalogue.get(op).input_layouts))
+    c_layout = draw(layouts(perms=ALL_PERMS))
+    drawn = finish(draw, OpCase(op, (), dst=sig.dst))
+    # the long-sequence regime (golden.spec.long_sequences), drawn after every other choice (see
+    # strategies.long_row_branch): two or more sequences of more than one chunk of tokens
+    long_sequences, long_t = one_in(draw, 4), draw(LONG_SEQUENCE_TOKENS)
+    if long_sequences:
+        n_s, n_t = max(2, n_s), long_t
+        d_inner = max(1, min(d_inner, MAX_ELEMENTS // ((d_conv - 1 + n_t) * n_s)))
+    sx = spec(sig.srcs[0], (d_conv - 1 + n_t, d_inner, n_s, 1), sx_layout)
+    c = spec(sig.srcs[1], (d_conv, d_inner, 1, 1), c_layout)
+    return special_branch(draw, replace(drawn, inputs=(sx, c)))
 
 
 # ---- GATED_LINEAR_ATTN ------------------------------------------------------------------------------
@@ -60,11 +75,16 @@ def gla_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     heads = draw(st.integers(1, max(1, min(4, MAX_ELEMENTS // (size * size)))))
     n_seqs = draw(st.integers(1, 3))
     per_seq = draw(st.one_of(st.just(1), st.integers(1, 12)))
+    scale = draw(st.sampled_from([1.0, 0.125, 0.5, 2.0, float(size) ** -0.5]))
+    drawn = finish(draw, OpCase(op, (), params=(("scale", f32(scale)),), dst=sig.dst))
+    long_sequences, long_t = one_in(draw, 4), draw(LONG_SEQUENCE_TOKENS)  # as in ssm_conv_case
+    if long_sequences:
+        n_seqs, per_seq = max(2, n_seqs), long_t
+        heads = max(1, min(heads, MAX_ELEMENTS // (size * n_seqs * per_seq)))
     tokens = n_seqs * per_seq
     qkvg = tuple(spec(t, (size, heads, tokens, 1)) for t in sig.srcs[:4])
     state = spec(sig.srcs[4], (size * size * heads, n_seqs, 1, 1))
-    scale = draw(st.sampled_from([1.0, 0.125, 0.5, 2.0, float(size) ** -0.5]))
-    return finish(draw, OpCase(op, (*qkvg, state), params=(("scale", f32(scale)),), dst=sig.dst))
+    return special_branch(draw, replace(drawn, inputs=(*qkvg, state)))
 
 
 # the gate regime per distribution: decay range, and whether exact resets (0) and holds (1) are mixed in

@@ -10,19 +10,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from conformance.sequence import SequenceCase
     from conformance.set_get import SetGetCase
     from device.spec import DeviceSpec
     from golden.case import OpCase
+    from golden.graphs.case import GraphCase
     from results.record import CaseRecord
 
 from conformance.cli.common import UsageError, add_parser, check_numbers, common, device_options, limits
 
 
-def check_case(case_id: str) -> OpCase | SetGetCase:
+def check_case(case_id: str) -> OpCase | SetGetCase | GraphCase:
     """Parse a case id and check it names a case the harness can build; UsageError otherwise."""
     from conformance.data import DISTRIBUTIONS
     from conformance.set_get import SetGetCase, is_set_get_id
     from golden.case_check import CaseIdError, check_case_id
+    from golden.graphs.case import is_graph_id, parse_graph_id
+
+    if is_graph_id(case_id):  # a sequence may hold graph cases (the state tier's sequences)
+        try:
+            return parse_graph_id(case_id)
+        except ValueError as exc:
+            raise UsageError(f"malformed graph case id {case_id!r}: {exc}") from None
 
     if is_set_get_id(case_id):
         try:
@@ -48,11 +57,13 @@ def cmd_repro(args: argparse.Namespace) -> int:
         raise UsageError("--shrink needs a sequence to shrink: --sequence FILE|ID... or --history RESULTS")
     if not args.case_id:
         raise UsageError("repro needs a case id (or --sequence / --history)")
-    from golden.graphs.case import is_graph_id
+    from golden.graphs.case import GraphCase, is_graph_id
 
     if is_graph_id(args.case_id):
         return _repro_graph(args)
     case = check_case(args.case_id)
+    if isinstance(case, GraphCase):  # is_graph_id said no: cannot happen, but keeps the types honest
+        return _repro_graph(args)
     check_numbers(args)
     device = _repro_device(args, None)
     check_spec(device, device_options(args))
@@ -111,6 +122,18 @@ def _repro_graph(args: argparse.Namespace) -> int:
     if record.crash is not None:
         print("  stderr tail:\n" + "\n".join("    " + ln for ln in record.crash.stderr_tail.splitlines()[-10:]))
     return 1 if record.failing else 0
+
+
+def _sequence_case(case_id: str) -> SequenceCase:
+    """A sequence's case: a graph case id (its crash history holds graph cases too) or an op's."""
+    from golden.graphs.case import is_graph_id, parse_graph_id
+
+    if not is_graph_id(case_id):
+        return check_case(case_id)
+    try:
+        return parse_graph_id(case_id)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise UsageError(f"malformed graph case id {case_id!r}: {exc}") from None
 
 
 def _repro_device(args: argparse.Namespace, recorded: str | None) -> DeviceSpec:
@@ -197,7 +220,7 @@ def _repro_sequence(args: argparse.Namespace) -> int:
             raise UsageError("with --sequence, give every case id (the crashing one last) after --sequence")
         ids = _sequence_ids(args.sequence)
         device = _repro_device(args, None)
-    cases = [check_case(case_id) for case_id in ids]
+    cases = [_sequence_case(case_id) for case_id in ids]
     check_spec(device, device_options(args))
 
     def show(index: int, total: int, step: Step) -> None:

@@ -18,7 +18,15 @@ from device.base import (
     output_dtype,
 )
 from device.ggml import lib as ggml_lib
-from device.ggml.graph import Builder, GraphBuilder, GraphBuildError, InputTensor, builders, tensor_dtype
+from device.ggml.graph import (
+    Builder,
+    GraphBuilder,
+    GraphBuildError,
+    InputTensor,
+    builders,
+    input_tensors,
+    tensor_dtype,
+)
 from device.ggml.graph_runs import run_graph
 from device.ggml.perf import PerfSettings, time_prepared
 from device.ggml.prepared import PreparedGraph
@@ -97,7 +105,7 @@ class GgmlDevice:
         build = self.builder_for(case.op)
         g = GraphBuilder(self.lib, n_tensors=4 * len(case.inputs) + 16)
         try:
-            inputs = [InputTensor(g, spec, i) for i, spec in enumerate(case.inputs)]
+            inputs = input_tensors(g, case.inputs)
             out = build(g, [t.tensor for t in inputs], case)
             if not out:
                 raise GraphBuildError(f"{case.op} constructor returned NULL")

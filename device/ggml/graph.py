@@ -106,11 +106,21 @@ def builders() -> dict[str, Builder]:
 class InputTensor:
     """One uploaded input: its base allocation, the logical tensor the op sees, and its bytes."""
 
-    def __init__(self, g: GraphBuilder, spec: TensorSpec, index: int) -> None:
+    def __init__(self, g: GraphBuilder, spec: TensorSpec, index: int, source: InputTensor | None = None) -> None:
+        """``source``: the earlier input an aliased spec (``Layout.alias``) is a view into; the alias
+        then has no allocation of its own (``base`` is the source's) and nothing to upload."""
         self.spec = spec
         self.storage: Storage = storage_of(spec)
+        self.source = source
+        self.base: TensorP
         st = self.storage
         lib = g.lib
+        if source is not None:
+            self.base = source.base
+            view = lib.ggml_view_4d(g.ctx, self.base, *st.view_ne, *st.view_nb[1:], st.offset_bytes)
+            self.tensor = view if st.perm == (0, 1, 2, 3) else lib.ggml_permute(g.ctx, view, *st.perm)
+            lib.ggml_set_name(self.tensor, (spec.name or f"src{index}").encode())
+            return
         if spec.layout.is_contiguous:
             self.base = g.new_tensor(spec.dtype, spec.ne)
             self.tensor = self.base
@@ -120,6 +130,15 @@ class InputTensor:
             view = lib.ggml_view_4d(g.ctx, self.base, *st.view_ne, *st.view_nb[1:], st.offset_bytes)
             self.tensor = view if st.perm == (0, 1, 2, 3) else lib.ggml_permute(g.ctx, view, *st.perm)
         lib.ggml_set_name(self.base, (spec.name or f"src{index}").encode())
+
+
+def input_tensors(g: GraphBuilder, specs: tuple[TensorSpec, ...]) -> list[InputTensor]:
+    """The case's inputs in order, each aliased one a view into its source's allocation."""
+    made: list[InputTensor] = []
+    for i, spec in enumerate(specs):
+        alias = spec.layout.alias
+        made.append(InputTensor(g, spec, i, made[alias] if alias is not None else None))
+    return made
 
 
 def read_tensor(lib: GgmlLib, t: TensorP) -> np.ndarray:

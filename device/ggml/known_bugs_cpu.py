@@ -288,7 +288,9 @@ def _fa_f16_v_under_prec_f32(case: OpCase) -> bool:
 
 BUGS.append(KnownBug(
     id="cpu-flash-attn-ext-f16-accumulator-under-prec-f32", devices="CPU", op="FLASH_ATTN_EXT",
-    releases=("0.17.0",) + R0202,
+    # 0.25.1: the graph tier's llama_layer (FA node at n_q = 2..6, F16 K/V, causal mask) failed the f32
+    # accumulator bound by 1.3-2.3x there on the device's own inputs, and passes this entry's bound
+    releases=("0.17.0",) + R0202 + ("0.25.1",),
     outcomes=("fail",), applies=_fa_f16_v_under_prec_f32, tolerance=attention.F16_INTERMEDIATES_UNDER_PREC_F32,
     reason="a documented deviation: with F16 V the one-row kernel (ops.cpp, ggml_compute_forward_flash_attn_ext_f16_"
            "one_chunk) accumulates V·softmax in F16 (VKQ16, ggml_vec_mad_f16) whatever ggml_flash_attn_ext_set_prec "

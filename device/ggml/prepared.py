@@ -108,6 +108,10 @@ class PreparedGraph:
     def upload(self, values: list[np.ndarray]) -> None:
         self.sent = []
         for t, v in zip(self.inputs, values, strict=True):
+            alias = t.spec.layout.alias
+            if alias is not None:  # a view into an earlier input's allocation: its bytes went up with it
+                self.sent.append(self.sent[alias])
+                continue
             raw = pack(v, t.spec)
             self.lib.ggml_backend_tensor_set(t.base, raw.ctypes.data, 0, raw.nbytes)
             self.sent.append(raw)

@@ -152,6 +152,8 @@ def evaluate_graph(case: GraphCase, inputs: list[np.ndarray], row_for: RowFor | 
         carried = propagate(node_case, xs, [deltas[s] for s in node.srcs], exact)
         allowed = own + carried
         stored = dtypes.round_to(exact, node.dst)
+        if node.dst in dtypes.INDEX_TYPES:  # indices feed later nodes as integers
+            stored = np.asarray(stored).astype(dtypes.STORAGE_DTYPE[node.dst])
         out.exact[node.name], out.stored[node.name], out.allowed[node.name] = exact, stored, allowed
         values[node.name] = stored
         # a consumer sees the device's value, within ``allowed`` of the exact one, while the golden
@@ -282,6 +284,66 @@ def _view(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g
     return catalogue.get(case.op).golden([_zero_or(deltas[0], np.asarray(xs[0]))], case)
 
 
+# ---- movement: the error moves with the data ------------------------------------------------------------
+
+def _moves(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    if case.dst in dtypes.INDEX_TYPES:
+        return np.zeros(np.shape(g))
+    # CONT/CPY/DUP copy elements (CPY may round: its own row): each output
+    # element is off by what the element it copies is off by. The op's golden applied to the sources'
+    # errors (index sources as they are, an exact data source as zeros) moves them where the data goes.
+    moved = [np.asarray(x) if s.dtype in dtypes.INDEX_TYPES else
+             (np.zeros(np.shape(x)) if d is None else np.broadcast_to(d, np.shape(x)))
+             for s, x, d in zip(case.inputs, xs, deltas, strict=True)]
+    return np.abs(catalogue.get(case.op).golden(moved, case))
+
+
+for _op in ("CONT", "CPY", "DUP"):
+    PROPAGATION[_op] = _moves
+
+
+@_rule("SOFT_MAX")
+def _soft_max(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # y = softmax(s·x + m): dy_i = s·y_i·(dx_i − Σ_j y_j dx_j), so |dy_i| ≤ |s|·y_i·(δ_i + Σ_j y_j δ_j);
+    # the mask (and sinks) are graph inputs, exact
+    if any(d is not None for d in deltas[1:]):
+        raise NotImplementedError("SOFT_MAX propagation covers an exact mask")
+    y = _abs(g)
+    d = _zero_or(deltas[0], y)
+    return abs(case.param("scale", 1.0)) * y * (d + np.sum(y * d, axis=-1, keepdims=True))
+
+
+@_rule("FLASH_ATTN_EXT")
+def _flash_attn_ext(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # o_i = Σ_j p_ij v_j, p = softmax(ℓ), ℓ_ij = scale·q_i·k_j + mask_ij. First order:
+    # |dℓ_ij| ≤ |scale|·(|k_j|·δq_i + |q_i|·δk_j), do_i = Σ_j p_ij dℓ_ij (v_j − o_i) + Σ_j p_ij dv_j, so
+    # |do_i| ≤ Σ_j p_ij |dℓ_ij| |v_j − o_i| + Σ_j p_ij δv_j. No softcap and an exact mask.
+    if case.param("logit_softcap") or case.param("max_bias") or case.param("sinks") or any(
+            d is not None for d in deltas[3:]):
+        raise NotImplementedError("FLASH_ATTN_EXT propagation covers no softcap, no ALiBi, no sinks, an exact mask")
+    q, k, v = (np.asarray(x, np.float64) for x in xs[:3])  # numpy (b, h, n, d), (b, hk, kv, d), (b, hv, kv, dv)
+    dq, dk, dv = (_zero_or(d, x) for d, x in zip(deltas[:3], (q, k, v), strict=True))
+    rep_k, rep_v = q.shape[1] // k.shape[1], q.shape[1] // v.shape[1]
+    k, dk = np.repeat(k, rep_k, axis=1), np.repeat(dk, rep_k, axis=1)
+    v, dv = np.repeat(v, rep_v, axis=1), np.repeat(dv, rep_v, axis=1)
+    scale = abs(case.param("scale"))
+    logits = scale * q @ np.swapaxes(k, -1, -2)
+    if case.param("mask"):
+        m = np.asarray(xs[3], np.float64)[:, :, : q.shape[2], :]
+        logits = logits + m
+    with np.errstate(invalid="ignore", over="ignore"):
+        top = np.max(logits, axis=-1, keepdims=True)
+        e = np.where(np.isfinite(logits), np.exp(logits - np.where(np.isfinite(top), top, 0.0)), 0.0)
+        total = np.sum(e, axis=-1, keepdims=True)
+        p = np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
+    qa, ka = np.abs(q), np.abs(k)
+    dl = scale * (dq @ np.swapaxes(ka, -1, -2) + qa @ np.swapaxes(dk, -1, -2))
+    o = p @ v
+    spread = np.abs(v[:, :, None, :, :] - o[:, :, :, None, :])  # (b, h, n, kv, dv)
+    do = np.einsum("bhnj,bhnjd->bhnd", p * dl, spread) + p @ dv
+    return np.swapaxes(do, 1, 2)  # ggml's result is [dv, h, n, b]: numpy (b, n, h, dv)
+
+
 @_rule("ARGSORT")
 def _argsort(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
     # discrete: a position whose value is within the values' errors of a neighbour's in the sorted row
@@ -294,6 +356,21 @@ def _argsort(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None]
     pad = np.zeros(close.shape[:-1] + (1,), bool)
     ambiguous = np.concatenate([close, pad], axis=-1) | np.concatenate([pad, close], axis=-1)
     return np.where(ambiguous, np.inf, 0.0)
+
+
+@_rule("MUL_MAT_ID")
+def _mul_mat_id(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # per routed pair as MUL_MAT: |W_e|·δb + δW_e·|b| (the op's own golden on magnitudes, same ids)
+    spec = catalogue.get("MUL_MAT_ID")
+    out = np.zeros(g.shape)
+    if deltas[1] is not None:
+        out = out + spec.golden([_abs(xs[0]), np.broadcast_to(deltas[1], np.shape(xs[1])), xs[2]], case)
+    if deltas[0] is not None:
+        out = out + spec.golden([np.broadcast_to(deltas[0], np.shape(xs[0])), _abs(xs[1]), xs[2]], case)
+    if deltas[2] is not None:  # an expert id that may differ (an ARGSORT near tie): that slot may be anything
+        wrong = np.broadcast_to(deltas[2], np.shape(xs[2])) >= 0.5
+        out = np.where(np.reshape(wrong, np.shape(g)[:-1] + (1,)), np.inf, out)
+    return out
 
 
 @_rule("GET_ROWS")

@@ -32,12 +32,17 @@ class GraphInput:
     token positions for ROPE; "rows:N": distinct row indices below N, as a KV cache's slots; "topk:N":
     for each column, ne0 distinct indices below N, as a router's chosen experts).
     ``written``: a node writes this input in place by design (SET_ROWS into a KV cache): its bytes
-    are not expected back unchanged; the node's output (a view of it) is judged instead."""
+    are not expected back unchanged; the node's output (a view of it) is judged instead.
+    ``values`` fixes its contents (numpy order, flattened), e.g. the positions or the causal mask a
+    pattern's params imply, so the case id alone says which positions a ROPE node reads."""
 
     name: str
     spec: TensorSpec
     fill: str = ""
     written: bool = False
+    values: tuple[float, ...] | None = None
+    scale: float = 1.0  # drawn values are multiplied by it: a model's weights ~ 1/sqrt(fan-in), not O(1)
+    spaced: bool = False  # each row a shuffle of evenly spaced values: no near-ties for a sort to break
 
 
 @dataclass(frozen=True)

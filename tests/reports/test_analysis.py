@@ -20,6 +20,7 @@ from reports.analysis import (
     dtype_key,
     op_params_text,
 )
+from reports.html import render_report
 from results.load import load_results
 from tests.reports.synth import header, make_case, make_cases, write_results
 
@@ -130,3 +131,18 @@ def test_nan_and_inf_error_ratios_rank_as_worst(tmp_path: Path) -> None:
     data = analyse([load_results(write_results(tmp_path / "r.jsonl", [nan_case, inf_case]))])
     assert data.ops["ADD"].per_device["ggml:CPU"].worst_ratio == float("inf")
     assert data.ops["CPY"].per_device["ggml:CPU"].worst_ratio == float("inf")
+
+
+def test_per_op_regimes_reached(tmp_path: Path) -> None:
+    sum_rows = "SUM_ROWS(type=f32,ne=[{n},2,1,1],dst=f32,data={d}:1)"
+    cases = [
+        make_case("SUM_ROWS", case_id=sum_rows.format(n=300, d="uniform"), index=0),
+        make_case("SUM_ROWS", case_id=sum_rows.format(n=2000, d="special"), index=1),
+        make_case("SUM_ROWS", case_id="SUM_ROWS(not an id)", index=2),  # an id that no longer parses
+        make_case("ABS", index=3),  # no declared regimes: none listed
+    ]
+    data = analyse([load_results(write_results(tmp_path / "r.jsonl", cases))])
+    assert data.ops["SUM_ROWS"].regimes == {"row>256": 2, "row>512": 1, "row>1024": 1, "row>=4096": 0, "special": 1}
+    assert data.ops["ABS"].regimes == {}
+    html = render_report(data)
+    assert "row&gt;=4096 ✗ not reached" in html and "row&gt;1024 ✓ (1)" in html

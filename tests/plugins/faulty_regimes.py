@@ -1,0 +1,152 @@
+"""Faults wrong only inside one declared regime (``OpSpec.regimes``, issue 27), two ops per regime
+class: rows reduced tile by tile without a carry (past 512 or 1,024 elements), state not carried
+from one 64-token chunk to the next, and integers compared or copied through f32 (beyond 2^24).
+Outside its regime each is the golden device exactly, so only a strategy that reaches the regime
+catches it (``tests/test_planted_faults.py`` runs the ci profile on each).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from device.base import RunResult
+from device.golden_device import GoldenDevice
+from golden import catalogue, ssm
+from golden.case import OpCase
+from golden.spec import CHUNK_TOKENS
+from tests.plugins import FaultyDevice, planted
+
+
+def _exact(case: OpCase, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return catalogue.golden_inputs(case, inputs)
+
+
+def _output(result: RunResult, values: np.ndarray) -> RunResult:
+    return replace(result, output=np.asarray(values).reshape(np.shape(result.output)))
+
+
+# ---- rows reduced per tile, no carry between tiles --------------------------------------------------
+NORM_TILE = 512
+SCAN_TILE = 1024
+
+
+def _rms_norm_per_tile(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """Each 512-element tile of a row normalised by its own mean square: the tiles' partial sums are
+    never combined."""
+    result = golden.run(case, inputs)
+    (x,) = _exact(case, inputs)
+    if x.shape[-1] <= NORM_TILE:
+        return result
+    eps = float(case.param("eps"))
+    out = np.empty_like(x)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for lo in range(0, x.shape[-1], NORM_TILE):
+            tile = x[..., lo:lo + NORM_TILE]
+            out[..., lo:lo + NORM_TILE] = tile / np.sqrt(np.mean(tile * tile, axis=-1, keepdims=True) + eps)
+    return _output(result, out)
+
+
+@planted("rms_norm", "RMS_NORM normalises each 512-element tile by its own sum of squares (no carry between tiles)")
+def rms_norm_per_tile(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("rms_norm_per_tile", "RMS_NORM", _rms_norm_per_tile)
+
+
+def _cumsum_per_tile(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """The prefix sum restarts at every 1,024-element tile: the running total is not carried."""
+    result = golden.run(case, inputs)
+    (x,) = _exact(case, inputs)
+    if x.shape[-1] <= SCAN_TILE:
+        return result
+    out = np.empty_like(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for lo in range(0, x.shape[-1], SCAN_TILE):
+            out[..., lo:lo + SCAN_TILE] = np.cumsum(x[..., lo:lo + SCAN_TILE], axis=-1)
+    return _output(result, out)
+
+
+@planted("cumsum", "CUMSUM scans each 1,024-element tile on its own (the running total is not carried)")
+def cumsum_per_tile(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("cumsum_per_tile", "CUMSUM", _cumsum_per_tile)
+
+
+# ---- state not carried between chunks ---------------------------------------------------------------
+def _ssm_conv_chunks_from_zero(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """Tokens processed in chunks of 64, each chunk's window starting from zeros instead of the last
+    d_conv − 1 columns of the chunk before (the first chunk gets the given carried columns)."""
+    result = golden.run(case, inputs)
+    sx, c = _exact(case, inputs)
+    d_conv, n_t = c.shape[-1], sx.shape[-1] - c.shape[-1] + 1
+    if n_t <= CHUNK_TOKENS or d_conv == 1:
+        return result
+    out = np.array(ssm.ssm_conv(sx, c))
+    for lo in range(CHUNK_TOKENS, n_t, CHUNK_TOKENS):
+        window = sx[..., lo:lo + d_conv - 1 + CHUNK_TOKENS].copy()
+        window[..., :d_conv - 1] = 0.0
+        out[:, :, lo:lo + CHUNK_TOKENS] = ssm.ssm_conv(window, c)
+    return _output(result, out)
+
+
+@planted("ssm_conv", "SSM_CONV restarts each 64-token chunk from a zero window (conv state not carried)")
+def ssm_conv_chunks_from_zero(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("ssm_conv_chunks_from_zero", "SSM_CONV", _ssm_conv_chunks_from_zero)
+
+
+def _gla_chunks_from_initial_state(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """Each sequence in chunks of 64 tokens, every chunk starting again from the sequence's initial
+    state rather than the state the chunk before left."""
+    xs = _exact(case, inputs)
+    n_seqs = case.inputs[4].ne[1]
+    if case.inputs[0].ne[2] // n_seqs <= CHUNK_TOKENS:
+        return golden.run(case, inputs)
+    result = golden.run(case, inputs)
+    heads, size = case.inputs[0].ne[1], case.inputs[0].ne[0]
+    k, v, q, g = (np.asarray(x, np.float64)[0].reshape(n_seqs, -1, heads, size) for x in xs[:4])
+    initial = np.asarray(xs[4], np.float64).reshape(n_seqs, heads, size, size)
+    scale = float(case.param("scale"))
+    outputs, state = np.empty_like(v), initial
+    with np.errstate(invalid="ignore", over="ignore"):
+        for t in range(k.shape[1]):
+            if t % CHUNK_TOKENS == 0:
+                state = initial
+            state = state * g[:, t, :, :, None] + k[:, t, :, :, None] * v[:, t, :, None, :]
+            outputs[:, t] = np.einsum("nhij,nhi->nhj", state, q[:, t] * scale)
+    rows = np.concatenate([outputs.reshape(-1, heads * size), state.reshape(-1, heads * size)])
+    return _output(result, rows)
+
+
+@planted("gated_linear_attn", "GATED_LINEAR_ATTN starts every 64-token chunk from the initial state (the state "
+                              "is not carried between chunks)")
+def gla_chunks_from_initial_state(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("gla_chunks_from_initial_state", "GATED_LINEAR_ATTN", _gla_chunks_from_initial_state)
+
+
+# ---- integers through f32 ---------------------------------------------------------------------------
+def _count_equal_through_f32(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """Elements compared after a cast to f32: integers that differ beyond 2^24 can compare equal."""
+    result = golden.run(case, inputs)
+    a, b = (np.asarray(x).astype(np.float32) for x in inputs)
+    return _output(result, np.array(np.count_nonzero(a == b), dtype=np.asarray(result.output).dtype))
+
+
+@planted("count_equal", "COUNT_EQUAL compares through f32 (I32 values past 2^24 that differ compare equal)")
+def count_equal_through_f32(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("count_equal_through_f32", "COUNT_EQUAL", _count_equal_through_f32)
+
+
+def _concat_through_f32(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """An I32 concat that moves values through an f32 register: integers past 2^24 lose low bits."""
+    result = golden.run(case, inputs)
+    out = np.asarray(result.output)
+    if out.dtype != np.int32:
+        return result
+    with np.errstate(invalid="ignore"):
+        moved = out.astype(np.float32).astype(np.float64)
+    return _output(result, np.clip(moved, np.iinfo(np.int32).min, np.iinfo(np.int32).max).astype(np.int32))
+
+
+@planted("concat and i32", "CONCAT moves I32 values through f32 (integers past 2^24 lose their low bits)")
+def concat_through_f32(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("concat_through_f32", "CONCAT", _concat_through_f32)

@@ -1,0 +1,77 @@
+"""Every regime an op declares (``OpSpec.regimes``: rows across tile sizes, sequences longer than a
+chunk, integers beyond 2^24, special values) is drawn by the op's strategies in the ci profile.
+
+Each op's strategies run under the ci profile's settings (30 derandomized examples per signature, as
+the suite draws them) and the regimes the drawn cases hit are collected; a declared regime no
+signature reaches fails, naming it. The same holds at the ci profile's size on two fresh seeds: the
+derandomized draw depends on the drawing function's source, so a regime reached by luck on one
+derandomized draw would not be reached by the suite's own.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+
+from conformance import cases
+from golden import catalogue
+from golden.case import OpCase
+from golden.spec import OpSpec, Regime, long_sequences, row_regimes
+
+CI = settings(max_examples=30, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+WITH_REGIMES = [s for s in catalogue.implemented() if s.regimes]
+
+
+SEEDS = (None, 1, 2)  # None: the ci profile's derandomized draw
+
+
+def regimes_drawn(spec: OpSpec, draw_seed: int | None = None) -> set[str]:
+    """The names of ``spec``'s regimes that its ci-profile draws reach, over all its signatures."""
+    reached: set[str] = set()
+    profile = CI if draw_seed is None else settings(CI, derandomize=False)
+    for signature in spec.all_signatures:
+        strategy = cases.strategy_for(spec.name, signature)
+
+        @seed(draw_seed)
+        @profile
+        @given(strategy)
+        def draw(case: OpCase) -> None:
+            reached.update(r.name for r in spec.regimes if r(case))
+
+        draw()
+    return reached
+
+
+@pytest.mark.parametrize("draw_seed", SEEDS, ids=["ci", "seed1", "seed2"])
+@pytest.mark.parametrize("spec", WITH_REGIMES, ids=[s.name for s in WITH_REGIMES])
+def test_every_declared_regime_is_drawn_in_the_ci_profile(spec: OpSpec, draw_seed: int | None) -> None:
+    missing = [r.name for r in spec.regimes if r.name not in regimes_drawn(spec, draw_seed)]
+    assert not missing, f"{spec.name}: the ci profile (seed {draw_seed}) never draws regime(s) {', '.join(missing)}"
+
+
+def test_the_regime_classes_are_declared() -> None:
+    names = {spec.name: {r.name for r in spec.regimes} for spec in WITH_REGIMES}
+    for op in ("SUM", "SUM_ROWS", "MEAN", "CUMSUM", "ARGSORT", "ARGMAX", "NORM", "RMS_NORM", "L2_NORM", "SOFT_MAX"):
+        assert {r.name for r in row_regimes()} <= names[op], op
+    for op in ("SSM_CONV", "GATED_LINEAR_ATTN"):
+        assert any(n.startswith("seq>") for n in names[op]), op
+    for op in ("COUNT_EQUAL", "CONCAT", "CPY"):
+        assert "int>2^24" in names[op], op
+    for op in ("ADD", "SUB", "MUL", "DIV"):
+        assert "aliased" in names[op], op
+    assert "mla_v_in_k" in names["FLASH_ATTN_EXT"]
+
+
+def test_a_regime_that_is_not_drawn_is_reported() -> None:
+    never = Regime("never", lambda c: False, "no case is in it")
+    spec = catalogue.get("SUM")
+    from dataclasses import replace
+
+    assert "never" not in regimes_drawn(replace(spec, regimes=(*spec.regimes, never)))
+
+
+def test_long_sequences_needs_two_sequences_past_the_chunk() -> None:
+    regime = long_sequences(lambda c: c.param("t"), lambda c: c.param("s"), chunk=64)
+    case = lambda t, s: OpCase("X", (), params=(("t", t), ("s", s)))  # noqa: E731
+    assert regime(case(65, 2)) and not regime(case(64, 2)) and not regime(case(200, 1))

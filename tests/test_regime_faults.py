@@ -1,0 +1,46 @@
+"""The regime faults (tests/plugins/faulty_regimes.py) are the golden device outside their regime and
+wrong inside it: a suite that never draws the regime cannot catch them (test_planted_faults.py shows
+the ci profile does)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conformance.inputs import make_inputs
+from device.golden_device import GoldenDevice
+from golden import catalogue
+from golden.case import parse_case_id
+from tests.plugins import faulty_regimes as faults
+
+ROW = "{op}(type=f32,ne=[{n},3,1,1],dst=f32{params},data=uniform:3)"
+SSM = "SSM_CONV(type0=f32,ne0=[{t},5,2,1],type1=f32,ne1=[4,5,1,1],dst=f32,data=uniform:3)"
+GLA = ("GATED_LINEAR_ATTN(type0=f32,ne0=[4,1,{T},1],type1=f32,ne1=[4,1,{T},1],type2=f32,ne2=[4,1,{T},1],"
+       "type3=f32,ne3=[4,1,{T},1],type4=f32,ne4=[16,2,1,1],dst=f32,scale=0.5,data=uniform:3)")
+COUNT = "COUNT_EQUAL(type0=i32,ne0=[64,2,1,1],type1=i32,ne1=[64,2,1,1],dst=i64,data={d}:3)"
+CONCAT = "CONCAT(type0=i32,ne0=[8,2,1,1],type1=i32,ne1=[8,2,1,1],dst=i32,dim=1,data={d}:3)"
+
+# (factory, a case outside the regime, a case inside it)
+CASES = [
+    (faults.rms_norm_per_tile, ROW.format(op="RMS_NORM", n=512, params=",eps=1e-06"),
+     ROW.format(op="RMS_NORM", n=513, params=",eps=1e-06")),
+    (faults.cumsum_per_tile, ROW.format(op="CUMSUM", n=1024, params=""), ROW.format(op="CUMSUM", n=1100, params="")),
+    (faults.ssm_conv_chunks_from_zero, SSM.format(t=3 + 64), SSM.format(t=3 + 70)),
+    (faults.gla_chunks_from_initial_state, GLA.format(T=128), GLA.format(T=140)),
+    (faults.count_equal_through_f32, COUNT.format(d="uniform"), COUNT.format(d="wide")),
+    (faults.concat_through_f32, CONCAT.format(d="uniform"), CONCAT.format(d="wide")),
+]
+
+
+@pytest.mark.parametrize(("factory", "outside", "inside"), CASES, ids=[c[0].__name__ for c in CASES])
+def test_regime_fault_is_wrong_only_inside_its_regime(factory, outside: str, inside: str) -> None:  # type: ignore[no-untyped-def]
+    device = factory({})
+    for case_id, wrong in ((outside, False), (inside, True)):
+        case = parse_case_id(case_id)
+        inputs = make_inputs(case)
+        expected = np.asarray(GoldenDevice().run(case, inputs).output, np.float64)
+        got = np.asarray(device.run(case, inputs).output, np.float64)
+        same = np.array_equal(expected, got, equal_nan=True)
+        regime_names = [r.name for r in catalogue.get(case.op).regimes if r(case)]
+        assert same != wrong, f"{case_id}: expected {'wrong' if wrong else 'golden'} output (regimes {regime_names})"
+        assert regime_names or not wrong, f"{case_id} is in none of {case.op}'s declared regimes"
