@@ -746,15 +746,30 @@ def _layout_text(layout: Any) -> str:
     return ";".join(f"{name}:{value}" for name, value in sorted(layout.items()) if value != "contiguous")
 
 
-# Tolerance reasons are calibrated on ggml's CPU. Words that show a reason describes the CPU's own
-# arithmetic (its tables, libm, SIMD paths, nightly measurements) rather than the op's definition.
-_CPU_MARKERS = ("CPU", "glibc", "x86", "SIMD", "measured", "nightly", "ggml sums", "ggml rounds")
+def describes_cpu(case: dict[str, Any]) -> bool:
+    """Whether the tolerance row that judged a record quotes ggml CPU measurements (display only: the
+    report says so, so nobody reads a CPU calibration as a statement about the device under test).
 
+    Decided by the row, never by its reason's words: the record's own ``tolerance.calibration`` where
+    its writer set it, else the catalogue's ``CPU_CALIBRATED_ROWS`` for the row id in ``decided_by``, else
+    (files written before either) for the row this checkout's catalogue gives the record's op and dtypes.
+    """
+    from golden import catalogue
+    from golden.tolerance import Calibration
 
-def describes_cpu(reason: Any) -> bool:
-    """Whether a tolerance reason describes how ggml's CPU computes (display only: the report says so,
-    so nobody reads a CPU calibration as a statement about the device under test)."""
-    return isinstance(reason, str) and any(marker in reason for marker in _CPU_MARKERS)
+    tolerance = case.get("tolerance")
+    if isinstance(tolerance, dict) and isinstance(tolerance.get("calibration"), str):
+        return bool(tolerance["calibration"] == Calibration.GGML_CPU)
+    decided_by = case.get("decided_by")
+    if isinstance(decided_by, str):
+        if not decided_by.startswith("catalogue:"):
+            return False  # a device's documented deviation: its own bound, not the catalogue's CPU figures
+        row_id: str | None = decided_by.removeprefix("catalogue:")
+    else:
+        dtypes = case.get("dtypes")
+        op = case.get("op")
+        row_id = catalogue.row_id(op, dtypes) if isinstance(dtypes, dict) and isinstance(op, str) else None
+    return row_id in catalogue.CPU_CALIBRATED_ROWS
 
 
 # Error-against-input plots read artefacts: a bounded number, so a run with thousands of failure

@@ -13,6 +13,7 @@ from device.ggml.graph import builders
 from golden import catalogue
 from golden.case import OpCase, TensorSpec
 from golden.spec import OpSpec, sig
+from golden.tolerance import Calibration
 
 ALL_SIGNATURES = [pytest.param(spec.name, s, id=f"{spec.name.lower()}-{s.label()}")
                   for spec in catalogue.OPS.values() for s in spec.all_signatures]
@@ -88,3 +89,29 @@ def test_a_misspelt_parameter_is_an_error() -> None:
     typed = OpCase("SCALE", (TensorSpec("f32", (4, 1, 1, 1)),), params=(("s", "abc"), ("bias", 0.0)))
     with pytest.raises(ValueError, match="s='abc' should be float"):
         catalogue.evaluate(typed, [np.zeros((1, 1, 1, 4))])
+
+
+# Words by which a reason quotes ggml CPU measurements; only this guard reads them (the report decides by
+# the row's id, golden.catalogue.CPU_CALIBRATED_ROWS)
+_CPU_WORDS = ("CPU", "glibc", "x86", "SIMD", "measured", "nightly", "ggml sums", "ggml rounds")
+
+
+def test_cpu_calibrated_rows_name_rows_and_list_every_row_that_quotes_cpu_figures() -> None:
+    rows = {f"{spec.name}[{key}]": tol for spec in catalogue.OPS.values() for key, tol in spec.tolerance.items()}
+    unknown = sorted(catalogue.CPU_CALIBRATED_ROWS - set(rows))
+    assert not unknown, f"golden/catalogue.py CPU_CALIBRATED_ROWS names rows the catalogue lacks: {unknown}"
+    unlisted = sorted(row_id for row_id, tol in rows.items()
+                      if any(word in tol.reason for word in _CPU_WORDS) and row_id not in catalogue.CPU_CALIBRATED_ROWS)
+    assert not unlisted, (f"these rows quote ggml CPU figures: add their ids to CPU_CALIBRATED_ROWS in "
+                          f"golden/catalogue.py so the report notes it: {unlisted}")
+    for row_id, tol in rows.items():
+        assert (tol.calibration == Calibration.GGML_CPU) == (row_id in catalogue.CPU_CALIBRATED_ROWS), row_id
+        assert catalogue.row(row_id) is tol
+
+
+@pytest.mark.parametrize(("op", "signature"), ALL_SIGNATURES)
+def test_a_records_dtypes_give_back_its_tolerance_row(op: str, signature) -> None:
+    """Old results files carry no row id: the report rebuilds it from the op and dtypes as the harness keys it."""
+    spec = catalogue.get(op)
+    dtypes = {f"src{i}": t for i, t in enumerate(signature.srcs)} | {"dst": signature.dst}
+    assert catalogue.row_id(op, dtypes) == f"{op}[{spec.tolerance_key(signature.dst, signature.label())}]"
