@@ -35,7 +35,7 @@ from conformance.set_get import SetGetCase
 from conformance.stages import Stage, StageClock
 from conformance.verdict import Metrics, compare, same_values
 from conformance.verdict_raw import judge_raw_inputs
-from device import known_bug, known_bugs
+from device import known_bugs
 from device.base import Capability, DeviceError, RunResult
 from device.known_bug import KnownBug
 from device.messages import Reply
@@ -44,7 +44,7 @@ from device.worker import DeviceWorker, InProcessRunner, open_runner
 from golden import catalogue, dtypes, quant
 from golden.case import Layout, OpCase, TensorSpec
 from results.outcome import Outcome
-from results.record import CaseDescription, CaseRecord, ExpectedFailure
+from results.record import CaseDescription, CaseRecord, ExpectedFailure, TimeLimit
 
 # RunResult.extra keys that are the verdict's input rather than measurements worth recording
 VERDICT_ONLY_EXTRA = ("input_bytes_intact",)
@@ -119,10 +119,12 @@ def next_step(device: str, record: CaseRecord) -> str:
     """Where an unexpected failure goes next (README "Adding an op"), as a line for its message."""
     if device.startswith("ggml:"):
         backend = device.removeprefix("ggml:").rstrip("0123456789").lower()
-        known = f"a KnownBug for this backend and release in device/ggml/known_bugs_{backend}.py"
+        known = (f"a known bug for this backend and release in device/ggml/known_bugs_{backend}.toml "
+                 f"(known_bugs_{backend}.py where the TOML cannot say it)")
     else:
         known = "a known bug in the device's plug-in"
-    text = f"\n  next step: if the device is wrong, {known} or an entry in the report's --expectations TOML"
+    text = (f"\n  next step: if the device is wrong, {known}, or an --expectations TOML of your own "
+            f"(conform triage --write drafts one)")
     if record.outcome is not Outcome.FAIL:
         return text
     try:
@@ -138,6 +140,12 @@ def _fail(text: str) -> NoReturn:
     they were raised, and a replayed known answer must read as the same failure."""
     __tracebackhide__ = True
     raise CaseFailed(text)
+
+
+def _from_any(source: str, paths: set[str]) -> bool:
+    """Whether an entry's source file is one of ``paths`` or inside one of those folders."""
+    here = os.path.abspath(source)
+    return any(here == os.path.abspath(p) or here.startswith(os.path.abspath(p) + os.sep) for p in paths)
 
 
 def _in_hypothesis_test() -> bool:
@@ -189,12 +197,15 @@ class Harness:
         run_id: str | None = None,
         worker: str | None = None,
         keep_artefacts: bool = True,
+        known_bug_timeout: float | None = None,
+        expectations: tuple[str, ...] = (),
     ) -> None:
         self.device_spec = DeviceSpec.of(device_spec)
         self.options = dict(options or {})
         self.writer = writer
         self.out_dir = out_dir
         self.timeout = timeout
+        self.known_bug_timeout = known_bug_timeout
         self.run_id = run_id
         self.worker = worker
         self.keep_artefacts = keep_artefacts
@@ -205,7 +216,13 @@ class Harness:
         self._artefacts = 0
         self.breakers: dict[str, Breaker] = {}  # by test id: failures, and the circuit breaker
         self.clock: StageClock | None = None  # a benchmark's stage clock (conformance/stages.py)
-        self._bugs = known_bugs.all_known_bugs()  # read once: the lists import modules by name
+        # read once: the lists import modules by name; ``expectations`` are files or folders of TOML entries
+        self.expectations = tuple(expectations)
+        self._bugs = known_bugs.all_known_bugs(self.expectations)
+
+    def use_known_bugs(self, bugs: list[KnownBug]) -> None:
+        """Match only these known bugs from now on (conform triage: none, or one probe at a time)."""
+        self._bugs = list(bugs)
 
     @property
     def inventory(self) -> dict[str, Any]:
@@ -310,9 +327,8 @@ class Harness:
         except Exception as exc:
             record = self._error_record(case, f"harness error while {step}: {_one_line(exc)}")
             return self._finish(_mark_ran_out(record, exc, "golden", step), companion_of)
-        timeout = self.timeout
-        if bug is not None and bug.corrupts_process and bug.may_hang:
-            timeout = min(timeout, known_bug.CORRUPTING_CASE_TIMEOUT_S)  # a known heap overrun may hang
+        limit = self.time_limit(bug)
+        timeout = limit.seconds
         try:
             reply = self.runner.attempt(case, inputs, timeout)
         except Exception as exc:  # the worker could not be (re)started, or answered nonsense
@@ -320,6 +336,7 @@ class Harness:
         self._lap(Stage.DEVICE)
         record = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
                                   case.data_seed, reply, tolerance)
+        record.time_limit = limit
         self._lap(Stage.RECORD)
         if reply.answered:
             bug = self._judge_into(record, case, resolution, inputs, exact_inputs, golden, reply.result)
@@ -351,6 +368,21 @@ class Harness:
         self._finish(record, companion_of)
         self._lap(Stage.RECORD)
         return record
+
+    def loaded_expectations(self) -> list[dict[str, str]]:
+        """The entries read from the run's expectations files (for the results header: the report lists one
+        that matched no case as stale)."""
+        extra = set(self.expectations)
+        return [{"id": b.id, "op": b.op, "devices": b.devices, "source": b.source, "reason": b.reason,
+                 "repro": b.repro} for b in self._bugs if b.source and _from_any(b.source, extra)]
+
+    def time_limit(self, bug: KnownBug | None) -> TimeLimit:
+        """The limit for a case: --case-timeout, or the user's shorter --known-bug-timeout for a case
+        a known bug says may corrupt the process and hang (never a limit the user did not set)."""
+        if (bug is not None and bug.corrupts_process and bug.may_hang and self.known_bug_timeout is not None
+                and self.known_bug_timeout < self.timeout):
+            return TimeLimit(self.known_bug_timeout, "--known-bug-timeout")
+        return TimeLimit(self.timeout, "--case-timeout")
 
     def _lap(self, stage: Stage) -> None:
         if self.clock is not None:
@@ -451,7 +483,8 @@ class Harness:
         release = self.inventory.get("ggml_version")
         name = self.inventory.get("name")
         if not isinstance(release, str) or not isinstance(name, str):
-            return None
+            # not a ggml device (a plug-in): an expectations entry matches its spec, and names no release
+            name, release = self.device_spec.text, ""
         return known_bugs.find(case, name, release, self._bugs)
 
     def _judge(

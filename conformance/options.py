@@ -31,6 +31,16 @@ def check_case_timeout(seconds: float) -> float:
     return seconds
 
 
+def check_known_bug_timeout(seconds: float | None) -> float | None:
+    """``--known-bug-timeout``: none (follow --case-timeout), or a limit like --case-timeout's."""
+    if seconds is None:
+        return None
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_CASE_TIMEOUT_S):
+        raise ValueError(f"--known-bug-timeout must be a number of seconds above 0 and at most "
+                         f"{MAX_CASE_TIMEOUT_S:g} (got {seconds:g})")
+    return seconds
+
+
 def check_threads(threads: int) -> int:
     limit = max_threads()
     if not 1 <= threads <= limit:
@@ -114,6 +124,12 @@ class RunOption:
         return [part for v in values for part in (self.pytest_flag, str(v))]
 
 
+def _check_expectations(values: list[str] | None) -> object:
+    from device.expectation_file import load, paths_from_env
+
+    return load([*(values or []), *paths_from_env()])
+
+
 def _check_op_values(values: list[str] | None) -> object:
     return parse_ops(values)
 
@@ -131,6 +147,12 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--case-timeout", f"seconds a device call may take before the case is a TIMEOUT and its worker is "
               f"replaced (above 0, at most {MAX_CASE_TIMEOUT_S:g})", default=120.0, type=float, metavar="S",
               check=check_case_timeout),
+    RunOption("--known-bug-timeout", "a shorter limit for cases a known bug says may corrupt the process and hang "
+              "(default: --case-timeout; each record's time_limit says which applied)", type=float, metavar="S",
+              check=check_known_bug_timeout),
+    RunOption("--expectations", "known-bug entries in TOML (a file, or a folder of *.toml) to load besides the "
+              "in-repo lists, e.g. a vendor's list kept in its own repository; repeatable; also "
+              "$CONFORM_EXPECTATIONS", repeatable=True, metavar="FILE_OR_DIR", check=_check_expectations),
     RunOption("--threads", f"CPU backend threads per worker (1 to {THREADS_PER_CORE} per CPU core; results do "
               "not depend on it)", default=1, type=int, metavar="N", check=check_threads),
     RunOption("--hypothesis-db", "keep hypothesis' example database here (failures replay first next time)",

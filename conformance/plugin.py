@@ -80,6 +80,8 @@ class ConformSession:
         self.config = config
         self.options = {"ggml_lib": config.getoption("ggml_lib"), "threads": config.getoption("threads")}
         self.timeout = config.getoption("case_timeout")
+        self.known_bug_timeout = config.getoption("known_bug_timeout")
+        self.expectations = _expectation_paths(config)
         # an xdist worker takes the device list and run id from the controller (pytest_configure_node):
         # globs are expanded once, and every worker's records carry the same run id. xdist hands on
         # plain values only, so the specs travel as their canonical text.
@@ -139,7 +141,8 @@ class ConformSession:
             for name in self.pinned_devices():
                 self.harnesses[name] = Harness(
                     name, self.options, writer=None, out_dir=out_dir, timeout=self.timeout,
-                    run_id=self.run_id, worker=self.worker,
+                    run_id=self.run_id, worker=self.worker, known_bug_timeout=self.known_bug_timeout,
+                    expectations=self.expectations,
                 )
             self._write_header()
             for h in self.harnesses.values():
@@ -156,13 +159,16 @@ class ConformSession:
             self.writer = ResultsWriter(self.results_path)
         # the spec each harness opened (never info()'s own), and a plug-in's import_root: see header_inventory
         inventory = [h.inventory for h in self.harnesses.values()]
-        self.writer.write(HeaderRecord(
+        header = HeaderRecord(
             run_id=self.run_id, worker=self.worker, harness_version=HARNESS_VERSION, profile=_profile_name(),
             hypothesis_seed=_hypothesis_seed(self.config), hypothesis_db=_database_in_use(self.config),
             devices=inventory, acl_devices=acl_devices(), argv=sys.argv,
             # what the user typed: conform's command line when conform started pytest, else pytest's
             command=os.environ.get(COMMAND_ENV) or shlex.join(["pytest", *sys.argv[1:]]),
-        ).to_json())
+        ).to_json()
+        # entries of --expectations / $CONFORM_EXPECTATIONS: the report lists one that matched no case as stale
+        header["expectations"] = next((h.loaded_expectations() for h in self.harnesses.values()), [])
+        self.writer.write(header)
 
     def note_report(self, report: pytest.TestReport) -> None:
         """Count pytest's failures (call) and errors (setup, teardown) for the footer."""
@@ -280,6 +286,12 @@ def _database_in_use(config: pytest.Config) -> str | None:
         return None
     path = getattr(db, "path", None)
     return str(path) if path is not None else repr(db)
+
+
+def _expectation_paths(config: pytest.Config) -> tuple[str, ...]:
+    from device.expectation_file import paths_from_env
+
+    return tuple(config.getoption("expectations") or ()) + tuple(paths_from_env())
 
 
 def _check_options(config: pytest.Config) -> None:

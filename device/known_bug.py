@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from golden.case import OpCase
 from golden.tolerance import Tolerance
 
-CORRUPTING_CASE_TIMEOUT_S = 10.0
-
 
 @dataclass(frozen=True)
 class KnownBug:
@@ -25,21 +23,41 @@ class KnownBug:
     repro: str  # a minimal case id that shows it
     releases: tuple[str, ...] = ()  # ggml versions that have it; empty: every release we know
     outcomes: tuple[str, ...] = ("fail",)  # what it gives: fail, crash, timeout, error
-    # the kernel corrupts process memory (a write past a buffer): the case gets a short timeout (it may
-    # hang) and the worker is restarted after it
+    # the kernel corrupts process memory (a write past a buffer): the worker is restarted after the case,
+    # and the case gets the user's --known-bug-timeout where one was given (it may hang)
     corrupts_process: bool = False
-    # a corrupting case may also hang, so it gets the short timeout; False where the kernel's first use
-    # legitimately takes long (lavapipe compiles a matmul pipeline for a minute in a fresh process)
+    # a corrupting case may also hang, so --known-bug-timeout applies to it; False where the kernel's first
+    # use legitimately takes long (lavapipe compiles a matmul pipeline for a minute in a fresh process)
     may_hang: bool = True
     tags: tuple[str, ...] = field(default=())
     # a documented deviation rather than a wrong answer (ggml's CPU evaluates GELU of F32 through an
     # F16 table): the case is judged against this row instead, so the backend stays checked against its
     # own documented shortcut while the catalogue's row stays what any correct implementation meets
     tolerance: Tolerance | None = None
+    # an inclusive range of releases ("" for an open end), as an expectations file may give it
+    release_range: tuple[str, str] | None = None
+    # where the entry is written: the module of a Python list, or the TOML file (device/expectation_file.py)
+    source: str = ""
 
     def matches(self, case: OpCase, device_name: str, release: str) -> bool:
         if case.op != self.op or not fnmatch.fnmatchcase(device_name, self.devices):
             return False
-        if self.releases and release not in self.releases:
+        if not self.covers_release(release):
             return False
         return bool(self.applies(case))
+
+    def covers_release(self, release: str) -> bool:
+        """The exact releases, and the inclusive range; neither: every release."""
+        if self.releases and release not in self.releases:
+            return False
+        if self.release_range is not None:
+            low, high = self.release_range
+            key = release_key(release)
+            if (low and key < release_key(low)) or (high and key > release_key(high)):
+                return False
+        return True
+
+
+def release_key(release: str) -> tuple[int, ...]:
+    """``"0.25.1"`` as (0, 25, 1); a part that is not a number counts as 0."""
+    return tuple(int(p) if p.isdigit() else 0 for p in release.split("."))

@@ -14,21 +14,36 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
 
 from device.ggml import known_bugs_cpu
 from device.known_bug import KnownBug
 from golden.case import OpCase
 
+IN_REPO_FILES = ("known_bugs_cpu.toml", "known_bugs_vulkan.toml")  # in device/ggml/, read after the Python lists
 
-def all_known_bugs() -> list[KnownBug]:
-    bugs: list[KnownBug] = list(known_bugs_cpu.BUGS)
+
+def all_known_bugs(extra: Iterable[str] = ()) -> list[KnownBug]:
+    """The in-repo lists (Python, then TOML), then the expectations files and folders in ``extra``."""
+    from device import expectation_file
+
+    bugs: list[KnownBug] = [_sourced(b, "device/ggml/known_bugs_cpu.py") for b in known_bugs_cpu.BUGS]
     try:  # a list that may not exist yet: imported by name
         known_bugs_vulkan = importlib.import_module("device.ggml.known_bugs_vulkan")
     except ModuleNotFoundError:
         pass
     else:
-        bugs += known_bugs_vulkan.BUGS
-    return bugs
+        bugs += [_sourced(b, "device/ggml/known_bugs_vulkan.py") for b in known_bugs_vulkan.BUGS]
+    folder = Path(__file__).parent / "ggml"
+    for name in IN_REPO_FILES:  # named as the Python lists are: relative to the repository
+        if (folder / name).exists():
+            bugs += [replace(b, source=f"device/ggml/{name}") for b in expectation_file.load([folder / name])]
+    return bugs + expectation_file.load(extra)
+
+
+def _sourced(bug: KnownBug, source: str) -> KnownBug:
+    return bug if bug.source else replace(bug, source=source)
 
 
 def find(case: OpCase, device_name: str, release: str, bugs: Iterable[KnownBug] | None = None) -> KnownBug | None:

@@ -235,6 +235,7 @@ class KnownCause:
     repro: str = ""
     category: str = "backend-bug"
     issue: str | None = None
+    source: str = ""  # where the known bug is written (a Python list, or an expectations file)
 
     @property
     def issue_is_link(self) -> bool:
@@ -248,8 +249,10 @@ def record_known_bug(case: dict[str, Any]) -> KnownCause | None:
         return None
     reason = expected.get("reason")
     repro = expected.get("repro")
+    source = expected.get("source")
     return KnownCause(id=expected["id"], reason=reason if isinstance(reason, str) else "",
-                      from_harness=True, repro=repro if isinstance(repro, str) else "")
+                      from_harness=True, repro=repro if isinstance(repro, str) else "",
+                      source=source if isinstance(source, str) else "")
 
 
 def expectation_cause(expectation: Expectation) -> KnownCause:
@@ -266,10 +269,11 @@ class KnownBugStats:
     passing: int = 0  # records that carry the bug yet passed: the bug may be fixed
     declined: int = 0
     devices: set[str] = field(default_factory=set)
+    matched_nothing: bool = False  # an entry of the run's expectations files that no record carries
 
     @property
     def is_stale(self) -> bool:
-        return self.failures == 0 and self.passing > 0
+        return self.failures == 0 and (self.passing > 0 or self.matched_nothing)
 
 
 @dataclass
@@ -601,6 +605,8 @@ def analyse(
                 cluster.add(item, total, max_examples_per_cluster)
         statuses.append(run_status(results, failing_tests))
 
+    _add_unmatched_entries(files, known_bugs)
+
     # Only entries that explained no failure need the passing cases: "stale, or fixed?"
     for expectation in expectations:
         if expectation.is_stale:
@@ -692,6 +698,18 @@ def _count_drawn_and_judged(stats: OpDeviceStats, case: CaseView) -> None:
     covered = covered_by_known_bug(case)
     stats.covered += covered and not companion
     stats.judged += case.outcome not in (Outcome.UNSUPPORTED, Outcome.ERROR) and not covered
+
+
+def _add_unmatched_entries(files: list[ResultsFile], known_bugs: dict[str, KnownBugStats]) -> None:
+    """The run's own expectations-file entries (header ``expectations``) that no record carries: stale."""
+    for results in files:
+        for header in results.headers:
+            for entry in header.get("expectations") or ():
+                if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"] not in known_bugs:
+                    known_bugs[entry["id"]] = KnownBugStats(
+                        cause=KnownCause(id=entry["id"], reason=str(entry.get("reason", "")), from_harness=True,
+                                         repro=str(entry.get("repro", "")), source=str(entry.get("source", ""))),
+                        matched_nothing=True)
 
 
 def _add_to_op(op: OpSummary, column: str, case: CaseView, known: bool) -> None:

@@ -43,6 +43,8 @@ class BugDescription(Protocol):
     def repro(self) -> str: ...
     @property
     def outcomes(self) -> Sequence[str]: ...
+    @property
+    def source(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -53,13 +55,28 @@ class ExpectedFailure:
     reason: str
     repro: str
     outcomes: tuple[str, ...] = ("fail",)  # what the bug gives: fail, crash, timeout, error
+    source: str = ""  # where the entry is written (a Python list's module, or an expectations file)
 
     @classmethod
     def of(cls, bug: BugDescription) -> ExpectedFailure:
-        return cls(bug.id, bug.reason, bug.repro, tuple(bug.outcomes))
+        return cls(bug.id, bug.reason, bug.repro, tuple(bug.outcomes), bug.source)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "reason": self.reason, "repro": self.repro, "outcomes": list(self.outcomes)}
+        out = {"id": self.id, "reason": self.reason, "repro": self.repro, "outcomes": list(self.outcomes)}
+        if self.source:
+            out["source"] = self.source
+        return out
+
+
+@dataclass(frozen=True)
+class TimeLimit:
+    """The time limit a case's device call ran under, and the option that set it."""
+
+    seconds: float
+    option: str  # "--case-timeout" or "--known-bug-timeout"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seconds": self.seconds, "option": self.option}
 
 
 @dataclass(frozen=True)
@@ -112,6 +129,7 @@ class CaseRecord:
     history_dropped: int = 0  # earlier ids that did not fit the worker's history limit
     expected: ExpectedFailure | None = None
     perf: dict[str, Any] | None = None  # perf mode: the device's timings of this case (conformance/perf.py)
+    time_limit: TimeLimit | None = None  # the limit the device call ran under (op cases)
     # what decided a computed case's verdict, by id: "catalogue:OP[key]" (the tolerance row) or
     # "deviation:<known bug id>" (a device's documented deviation); None where nothing was judged
     decided_by: str | None = None
@@ -162,6 +180,8 @@ class CaseRecord:
             out["expected"] = self.expected.to_json()
         if self.perf is not None:
             out["perf"] = self.perf
+        if self.time_limit is not None:
+            out["time_limit"] = self.time_limit.to_json()
         if self.decided_by is not None:
             out["decided_by"] = self.decided_by
         if self.companion_of is not None:
@@ -187,9 +207,11 @@ class CaseRecord:
             extra=data.get("extra"), history=tuple(data.get("history", ())),
             history_dropped=int(data.get("history_dropped", 0)),
             expected=ExpectedFailure(expected["id"], expected["reason"], expected["repro"],
-                                     tuple(expected.get("outcomes", ("fail",))))
+                                     tuple(expected.get("outcomes", ("fail",))), str(expected.get("source", "")))
             if isinstance(expected, dict) else None,
             perf=data.get("perf") if isinstance(data.get("perf"), dict) else None,
+            time_limit=TimeLimit(float(limit["seconds"]), str(limit["option"]))
+            if isinstance(limit := data.get("time_limit"), dict) else None,
             decided_by=data.get("decided_by") if isinstance(data.get("decided_by"), str) else None,
             companion_of=data.get("companion_of") if isinstance(data.get("companion_of"), str) else None,
         )

@@ -15,9 +15,9 @@ def _record(op: str, outcome: Outcome, decided_by: str | None = None) -> CaseRec
                       duration_s=0.0, repro="", tolerance={}, decided_by=decided_by)
 
 
-@pytest.mark.parametrize(("device", "known_bugs"), [("ggml:CPU", "device/ggml/known_bugs_cpu.py"),
-                                                    ("ggml:Vulkan0", "device/ggml/known_bugs_vulkan.py"),
-                                                    ("ggml:CANN1", "device/ggml/known_bugs_cann.py")])
+@pytest.mark.parametrize(("device", "known_bugs"), [("ggml:CPU", "device/ggml/known_bugs_cpu.toml"),
+                                                    ("ggml:Vulkan0", "device/ggml/known_bugs_vulkan.toml"),
+                                                    ("ggml:CANN1", "device/ggml/known_bugs_cann.toml")])
 def test_a_wrong_result_names_the_known_bug_file_and_the_tolerance_row(device: str, known_bugs: str) -> None:
     text = next_step(device, _record("EXP", Outcome.FAIL, "catalogue:EXP[f32]"))
     assert known_bugs in text and "--expectations" in text

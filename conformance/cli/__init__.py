@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from conformance.cli import listing, perf, repro, run
+from conformance.cli import listing, perf, repro, run, triage
 from conformance.cli.common import DefaultsFormatter, OneLineParser, UsageError
 from conformance.cli.report import cmd_report
 from conformance.cli.repro import check_case
@@ -32,6 +32,7 @@ def build_parser() -> OneLineParser:
     listing.declare_parser(sub)
     repro.declare_parser(sub)
     perf.declare_parser(sub)
+    triage.declare_parser(sub)
     sub.add_parser("report", help="build reports from results files (see conform report --help)", add_help=False)
     sub.add_parser("model", help="judge every node of a model's forward pass (conform model --help)", add_help=False)
     return parser
@@ -68,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             return repro.cmd_repro(args)
         if args.command == "perf":
             return perf.cmd_perf(args)
+        if args.command == "triage":
+            return triage.cmd_triage(args)
     except (UsageError, DeviceError) as exc:
         print(f"conform: {exc}", file=sys.stderr)
         return 2

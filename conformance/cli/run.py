@@ -98,9 +98,23 @@ def _pytest_command(args: argparse.Namespace, devices: list[DeviceSpec], workers
     return cmd + args.pytest_args
 
 
+def _check_expectations(args: argparse.Namespace) -> None:
+    """Expectations files and known-bug timeout, checked before pytest starts: one line, not pytest's usage error."""
+    from conformance.options import OPTIONS_BY_FLAG
+
+    for flag in ("--expectations", "--known-bug-timeout"):
+        option = OPTIONS_BY_FLAG[flag]
+        try:
+            if option.check is not None:
+                option.check(getattr(args, option.dest))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     check_numbers(args)
     _check_selection(args)
+    _check_expectations(args)
     if args.perf:
         from conformance.perf import SHAPE_SETS
 

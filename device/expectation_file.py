@@ -1,0 +1,332 @@
+"""Known bugs as data: TOML entries in a small vocabulary, owned by whoever runs the backend.
+
+A file holds ``[[bug]]`` tables; each becomes a :class:`~device.known_bugs.KnownBug`::
+
+    [[bug]]
+    id = "vulkan-ssm-conv-row-stride"
+    devices = "Vulkan*"                 # fnmatch over the ggml device name
+    releases = ["0.25.1"]               # exact releases, or release_min / release_max (inclusive)
+    op = "SSM_CONV"
+    outcomes = ["fail"]                 # fail, crash, timeout, error (default fail)
+    corrupts_process = false            # the worker is restarted after such a case
+    reason = "what the kernel does wrong, with the evidence"
+    repro = "SSM_CONV(type0=f32,...)"
+    match = "any"                       # the when-predicates: all must hold (default) or any
+    deviation = "vulkan_softplus"       # a documented deviation: judged against this named bound instead
+    [[bug.when]]
+    input = 0                           # an input index, or "any"
+    layout = "rows_strided"             # see LAYOUT_KINDS
+
+Predicates (one per ``[[bug.when]]`` table; ``not = true`` negates it):
+
+* ``input`` with ``layout`` (a kind or a list: any of them), ``offset_misaligned = N`` (the view's byte
+  offset is not a multiple of N), ``offset_mod = N`` with ``remainder = R``, ``dtype`` (a name or a
+  list), or ``dim = D`` with ``min``/``max`` (that input's ne[D] in the range);
+* ``param = NAME`` with ``equals``, ``in`` (a list) or ``min``/``max``;
+* ``dst`` (the destination dtype, a name or a list), ``form`` (the constructor form), ``distribution``;
+* ``python = "module:function"``: a predicate over the case for what the vocabulary cannot say.
+
+A bound named by ``deviation`` is looked up in the backends' ``NAMED_BOUNDS`` (``device/ggml/
+known_bugs_*.py``), or imported when it reads ``module:attribute``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tomllib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from device.known_bug import KnownBug
+from golden import dtypes
+from golden.case import OpCase, TensorSpec, parse_case_id
+from golden.geometry import ggml_contiguous, logical_nb, rows_unit_stride, storage_of
+from golden.tolerance import Tolerance
+
+ENV_VAR = "CONFORM_EXPECTATIONS"  # files or folders (os.pathsep-separated) the pytest plug-in loads
+
+
+class ExpectationFileError(ValueError):
+    """A file that cannot be read or an entry outside the vocabulary; the text says where."""
+
+
+def _permuted(spec: TensorSpec) -> bool:
+    nb = logical_nb(spec)
+    return nb[0] > nb[1] or nb[1] > nb[2] or nb[2] > nb[3]
+
+
+def _rows_gapped(spec: TensorSpec) -> bool:
+    return spec.ne[1] > 1 and logical_nb(spec)[1] != spec.ne[0] * dtypes.type_size(spec.dtype)
+
+
+LAYOUT_KINDS: dict[str, Callable[[TensorSpec], bool]] = {
+    "contiguous": ggml_contiguous,  # ggml_is_contiguous
+    "not_contiguous": lambda t: not ggml_contiguous(t),
+    "permuted": _permuted,  # ggml_is_permuted: some stride out of ggml's order
+    "rows_strided": lambda t: not rows_unit_stride(t),  # dim 0 permuted away: nb0 is not the element size
+    "rows_gapped": _rows_gapped,  # rows of dim 0 not adjacent (padded rows)
+    "padded": lambda t: t.layout.pad != (0, 0, 0, 0),
+    "offset": lambda t: t.layout.offset != 0,
+    "view": lambda t: not t.layout.is_contiguous,  # any of perm, pad, offset
+}
+ENTRY_KEYS = {"id", "devices", "op", "releases", "release_min", "release_max", "outcomes", "corrupts_process",
+              "may_hang", "reason", "repro", "match", "when", "deviation", "tags"}
+PREDICATE_KEYS = {"input", "layout", "offset_misaligned", "offset_mod", "remainder", "dtype", "dim", "min", "max",
+                  "param", "equals", "in", "dst", "form", "distribution", "python", "not"}
+OUTCOMES = ("fail", "crash", "timeout", "error")
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ExpectationFileError(f"{where}: expected a name or a list of names, got {value!r}")
+
+
+def _number(table: dict[str, Any], key: str, where: str) -> float | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ExpectationFileError(f"{where}: {key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _in_range(value: float, low: float | None, high: float | None) -> bool:
+    return (low is None or value >= low) and (high is None or value <= high)
+
+
+def _import(ref: str, where: str) -> Any:
+    module, _, attr = ref.partition(":")
+    if not module or not attr:
+        raise ExpectationFileError(f"{where}: {ref!r} is not module:attribute")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ExpectationFileError(f"{where}: cannot import {ref!r}: {exc}") from None
+
+
+def _tensor_test(table: dict[str, Any], where: str) -> Callable[[TensorSpec], bool]:
+    """The part of an ``input`` predicate that looks at one tensor."""
+    if "layout" in table:
+        kinds = _names(table["layout"], where)
+        unknown = [k for k in kinds if k not in LAYOUT_KINDS]
+        if unknown:
+            raise ExpectationFileError(f"{where}: unknown layout kind(s) {unknown} (known: {', '.join(LAYOUT_KINDS)})")
+        tests = [LAYOUT_KINDS[k] for k in kinds]
+        return lambda t: any(test(t) for test in tests)
+    if "offset_misaligned" in table:
+        n = int(_number(table, "offset_misaligned", where) or 0)
+        if n <= 0:
+            raise ExpectationFileError(f"{where}: offset_misaligned must be a positive number of bytes")
+        return lambda t: storage_of(t).offset_bytes % n != 0
+    if "offset_mod" in table:
+        n = int(_number(table, "offset_mod", where) or 0)
+        remainder = int(_number(table, "remainder", where) or 0)
+        if n <= 0:
+            raise ExpectationFileError(f"{where}: offset_mod must be a positive number of bytes")
+        return lambda t: storage_of(t).offset_bytes % n == remainder
+    if "dtype" in table:
+        names = _names(table["dtype"], where)
+        return lambda t: t.dtype in names
+    if "dim" in table:
+        dim = int(_number(table, "dim", where) or 0)
+        if not 0 <= dim <= 3:
+            raise ExpectationFileError(f"{where}: dim must be 0..3")
+        low, high = _number(table, "min", where), _number(table, "max", where)
+        return lambda t: _in_range(t.ne[dim], low, high)
+    raise ExpectationFileError(f"{where}: an input predicate needs layout, offset_misaligned, offset_mod, dtype or dim")
+
+
+def compile_predicate(table: dict[str, Any], where: str) -> Callable[[OpCase], bool]:
+    """One ``[[bug.when]]`` table as a predicate over the case."""
+    unknown = set(table) - PREDICATE_KEYS
+    if unknown:
+        known = ", ".join(sorted(PREDICATE_KEYS))
+        raise ExpectationFileError(f"{where}: unknown key(s) {sorted(unknown)} (known: {known})")
+    test: Callable[[OpCase], bool]
+    if "python" in table:
+        function = _import(str(table["python"]), where)
+        if not callable(function):
+            raise ExpectationFileError(f"{where}: {table['python']!r} is not callable")
+        test = lambda case: bool(function(case))  # noqa: E731
+    elif "input" in table:
+        tensor_test = _tensor_test(table, where)
+        which = table["input"]
+        if which == "any":
+            test = lambda case: any(tensor_test(t) for t in case.inputs)  # noqa: E731
+        elif isinstance(which, int) and not isinstance(which, bool) and which >= 0:
+            test = lambda case: len(case.inputs) > which and tensor_test(case.inputs[which])  # noqa: E731
+        else:
+            raise ExpectationFileError(f"{where}: input must be an index (0, 1, ...) or \"any\", got {which!r}")
+    elif "param" in table:
+        test = _param_test(table, where)
+    elif "dst" in table:
+        names = _names(table["dst"], where)
+        test = lambda case: case.dst in names  # noqa: E731
+    elif "form" in table:
+        names = _names(table["form"], where)
+        test = lambda case: case.form in names  # noqa: E731
+    elif "distribution" in table:
+        names = _names(table["distribution"], where)
+        test = lambda case: case.distribution in names  # noqa: E731
+    else:
+        raise ExpectationFileError(f"{where}: a predicate needs input, param, dst, form, distribution or python")
+    if table.get("not", False) is True:
+        positive = test
+        return lambda case: not positive(case)
+    return test
+
+
+def _param_test(table: dict[str, Any], where: str) -> Callable[[OpCase], bool]:
+    name = str(table["param"])
+    low, high = _number(table, "min", where), _number(table, "max", where)
+    if "equals" in table:
+        wanted = table["equals"]
+        return lambda case: case.params_dict.get(name) == wanted
+    if "in" in table:
+        if not isinstance(table["in"], list):
+            raise ExpectationFileError(f"{where}: in must be a list")
+        choices = list(table["in"])
+        return lambda case: case.params_dict.get(name) in choices
+    if low is not None or high is not None:
+        def test(case: OpCase) -> bool:
+            value = case.params_dict.get(name)
+            return isinstance(value, (int, float)) and _in_range(float(value), low, high)
+        return test
+    raise ExpectationFileError(f"{where}: a param predicate needs equals, in, or min/max")
+
+
+def named_bound(name: str, where: str) -> Tolerance:
+    """A documented deviation's bound by name: a backend's ``NAMED_BOUNDS`` entry, or ``module:attr``."""
+    if ":" in name:
+        bound = _import(name, where)
+    else:
+        bound = None
+        for module in ("device.ggml.known_bugs_cpu", "device.ggml.known_bugs_vulkan"):
+            try:
+                bounds = getattr(importlib.import_module(module), "NAMED_BOUNDS", {})
+            except ModuleNotFoundError:
+                continue
+            if name in bounds:
+                bound = bounds[name]
+                break
+    if not isinstance(bound, Tolerance):
+        raise ExpectationFileError(f"{where}: no documented bound named {name!r}")
+    return bound
+
+
+@dataclass(frozen=True)
+class _Applies:
+    """The when-predicates of one entry, combined (a named callable, so a KnownBug stays comparable)."""
+
+    tests: tuple[Callable[[OpCase], bool], ...]
+    any_of: bool
+
+    def __call__(self, case: OpCase) -> bool:
+        if self.any_of:
+            return any(test(case) for test in self.tests)
+        return all(test(case) for test in self.tests)
+
+
+def entry_to_bug(table: dict[str, Any], source: str) -> KnownBug:
+    """One ``[[bug]]`` table as a KnownBug whose ``source`` names the file (and entry)."""
+    where = f"{source}: entry {table.get('id', '?')!r}"
+    unknown = set(table) - ENTRY_KEYS
+    if unknown:
+        known = ", ".join(sorted(ENTRY_KEYS))
+        raise ExpectationFileError(f"{where}: unknown key(s) {sorted(unknown)} (known: {known})")
+    for key in ("id", "devices", "op", "reason", "repro"):
+        if not isinstance(table.get(key), str) or not table[key]:
+            raise ExpectationFileError(f"{where}: {key} (a non-empty string) is required")
+    outcomes = _names(table.get("outcomes", ["fail"]), where)
+    if set(outcomes) - set(OUTCOMES):
+        raise ExpectationFileError(f"{where}: outcomes must be among {', '.join(OUTCOMES)}")
+    match = table.get("match", "all")
+    if match not in ("all", "any"):
+        raise ExpectationFileError(f"{where}: match must be \"all\" or \"any\"")
+    when = table.get("when", [])
+    if not isinstance(when, list) or not all(isinstance(w, dict) for w in when):
+        raise ExpectationFileError(f"{where}: when must be [[bug.when]] tables")
+    tests = tuple(compile_predicate(w, f"{where}, when #{i + 1}") for i, w in enumerate(when))
+    releases = _names(table["releases"], where) if "releases" in table else ()
+    release_range = None
+    if "release_min" in table or "release_max" in table:
+        release_range = (str(table.get("release_min", "")), str(table.get("release_max", "")))
+    try:
+        parse_case_id(table["repro"])
+    except Exception as exc:
+        raise ExpectationFileError(f"{where}: repro is not a case id: {exc}") from None
+    return KnownBug(
+        id=table["id"], devices=table["devices"], op=table["op"], applies=_Applies(tests, match == "any"),
+        reason=table["reason"], repro=table["repro"], releases=releases, outcomes=outcomes,
+        corrupts_process=bool(table.get("corrupts_process", False)), may_hang=bool(table.get("may_hang", True)),
+        tags=tuple(table.get("tags", ())),
+        tolerance=named_bound(str(table["deviation"]), where) if "deviation" in table else None,
+        release_range=release_range, source=source)
+
+
+def load_file(path: str | os.PathLike[str]) -> list[KnownBug]:
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ExpectationFileError(f"cannot read expectations file {str(path)!r}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ExpectationFileError(f"{path}: not valid TOML: {exc}") from None
+    unknown = set(data) - {"bug"}
+    if unknown:
+        raise ExpectationFileError(f"{path}: unknown top-level key(s) {sorted(unknown)} (entries are [[bug]] tables)")
+    entries = data.get("bug", [])
+    if not isinstance(entries, list):
+        raise ExpectationFileError(f"{path}: bug must be an array of tables ([[bug]])")
+    return [entry_to_bug(entry, str(path)) for entry in entries]
+
+
+def load(paths: Iterable[str | os.PathLike[str]]) -> list[KnownBug]:
+    """Every entry of these files, and of the ``*.toml`` files in these folders (sorted by name)."""
+    bugs: list[KnownBug] = []
+    for item in paths:
+        path = Path(item)
+        if path.is_dir():
+            for file in sorted(path.glob("*.toml")):
+                bugs += load_file(file)
+        elif path.exists():
+            bugs += load_file(path)
+        else:
+            raise ExpectationFileError(f"expectations {str(path)!r}: no such file or folder")
+    return bugs
+
+
+def paths_from_env(environ: dict[str, str] | None = None) -> list[str]:
+    value = (os.environ if environ is None else environ).get(ENV_VAR, "")
+    return [p for p in value.split(os.pathsep) if p]
+
+
+def to_toml(bug_fields: dict[str, Any], when: list[dict[str, Any]]) -> str:
+    """One ``[[bug]]`` entry as TOML text (what ``conform triage --write`` appends)."""
+    lines = ["[[bug]]"]
+    for key, value in bug_fields.items():
+        lines.append(f"{key} = {_toml_value(value)}")
+    for table in when:
+        lines.append("[[bug.when]]")
+        lines += [f"{key} = {_toml_value(value)}" for key, value in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{escaped}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")

@@ -1,0 +1,91 @@
+"""The TOML vocabulary of known-bug entries: each predicate kind, negation, any/all, release ranges, named bounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from device.expectation_file import ExpectationFileError, compile_predicate, load
+from golden.case import parse_case_id
+
+PERMUTED = parse_case_id("ADD(type0=f32,ne0=[8,3,2,1],lay0=perm[1,0,2,3],type1=f32,ne1=[8,3,2,1],dst=f32,data=dense:1)")
+ROW_KEEPING = parse_case_id("ADD(type0=f32,ne0=[8,3,2,1],lay0=perm[0,2,1,3],type1=f32,ne1=[8,3,2,1],dst=f32,"
+                            "data=dense:1)")
+OFFSET_4 = parse_case_id("ADD(type0=f32,ne0=[8,3,1,1],lay0=offs[1],type1=f16,ne1=[8,3,1,1],dst=f32,data=wide:1)")
+OFFSET_16 = parse_case_id("ADD(type0=f32,ne0=[8,3,1,1],lay0=offs[4],type1=f16,ne1=[8,3,1,1],dst=f32,data=wide:1)")
+PADDED = parse_case_id("ADD(type0=f32,ne0=[8,3,1,1],lay0=pad[2,0,0,0],type1=f32,ne1=[8,3,1,1],dst=f32,data=dense:1)")
+PLAIN = parse_case_id("ADD(type0=f32,ne0=[8,3,1,1],type1=f32,ne1=[8,3,1,1],dst=f32,data=dense:1)")
+CONV = parse_case_id("CONV_TRANSPOSE_1D(type0=f32,ne0=[3,2,2,1],type1=f32,ne1=[5,2,1,1],dst=f32,s0=3,data=uniform:1)")
+
+
+@pytest.mark.parametrize(("table", "yes", "no"), [
+    ({"input": 0, "layout": "rows_strided"}, [PERMUTED], [ROW_KEEPING, PLAIN]),
+    ({"input": 0, "layout": "permuted"}, [PERMUTED, ROW_KEEPING], [PLAIN, PADDED]),
+    ({"input": 0, "layout": ["padded", "offset"]}, [PADDED, OFFSET_4], [PLAIN, PERMUTED]),
+    ({"input": 0, "layout": "rows_gapped"}, [PADDED], [PLAIN, OFFSET_4]),
+    ({"input": 0, "layout": "contiguous"}, [PLAIN, OFFSET_4], [PADDED, PERMUTED]),
+    ({"input": 0, "offset_misaligned": 16}, [OFFSET_4], [OFFSET_16, PLAIN]),
+    ({"input": 0, "offset_mod": 16, "remainder": 4}, [OFFSET_4], [OFFSET_16]),
+    ({"input": "any", "dtype": "f16"}, [OFFSET_4], [PLAIN]),
+    ({"input": 0, "dim": 2, "min": 2}, [PERMUTED], [PLAIN]),
+    ({"input": 0, "dim": 0, "max": 7}, [], [PLAIN]),
+    ({"param": "s0", "equals": 3}, [CONV], []),
+    ({"param": "s0", "min": 4}, [], [CONV]),
+    ({"param": "s0", "in": [1, 3]}, [CONV], []),
+    ({"dst": ["f32"]}, [PLAIN], []),
+    ({"distribution": "wide"}, [OFFSET_4], [PLAIN]),
+    ({"input": 0, "layout": "view", "not": True}, [PLAIN], [PADDED]),
+    ({"python": "golden.geometry:ggml_contiguous", "not": True}, [], []),
+])
+def test_each_predicate_kind(table: dict, yes: list, no: list) -> None:
+    test = compile_predicate(table, "test")
+    assert all(test(case) for case in yes)
+    assert not any(test(case) for case in no)
+
+
+def test_a_python_predicate_is_called_with_the_case() -> None:
+    test = compile_predicate({"python": "device.ggml.known_bugs_vulkan:_window_before_the_input"}, "test")
+    window = parse_case_id("POOL_2D(type=f32,ne=[1,1,1,1],dst=f32,op=0,k0=1,k1=1,s0=1,s1=1,p0=0.0,p1=2.0,data=wide:0)")
+    assert test(window)
+
+
+def _write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "e.toml"
+    path.write_text('[[bug]]\nid = "x"\ndevices = "Vulkan*"\nop = "ADD"\nreason = "r"\n'
+                    'repro = "ADD(type0=f32,ne0=[8,3,1,1],type1=f32,ne1=[8,3,1,1],dst=f32,data=dense:1)"\n' + body)
+    return path
+
+
+def test_match_any_and_release_range(tmp_path: Path) -> None:
+    (bug,) = load([_write(tmp_path, 'match = "any"\nrelease_min = "0.20.0"\nrelease_max = "0.25.1"\n'
+                                    '[[bug.when]]\ninput = 0\nlayout = "padded"\n'
+                                    '[[bug.when]]\ninput = 0\noffset_misaligned = 16\n')])
+    assert bug.matches(PADDED, "Vulkan0", "0.25.1") and bug.matches(OFFSET_4, "Vulkan1", "0.20.0")
+    assert not bug.matches(PLAIN, "Vulkan0", "0.25.1")
+    assert not bug.matches(PADDED, "Vulkan0", "0.26.0") and not bug.matches(PADDED, "Vulkan0", "0.17.0")
+    assert not bug.matches(PADDED, "CPU", "0.25.1")
+    assert bug.source == str(tmp_path / "e.toml")
+
+
+def test_a_deviation_carries_its_bound_by_name(tmp_path: Path) -> None:
+    from device.ggml.known_bugs_vulkan import NAMED_BOUNDS
+
+    (bug,) = load([_write(tmp_path, 'deviation = "vulkan_softplus_f32"\n')])
+    assert bug.tolerance is NAMED_BOUNDS["vulkan_softplus_f32"]
+    with pytest.raises(ExpectationFileError, match="no documented bound named"):
+        load([_write(tmp_path, 'deviation = "vulkan_nonesuch"\n')])
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ('[[bug.when]]\ninput = 0\n', "needs layout"),
+    ('[[bug.when]]\nparam = "s0"\n', "needs equals"),
+    ('[[bug.when]]\ninput = -1\nlayout = "padded"\n', "input must be"),
+    ('[[bug.when]]\npython = "nomodule:nothing"\n', "cannot import"),
+    ('outcomes = ["exploded"]\n', "outcomes must be"),
+    ('match = "some"\n', "match must be"),
+])
+def test_entries_outside_the_vocabulary_are_refused_with_where(tmp_path: Path, body: str, says: str) -> None:
+    with pytest.raises(ExpectationFileError, match=says) as caught:
+        load([_write(tmp_path, body)])
+    assert "entry 'x'" in str(caught.value)
