@@ -53,13 +53,20 @@ def _arch_tensors(arch: str, s: TinyShape) -> dict[str, tuple[int, ...]]:
         return {**attn, "attn_q_norm": (hd,), "attn_k_norm": (hd,), "ffn_gate_inp": (s.n_expert, s.n_embd),
                 "ffn_gate_exps": (s.n_expert, s.n_ff, s.n_embd), "ffn_up_exps": (s.n_expert, s.n_ff, s.n_embd),
                 "ffn_down_exps": (s.n_expert, s.n_embd, s.n_ff)}
+    if arch == "mixtral":  # llama with a routed FFN: llama.cpp loads it as arch llama with experts
+        return {**attn, "ffn_gate_inp": (s.n_expert, s.n_embd), "ffn_gate_exps": (s.n_expert, s.n_ff, s.n_embd),
+                "ffn_up_exps": (s.n_expert, s.n_ff, s.n_embd), "ffn_down_exps": (s.n_expert, s.n_embd, s.n_ff)}
     if arch == "gemma2":
         return {**attn, "post_attention_norm": (s.n_embd,), "post_ffw_norm": (s.n_embd,), **dense_ffn}
+    if arch == "gemma3":  # gemma2's post-norms and qwen3's per-head q/k norms, no soft-capping
+        return {**attn, "attn_q_norm": (hd,), "attn_k_norm": (hd,), "post_attention_norm": (s.n_embd,),
+                "post_ffw_norm": (s.n_embd,), **dense_ffn}
     raise KeyError(arch)
 
 
-TIED_OUTPUT = frozenset({"gemma2"})  # the output projection is the token embedding
-ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma2")
+TIED_OUTPUT = frozenset({"gemma2", "gemma3"})  # the output projection is the token embedding
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3moe", "mixtral", "gemma2", "gemma3")
+GGUF_ARCH = {"mixtral": "llama"}  # the architecture name in the file where it is not the --arch name
 
 
 def _metadata(arch: str, s: TinyShape, add: Callable[[str, object], None]) -> None:
@@ -73,14 +80,15 @@ def _metadata(arch: str, s: TinyShape, add: Callable[[str, object], None]) -> No
     add("rope.dimension_count", s.head_dim)
     add("rope.freq_base", 10000.0)
     add("vocab_size", s.n_vocab)
-    if arch == "qwen3moe":
+    if arch in ("qwen3moe", "mixtral"):
         add("expert_count", s.n_expert)
         add("expert_used_count", s.n_expert_used)
         add("expert_feed_forward_length", s.n_ff)
-    if arch == "gemma2":
+    if arch in ("gemma2", "gemma3"):
         add("attention.key_length", s.head_dim)
         add("attention.value_length", s.head_dim)
         add("attention.sliding_window", 4096)
+    if arch == "gemma2":
         add("attn_logit_softcapping", 50.0)
         add("final_logit_softcapping", 30.0)
 
@@ -98,11 +106,12 @@ def write_tiny_model(path: str | Path, arch: str, weights: str = "q8_0", seed: i
              "q8_0": gguf.GGMLQuantizationType.Q8_0}[weights]
     rng = np.random.default_rng(seed)
     path = Path(path)
-    writer = gguf.GGUFWriter(str(path), arch)
+    file_arch = GGUF_ARCH.get(arch, arch)
+    writer = gguf.GGUFWriter(str(path), file_arch)
     writer.add_name(f"conform tiny {arch} {weights} seed {seed}")
 
     def add(key: str, value: object) -> None:
-        full = f"{arch}.{key}"
+        full = f"{file_arch}.{key}"
         if isinstance(value, float):
             writer.add_float32(full, value)
         else:

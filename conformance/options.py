@@ -134,6 +134,12 @@ def _check_op_values(values: list[str] | None) -> object:
     return parse_ops(values)
 
 
+def _check_from_model(run: str | None) -> object:
+    from conformance.model_cases import check_from_model
+
+    return check_from_model(run)
+
+
 RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--device", "golden, ggml:NAME, ggml:PATTERN*, acl:N or module:factory (repeatable; default: "
               "ggml:CPU)", repeatable=True, metavar="SPEC"),
@@ -157,6 +163,10 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "not depend on it)", default=1, type=int, metavar="N", check=check_threads),
     RunOption("--hypothesis-db", "keep hypothesis' example database here (failures replay first next time)",
               metavar="DIR"),
+    RunOption("--from-model", "also draw op cases around each distinct node signature of a conform model run "
+              "(its output folder, model.json or node-cases.txt): the signature first, then other data and "
+              "neighbouring sizes (tests test_from_model[...])", metavar="RUN", type=os.path.abspath,
+              check=_check_from_model),
 )
 OPTIONS_BY_FLAG = {option.flag: option for option in RUN_OPTIONS}
 

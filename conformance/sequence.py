@@ -14,13 +14,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from conformance.graphs import evaluate_graph_case
 from conformance.harness import Harness
 from conformance.set_get import SetGetCase
 from device.spec import DeviceSpec
 from golden.case import OpCase
+from golden.graphs.case import GraphCase
 from results.outcome import Outcome
 
-SequenceCase = OpCase | SetGetCase
+SequenceCase = OpCase | SetGetCase | GraphCase
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,12 @@ class SequenceRunner:
         steps: list[Step] = []
         try:
             for case in cases:
-                record = harness.evaluate_set_get(case) if isinstance(case, SetGetCase) else harness.evaluate(case)
+                if isinstance(case, GraphCase):
+                    record = evaluate_graph_case(harness, case)
+                elif isinstance(case, SetGetCase):
+                    record = harness.evaluate_set_get(case)
+                else:
+                    record = harness.evaluate(case)
                 step = Step(record.case_id, record.outcome, record.message)
                 steps.append(step)
                 if self.on_step is not None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from golden.case import OpCase
+from golden.graphs.case import GraphCase
 from golden.tolerance import Tolerance
 
 
@@ -61,3 +62,30 @@ class KnownBug:
 def release_key(release: str) -> tuple[int, ...]:
     """``"0.25.1"`` as (0, 25, 1); a part that is not a number counts as 0."""
     return tuple(int(p) if p.isdigit() else 0 for p in release.split("."))
+
+@dataclass(frozen=True)
+class GraphKnownBug:
+    """A backend defect that shows in graph cases (``golden/graphs``): a predicate over the whole graph,
+    for what no single node's op-tier bug describes (a fused kernel, state left between graphs)."""
+
+    id: str
+    devices: str  # fnmatch over the ggml device name
+    applies: Callable[[GraphCase], bool]
+    reason: str
+    repro: str  # a graph case id, or the standalone program that shows it
+    releases: tuple[str, ...] = ()
+    outcomes: tuple[str, ...] = ("fail",)
+    # the case may leave the process corrupted even when its own results are right: the worker is
+    # restarted after it, so the damage cannot land on a later, innocent case
+    corrupts_process: bool = False
+    source: str = ""  # where the entry is written (device/known_bugs.py fills it in)
+
+    def matches(self, case: GraphCase, device_name: str, release: str) -> bool:
+        if not fnmatch.fnmatchcase(device_name, self.devices):
+            return False
+        return release_in(release, self.releases) and bool(self.applies(case))
+
+
+def release_in(release: str, releases: tuple[str, ...]) -> bool:
+    """Whether ``releases`` (empty: every release) has ``release``."""
+    return not releases or release in releases

@@ -18,8 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from device.ggml import known_bugs_cpu
-from device.known_bug import KnownBug
+from device.known_bug import GraphKnownBug, KnownBug
 from golden.case import OpCase
+from golden.graphs.case import GraphCase
 
 IN_REPO_FILES = ("known_bugs_cpu.toml", "known_bugs_vulkan.toml")  # in device/ggml/, read after the Python lists
 
@@ -49,6 +50,28 @@ def _sourced(bug: KnownBug, source: str) -> KnownBug:
 def find(case: OpCase, device_name: str, release: str, bugs: Iterable[KnownBug] | None = None) -> KnownBug | None:
     """The first known bug of ``device_name`` at ``release`` that covers ``case``, or None."""
     for bug in all_known_bugs() if bugs is None else bugs:
+        if bug.matches(case, device_name, release):
+            return bug
+    return None
+
+
+def all_graph_bugs() -> list[GraphKnownBug]:
+    """The graph-level bugs (``GRAPH_BUGS`` of the same modules); a node's own op bug stays in ``BUGS``."""
+    bugs: list[GraphKnownBug] = []
+    for name in ("device.ggml.known_bugs_cpu", "device.ggml.known_bugs_vulkan"):
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+        bugs += [b if b.source else replace(b, source=name.replace(".", "/") + ".py")
+                 for b in getattr(module, "GRAPH_BUGS", [])]
+    return bugs
+
+
+def find_graph(case: GraphCase, device_name: str, release: str,
+               bugs: Iterable[GraphKnownBug] | None = None) -> GraphKnownBug | None:
+    """The first graph-level known bug of ``device_name`` at ``release`` that covers ``case``, or None."""
+    for bug in all_graph_bugs() if bugs is None else bugs:
         if bug.matches(case, device_name, release):
             return bug
     return None

@@ -14,6 +14,7 @@ import sys
 
 from reports.csv_export import write_support_csv
 from reports.html import build_report
+from reports.model_html import is_model_input, load_model_results
 from results.load import ReportInputError
 
 PROG = "conform report"
@@ -33,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Build a self-contained HTML report (support matrix, per-op error, failure clusters, "
         "known failures, changes since baseline runs) from one or more results files (JSON Lines).",
     )
-    parser.add_argument("results", nargs="+", metavar="RESULTS", help="results files (.jsonl); several merge")
+    parser.add_argument("results", nargs="+", metavar="RESULTS",
+                        help="results files (.jsonl); several merge. A conform model result (its model.json or "
+                        "output folder) adds the Models section")
     parser.add_argument("-o", "--output", required=True, metavar="HTML",
                         help="the report file to write (never one of the inputs)")
     parser.add_argument("--baseline", action="append", metavar="OLD", default=None,
@@ -60,7 +63,9 @@ def report_main(argv: list[str] | None = None) -> int:
               f"(e.g. {os.path.join(args.output, 'report.html')})", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        data = build_report(args.results, args.output, baseline_paths=args.baseline,
+        results = [path for path in args.results if not is_model_input(path)]
+        models = [path for path in args.results if is_model_input(path)]
+        data = build_report(results, args.output, model_paths=models, baseline_paths=args.baseline,
                             expectations_path=args.expectations, max_examples_per_cluster=args.max_failures,
                             other_outputs=[args.csv] if args.csv else [])
         for warning in data.input_warnings:
@@ -84,6 +89,10 @@ def report_main(argv: list[str] | None = None) -> int:
 
     summary = (f"wrote {args.output}: {data.total_cases} cases, {data.unexpected_failures} unexpected failures "
                f"in {len(data.clusters)} clusters, {data.known_failures} known")
+    if models:
+        records = load_model_results(models)
+        failing = sum(not str(m["verdict"]).startswith("pass") for m in records)
+        summary += f", {len(records)} model run{'s' if len(records) != 1 else ''} ({failing} failing)"
     if data.unrecorded_failures:
         summary += f", {data.unrecorded_failures} failing tests without a case record (RUN FAILED)"
     elif data.failed_runs:

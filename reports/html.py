@@ -33,6 +33,7 @@ from reports.analysis import (
 )
 from reports.baseline import ERROR_GROWTH_FACTOR, ERROR_GROWTH_FLOOR, PASS_RATE_SIGMAS
 from reports.expectations import load_expectations
+from reports.model_html import load_model_results
 from reports.perf import REGRESSION_FACTOR, PerfSection, build_perf_section, format_quantity, format_seconds
 from reports.plots import pass_rate_svg, ratio_histogram_svg
 from results.load import (
@@ -180,9 +181,11 @@ def _distinct_headers(data: ReportData) -> list[dict[str, Any]]:
     return [dict(header, _workers=workers[key]) for key, header in seen.items()]
 
 
-def render_report(data: ReportData, title: str | None = None, perf: PerfSection | None = None) -> str:
+def render_report(data: ReportData, title: str | None = None, perf: PerfSection | None = None,
+                  models: Sequence[dict[str, Any]] = ()) -> str:
     """Render analysed report data to a complete HTML document; the title names the devices in it.
-    ``perf``: the perf-mode part (reports/perf.py), where records were timed."""
+    ``perf``: the perf-mode part (reports/perf.py), where records were timed; ``models``: ``conform model``
+    results (model.json), rendered as the Models section."""
     env = _make_environment()
     template = env.get_template("report.html.j2")
     powers = range(int(BAR_LOG_MIN), int(BAR_LOG_MAX) + 1)
@@ -211,6 +214,8 @@ def render_report(data: ReportData, title: str | None = None, perf: PerfSection 
         device_list=", ".join(dict.fromkeys(data.device_names)) or "no device",
         perf=perf,
         regression_factor=REGRESSION_FACTOR,
+        models=list(models),
+        failing_models=[m for m in models if not str(m.get("verdict", "")).startswith("pass")],
     )
 
 
@@ -221,6 +226,7 @@ def build_report(
     expectations_path: str | os.PathLike[str] | None = None,
     max_examples_per_cluster: int = 5,
     other_outputs: Sequence[str | os.PathLike[str]] = (),
+    model_paths: Sequence[str | os.PathLike[str]] = (),
 ) -> ReportData:
     """Read results (and optionally baseline runs and an expectations file) and write one HTML file.
 
@@ -228,12 +234,15 @@ def build_report(
     malformed or foreign inputs, and for an output that would overwrite an input. The same file
     given twice, or two copies of one run, are read once; ``ReportData.input_warnings`` says so.
     ``other_outputs`` are further files the caller will write (the CSV), checked the same way.
+    ``model_paths``: ``conform model`` results (model.json files or their run folders), the Models section.
     Returns the analysed data, e.g. for a summary line or an exit status.
     """
-    if not results_paths:
+    if not results_paths and not model_paths:
         raise ResultsError("no results files given")
+    models = load_model_results(model_paths)
     out_html = Path(out_html)
-    inputs = [*results_paths, *(baseline_paths or []), *([expectations_path] if expectations_path else [])]
+    inputs = [*results_paths, *model_paths, *(baseline_paths or []),
+              *([expectations_path] if expectations_path else [])]
     tmp = out_html.with_name(out_html.name + ".tmp")
     check_outputs_are_not_inputs([out_html, tmp, *other_outputs], inputs)
     expectations = load_expectations(expectations_path) if expectations_path is not None else []
@@ -255,7 +264,7 @@ def build_report(
         )
         data.input_warnings = warnings + run_warnings + [f"baseline {w}" for w in baseline_warnings]
         attach_error_plots(data.clusters)
-        html = render_report(data, perf=build_perf_section(files, baseline_files))
+        html = render_report(data, perf=build_perf_section(files, baseline_files), models=models)
     out_html.parent.mkdir(parents=True, exist_ok=True)
     try:
         tmp.write_text(html, encoding="utf-8")

@@ -7,10 +7,16 @@ Text from results goes through jinja2 autoescaping, as in the release report.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import jinja2
+
+from results.load import ReportInputError
+
+MODEL_FILE = "model.json"
 
 TEMPLATE_DIR = Path(__file__).parent
 
@@ -21,8 +27,52 @@ def render_model_section(results: list[dict[str, Any]]) -> str:
     return env.get_template("model.html.j2").render(models=results)
 
 
+def is_model_input(path: str | os.PathLike[str]) -> bool:
+    """A ``conform report`` input that is a model run (a folder, a model.json, or a .json file that opens as
+    one: its first key is ``device_spec``) rather than results (JSON Lines, whatever their suffix)."""
+    p = Path(path)
+    if p.is_dir() or p.name == MODEL_FILE:
+        return True
+    if p.suffix != ".json" or not p.is_file():
+        return False
+    with p.open("rb") as f:
+        head = f.read(256).lstrip()
+    return head.startswith(b"{") and head[1:].lstrip().startswith(b'"device_spec"')
+
+
+def model_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The model.json files of a ``conform model`` output: the file itself, the folder's, or one per device
+    subfolder (a run on several devices)."""
+    p = Path(path)
+    if not p.is_dir():
+        return [p]
+    if (p / MODEL_FILE).is_file():
+        return [p / MODEL_FILE]
+    found = sorted(p.glob(f"*/{MODEL_FILE}"))
+    if not found:
+        raise ReportInputError(f"{path}: a folder without {MODEL_FILE} (give a conform model output folder, or "
+                               "results .jsonl files)")
+    return found
+
+
+def load_model_results(paths: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
+    """The model.json records of ``conform model`` runs; ReportInputError (one line) for one that is not."""
+    out = []
+    for file in (f for path in paths for f in model_files(path)):
+        try:
+            record = json.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ReportInputError(f"{file}: no such file") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ReportInputError(f"{file}: not a conform model result ({exc})") from None
+        if not isinstance(record, dict) or not {"verdict", "nodes", "logits", "device_spec"} <= record.keys():
+            raise ReportInputError(f"{file}: not a conform model result (no verdict, per-node table and logits)")
+        out.append(record)
+    return out
+
+
 def build_model_report(model_json: list[Path], out: Path) -> Path:
     """Render the model.json files of ``conform model`` runs into one page."""
-    results = [json.loads(p.read_text()) for p in model_json]
+    results = load_model_results(model_json)
     out.write_text(render_model_section(results))
     return out

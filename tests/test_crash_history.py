@@ -165,6 +165,7 @@ def test_shrink_does_not_count_an_earlier_crash() -> None:
     (["--sequence", IDS[0], "--history", "x.jsonl"], "either --sequence or --history"),
     (["--history", "no-such.jsonl"], "cannot read the results file"),
     (["--sequence", "RELU(type=f32,ne=[4,x])"], "malformed case id"),
+    (["--sequence", "GRAPH[add_chain](type=f32,ne=[4,1,1,1],n=99,b=full,data=uniform:0)"], "malformed graph case id"),
 ])
 def test_bad_sequence_input_is_one_line(args: list[str], expect: str) -> None:
     code, out = conform("repro", "--device", DEVICE, *args)
@@ -193,3 +194,12 @@ def test_a_wrong_result_gets_the_next_case_a_fresh_process(tmp_path: Path) -> No
         finally:
             harness.close()
     assert [before.outcome, wrong.outcome, after.outcome] == [Outcome.PASS, Outcome.FAIL, Outcome.PASS]
+
+
+def test_a_sequence_replays_graph_cases_too() -> None:
+    """A crash history holds graph case ids as well (the graph tier runs in the same workers)."""
+    graph_ids = ["GRAPH[add_chain](type=f32,ne=[8,2,1,1],n=3,b=row,data=uniform:1)",
+                 "GRAPH[rms_norm_mul](type=f32,ne=[8,3,1,1],w=row,order=xw,eps=1e-05,data=uniform:3)"]
+    code, out = conform("repro", "--device", "ggml:CPU", "--sequence", graph_ids[0], IDS[0], graph_ids[1])
+    assert code == 0 and "does not reproduce a crash" in out, out
+    assert "3/3 PASS" in out and graph_ids[1] in out, out

@@ -161,7 +161,7 @@ def test_a_libllama_whose_layout_differs_is_refused_naming_the_field() -> None:
     assert "a field was added or removed" in result["size"]
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "qwen3", "qwen3moe", "gemma2"])
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3", "qwen3moe", "mixtral", "gemma2", "gemma3"])
 def test_every_synthetic_architecture_is_judged_node_by_node_on_the_cpu(tmp_path: Path, arch: str) -> None:
     """Every computed node of each architecture translates to an op case the golden judges (none left
     'not judged'); gemma2's GEGLU is the CPU's known F16-table deviation."""
@@ -171,6 +171,31 @@ def test_every_synthetic_architecture_is_judged_node_by_node_on_the_cpu(tmp_path
     assert result["verdict"] == "pass"
     assert set(result["counts"]) <= {"pass", "expected"}, result["counts"]
     expected = {n["op"] for n in result["nodes"] if n["status"] == "expected"}
-    assert expected <= ({"GEGLU"} if arch == "gemma2" else set())
-    if arch == "qwen3moe":
+    assert expected <= ({"GEGLU"} if arch.startswith("gemma") else set())
+    if arch in ("qwen3moe", "mixtral"):  # mixtral: llama with routed experts (arch llama in the file)
         assert {"MUL_MAT_ID", "ARGSORT", "SOFT_MAX", "GET_ROWS"} <= {n["op"] for n in result["nodes"]}
+
+
+def test_the_capture_holds_each_weight_once(tmp_path: Path) -> None:
+    """A weight read by a node in every decode step is one read-only array, not a copy per use; the
+    activations and the KV cache are still read per node (they change)."""
+    result = run_python(f"""
+        import json
+        from conformance.model_synthetic import write_tiny_model
+        from device.llama.capture import run_model
+        path = write_tiny_model({str(tmp_path / "m.gguf")!r}, "llama", "q8_0", 0)
+        run = run_model({str(LIB)!r}, path, "CPU", [[1, 5, 9, 17], [3], [4]], capture=True)
+        uses, arrays, writable = {{}}, {{}}, []
+        for node in run.nodes:
+            for src in node.srcs:
+                if src is not None and src.name.endswith(".weight"):
+                    uses[src.name] = uses.get(src.name, 0) + 1
+                    arrays.setdefault(src.name, set()).add(id(src.raw))
+                    writable += [src.name] if src.raw.flags.writeable else []
+        kv = [id(s.raw) for n in run.nodes for s in n.srcs if s is not None and s.name.startswith("cache_k_l0")]
+        print(json.dumps({{"uses": uses, "arrays": {{k: len(v) for k, v in arrays.items()}}, "writable": writable,
+                          "kv_reads": len(kv), "kv_arrays": len(set(kv))}}))
+    """)
+    assert result["uses"]["blk.0.attn_q.weight"] == 3  # once per step
+    assert set(result["arrays"].values()) == {1} and not result["writable"]
+    assert result["kv_reads"] >= 3 and result["kv_arrays"] == result["kv_reads"]

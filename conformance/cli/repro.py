@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from conformance.sequence import SequenceCase
     from conformance.set_get import SetGetCase
     from device.spec import DeviceSpec
     from golden.case import OpCase
@@ -113,6 +114,18 @@ def _repro_graph(args: argparse.Namespace) -> int:
     return 1 if record.failing else 0
 
 
+def _sequence_case(case_id: str) -> SequenceCase:
+    """A sequence's case: a graph case id (its crash history holds graph cases too) or an op's."""
+    from golden.graphs.case import is_graph_id, parse_graph_id
+
+    if not is_graph_id(case_id):
+        return check_case(case_id)
+    try:
+        return parse_graph_id(case_id)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise UsageError(f"malformed graph case id {case_id!r}: {exc}") from None
+
+
 def _repro_device(args: argparse.Namespace, recorded: str | None) -> DeviceSpec:
     """--device, else the device a record names, else ggml:CPU."""
     from device.spec import DeviceSpec
@@ -197,7 +210,7 @@ def _repro_sequence(args: argparse.Namespace) -> int:
             raise UsageError("with --sequence, give every case id (the crashing one last) after --sequence")
         ids = _sequence_ids(args.sequence)
         device = _repro_device(args, None)
-    cases = [check_case(case_id) for case_id in ids]
+    cases = [_sequence_case(case_id) for case_id in ids]
     check_spec(device, device_options(args))
 
     def show(index: int, total: int, step: Step) -> None:

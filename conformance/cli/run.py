@@ -20,11 +20,14 @@ from conformance.options import COMMAND_ENV, RUN_OPTIONS
 
 
 def _check_selection(args: argparse.Namespace) -> None:
-    """-k and --op, checked before pytest starts: a bad expression is one line, not pytest's usage error."""
+    """-k, --op and --from-model, checked before pytest starts: a bad expression is one line, not pytest's
+    usage error."""
+    from conformance.model_cases import check_from_model
     from conformance.options import parse_ops
 
     try:
         parse_ops(args.op)
+        check_from_model(args.from_model)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.k is None:

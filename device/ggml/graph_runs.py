@@ -20,6 +20,7 @@ import numpy as np
 from device.base import GraphRun, GraphRunResult, output_dtype
 from device.ggml.graph import Builder, GraphBuilder, GraphBuildError, InputTensor, SymbolMissing
 from device.ggml.lib import GgmlLib, TensorP
+from device.ggml.ops_movement import VIEWS
 from device.ggml.prepared import Allocation, PreparedGraph, declined, set_output
 from golden.graphs.case import GraphCase
 
@@ -46,8 +47,11 @@ def build(device: GraphHost, case: GraphCase, run: GraphRun) -> tuple[PreparedGr
         tensors: dict[str, TensorP] = {i.name: t.tensor for i, t in zip(graph.inputs, inputs, strict=True)}
         nodes: dict[str, TensorP] = {}
         for node in graph.nodes:
-            constructor = device.builder_for(node.op)
-            t = constructor(g_nodes, [tensors[s] for s in node.srcs], case.node_case(node))
+            srcs, node_case = [tensors[s] for s in node.srcs], case.node_case(node)
+            if node.op in VIEWS:  # a view node is the view itself (the op tier's builder adds a ggml_cont)
+                t = VIEWS[node.op](g_nodes, srcs[0], node_case)
+            else:
+                t = device.builder_for(node.op)(g_nodes, srcs, node_case)
             if not t:
                 raise GraphBuildError(f"{node.op} constructor returned NULL for node {node.name}")
             lib.ggml_set_name(t, node.name.encode())
@@ -55,6 +59,12 @@ def build(device: GraphHost, case: GraphCase, run: GraphRun) -> tuple[PreparedGr
         flagged = list(nodes) if run is GraphRun.BLOCKED else list(graph.outputs)
         for name in flagged:
             set_output(g_nodes, nodes[name])
+            view_src = nodes[name].contents.view_src
+            if run is GraphRun.GALLOCR and view_src:
+                # an output view keeps its source's memory: the allocator frees (and reuses) a source
+                # that is not flagged once its views are consumed; not in the fused run, where the
+                # flag would stop the backend fusing through the source
+                set_output(g_nodes, view_src)
         allocation = Allocation.GALLOCR if run is GraphRun.GALLOCR else Allocation.OWN
         prepared = PreparedGraph(lib, device.backend, device.name, g_in, inputs, [nodes[o] for o in graph.outputs],
                                  node_ctx=g_nodes, graph_size=max(64, 2 * len(graph.nodes)), allocation=allocation)
@@ -83,7 +93,8 @@ def run_graph(device: GraphHost, case: GraphCase, inputs: list[np.ndarray]) -> G
             prepared.allocate()
             prepared.upload(inputs)
             elapsed = prepared.compute()
-            wanted = [n.name for n in graph.nodes] if run is GraphRun.BLOCKED else list(graph.outputs)
+            wanted = ([n.name for n in graph.nodes if graph.read_back(n.name)] if run is GraphRun.BLOCKED
+                      else list(graph.outputs))
             result.nodes[run.value] = {
                 name: prepared.read(nodes[name]).astype(output_dtype(graph.node(name).dst), copy=False)
                 for name in wanted

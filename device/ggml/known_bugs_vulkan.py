@@ -26,10 +26,11 @@ from device.ggml.known_bugs_cpu import (
     circular_pad_beyond_dim,
     dequantizing_cpy_into_unaligned_view,
 )
-from device.known_bug import KnownBug
+from device.known_bug import GraphKnownBug, KnownBug
 from golden import catalogue, dtypes, glu
 from golden.case import OpCase, TensorSpec
 from golden.geometry import ggml_contiguous, logical_nb, storage_of
+from golden.graphs.case import GraphCase
 from golden.matmul import abs_dot, routed_pairs
 from golden.tolerance import F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs
 
@@ -512,3 +513,31 @@ NAMED_BOUNDS: dict[str, Tolerance] = {
     **{f"{row.model_name}_{dst}": row for (_, dst), row in VULKAN_BUILTIN_ROWS.items()},
     **{f"vulkan_{op.lower()}": row for op, row in VULKAN_GLU_ROWS.items()},
 }
+
+
+# ---- graph cases (golden/graphs) ----------------------------------------------------------------------
+
+def _rms_norm_feeds_mul(case: GraphCase) -> bool:
+    """The graph has ggml-vulkan's RMS_NORM+MUL fusion span: a MUL that takes an RMS_NORM node's result."""
+    graph = case.graph
+    norms = {n.name for n in graph.nodes if n.op == "RMS_NORM"}
+    return any(n.op == "MUL" and norms.intersection(n.srcs) for n in graph.nodes)
+
+
+GRAPH_BUGS: list[GraphKnownBug] = [
+    GraphKnownBug(
+        id="vulkan-rms-norm-mul-fusion-heap-corruption", devices="Vulkan*", releases=R0251,
+        applies=_rms_norm_feeds_mul, outcomes=("crash",), corrupts_process=True,
+        reason="RMS_NORM+MUL(+ADD) graphs of two shapes computed in turn in one process, each once fused and once "
+               "with fusion blocked, corrupt the heap (lavapipe's device memory): 'malloc(): unsorted double linked "
+               "list corrupted' and the like, 10-30 graph cases into a worker, on whichever case comes next. "
+               "Reproduced outside the harness by a C program on ggml's public API (under glibc's malloc checking: "
+               "aborts in 3 of 3 tries; survives 40 passes with GGML_VK_DISABLE_FUSION=1, on ggml's CPU, and with "
+               "only fused or only blocked builds). Every result computed before the abort was right; each such "
+               "case gets a fresh worker after it",
+        repro="repro/vulkan_rms_norm_fusion_heap.c (LD_PRELOAD=libc_malloc_debug.so.0 "
+              "GLIBC_TUNABLES=glibc.malloc.check=3 ./a.out .backends/ggml-0.25.1-vulkan 40 harness); cases "
+              "GRAPH[rms_norm_mul_add](type=f32,ne=[45,1,1,1],w=full,order=xw,eps=9.999999747378752e-06,b=row,"
+              "data=uniform:2715) then GRAPH[rms_norm_mul_add](type=f32,ne=[1,32,1,1],w=full,order=wx,"
+              "eps=9.999999747378752e-06,b=row,data=dense:3074)"),
+]

@@ -96,12 +96,18 @@ def _arange(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     return g.lib.ggml_arange(g.ctx, case.param("start"), case.param("stop"), case.param("step"))
 
 
+# the views themselves: a graph case's view node is one of these, not followed by ggml_cont, so a
+# backend's fusion matcher sees the VIEW / RESHAPE / PERMUTE / TRANSPOSE node llama.cpp's graph has
+VIEWS: dict[str, Callable[[GraphBuilder, TensorP, OpCase], TensorP]] = {
+    "VIEW": _view,
+    "RESHAPE": lambda g, a, case: g.lib.ggml_reshape_4d(g.ctx, a, *case.param("ne")),
+    "PERMUTE": lambda g, a, case: g.lib.ggml_permute(g.ctx, a, *case.param("axes")),
+    "TRANSPOSE": lambda g, a, case: g.lib.ggml_transpose(g.ctx, a),
+}
+
 BUILDERS: dict[str, Builder] = {
     "NONE": _then_cont(lambda g, a, case: a),
-    "VIEW": _then_cont(_view),
-    "RESHAPE": _then_cont(lambda g, a, case: g.lib.ggml_reshape_4d(g.ctx, a, *case.param("ne"))),
-    "PERMUTE": _then_cont(lambda g, a, case: g.lib.ggml_permute(g.ctx, a, *case.param("axes"))),
-    "TRANSPOSE": _then_cont(lambda g, a, case: g.lib.ggml_transpose(g.ctx, a)),
+    **{op: _then_cont(view) for op, view in VIEWS.items()},
     "DUP": lambda g, srcs, case: g.lib.ggml_dup(g.ctx, srcs[0]),
     "CONT": _cont,
     "CPY": _cpy,

@@ -55,6 +55,8 @@ def _diag_mask_inf(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> Tensor
     return g.lib.ggml_diag_mask_inf(g.ctx, srcs[0], case.param("n_past"))
 
 
+prototype("ggml_rope_ext_inplace", P_TENSOR, P_CTX, P_TENSOR, P_TENSOR, P_TENSOR, C.c_int, C.c_int, C.c_int,
+          *(C.c_float,) * 6)
 prototype("ggml_rope_multi", P_TENSOR, P_CTX, P_TENSOR, P_TENSOR, P_TENSOR, C.c_int, C.POINTER(C.c_int),
           C.c_int, C.c_int, C.c_float, C.c_float, C.c_float, C.c_float, C.c_float, C.c_float)
 
@@ -65,6 +67,12 @@ def _rope(g: GraphBuilder, srcs: list[TensorP], case: OpCase) -> TensorP:
     if "sections" in p:  # MROPE, VISION, IMROPE: ggml_rope_multi with int sections[4]
         sections = (C.c_int * 4)(*p["sections"])
         return g.call("ggml_rope_multi", g.ctx, srcs[0], srcs[1], freq_factors, p["n_dims"], sections, p["mode"],
+                      p["n_ctx_orig"], p["freq_base"], p["freq_scale"], p["ext_factor"], p["attn_factor"],
+                      p["beta_fast"], p["beta_slow"])
+    # form=inplace: ggml_rope_ext_inplace, as llama.cpp's KV-cache shift rotates the cache's own view
+    # (graph cases only: the op tier draws no such form)
+    if case.form == "inplace":
+        return g.call("ggml_rope_ext_inplace", g.ctx, srcs[0], srcs[1], freq_factors, p["n_dims"], p["mode"],
                       p["n_ctx_orig"], p["freq_base"], p["freq_scale"], p["ext_factor"], p["attn_factor"],
                       p["beta_fast"], p["beta_slow"])
     return g.lib.ggml_rope_ext(

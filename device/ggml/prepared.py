@@ -22,13 +22,16 @@ import time
 import numpy as np
 
 from device.base import DeviceError, Unsupported
-from device.ggml.graph import P_TENSOR, GraphBuilder, InputTensor, prototype, read_tensor
+from device.ggml.graph import P_CTX, P_TENSOR, GraphBuilder, InputTensor, prototype, read_tensor
 from device.ggml.lib import GgmlLib, TensorP
 from golden.geometry import pack
 
 GGML_STATUS_SUCCESS = 0
 
 prototype("ggml_set_output", None, P_TENSOR)
+prototype("ggml_get_first_tensor", P_TENSOR, P_CTX)
+prototype("ggml_backend_view_init", C.c_int, P_TENSOR)  # void before 0.2x: the int is then ignored
+prototype("ggml_get_next_tensor", P_TENSOR, P_CTX, P_TENSOR)
 prototype("ggml_set_input", None, P_TENSOR)
 prototype("ggml_gallocr_new", C.c_void_p, C.c_void_p)
 prototype("ggml_gallocr_free", None, C.c_void_p)
@@ -89,6 +92,9 @@ class PreparedGraph:
     def _alloc_ctx(self, g: GraphBuilder) -> None:
         buffer = self.lib.ggml_backend_alloc_ctx_tensors(g.ctx, self.backend)
         if not buffer:
+            if not _needs_memory(g):  # only views (an in-place node on a view of an input): nothing to
+                _init_views(g)  # allocate, but the views still need their addresses in the source's buffer
+                return
             raise DeviceError(f"{self.device_name}: buffer allocation failed")
         self._buffers.append(buffer)
 
@@ -140,6 +146,25 @@ class PreparedGraph:
         for g in (self.node_ctx, self.input_ctx):
             if g is not None:
                 g.free()
+
+
+def _needs_memory(g: GraphBuilder) -> bool:
+    """Whether a context holds a tensor that is not a view (ggml_backend_alloc_ctx_tensors returns NULL
+    both when it fails and when there is nothing to allocate)."""
+    t = g.call("ggml_get_first_tensor", g.ctx)
+    while t:
+        if not t.contents.view_src:
+            return True
+        t = g.call("ggml_get_next_tensor", g.ctx, t)
+    return False
+
+
+def _init_views(g: GraphBuilder) -> None:
+    t = g.call("ggml_get_first_tensor", g.ctx)
+    while t:
+        if t.contents.view_src and not t.contents.data:
+            g.call("ggml_backend_view_init", t)
+        t = g.call("ggml_get_next_tensor", g.ctx, t)
 
 
 def set_output(g: GraphBuilder, t: TensorP) -> None:

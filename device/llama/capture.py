@@ -99,6 +99,31 @@ def _bind_extra(ggml: ggml_lib.GgmlLib) -> None:
         fn.restype, fn.argtypes = restype, [C.c_void_p]
     ggml.base.ggml_backend_buffer_is_host.restype = C.c_bool
     ggml.base.ggml_backend_buffer_is_host.argtypes = [C.c_void_p]
+    ggml.base.ggml_backend_buffer_get_usage.restype = C.c_int
+    ggml.base.ggml_backend_buffer_get_usage.argtypes = [C.c_void_p]
+
+
+BUFFER_USAGE_WEIGHTS = 1  # enum ggml_backend_buffer_usage: llama.cpp marks the model's weight buffers so
+
+
+class WeightCache:
+    """The model's weights read once: a weight is a source of a node in every layer's use and every decode
+    step, and holding a copy per use made the capture (steps + 1) times the model. Weights do not change
+    during a run, so every node that reads one shares the same (read-only) bytes."""
+
+    def __init__(self) -> None:
+        self.tensors: dict[tuple[int, int, int, tuple[int, ...]], CapturedTensor] = {}
+
+    def read(self, ggml: ggml_lib.GgmlLib, ptr: int) -> CapturedTensor:
+        t = C.cast(C.c_void_p(ptr), ggml_lib.TENSOR_POINTER).contents
+        if not t.buffer or ggml.base.ggml_backend_buffer_get_usage(t.buffer) != BUFFER_USAGE_WEIGHTS:
+            return _read(ggml, ptr)
+        key = (int(t.buffer), int(t.data or 0), int(t.type), tuple(int(v) for v in (*t.ne, *t.nb)))
+        cached = self.tensors.get(key)
+        if cached is None:
+            cached = self.tensors[key] = _read(ggml, ptr)
+            cached.raw.flags.writeable = False  # shared by every node that reads it
+        return cached
 
 
 def _read(ggml: ggml_lib.GgmlLib, ptr: int) -> CapturedTensor:
@@ -164,6 +189,7 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
         callback = None
         if capture:
             pending: dict[int, list[CapturedTensor | None]] = {}
+            weights = WeightCache()
 
             def observe(t: int | None, ask: bool, user: int | None) -> bool:
                 if not t:
@@ -172,7 +198,8 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
                 if ask:
                     # the sources now, before the node runs: the allocator may give a node its source's
                     # memory (in place), so after it ran the source may hold the output
-                    srcs = [(_read(ggml, int(C.cast(s, C.c_void_p).value or 0)) if s else None) for s in tensor.src]
+                    srcs = [(weights.read(ggml, int(C.cast(s, C.c_void_p).value or 0)) if s else None)
+                            for s in tensor.src]
                     while srcs and srcs[-1] is None:
                         srcs.pop()
                     pending[t] = srcs

@@ -29,7 +29,7 @@ import numpy as np
 
 from golden import catalogue, dtypes
 from golden.case import OpCase, _fmt, _split_top, parse_value
-from golden.graphs.graph import Graph, GraphNode, Pattern
+from golden.graphs.graph import Graph, GraphInput, GraphNode, Pattern
 from golden.graphs.registry import get_pattern
 from golden.tolerance import Tolerance
 
@@ -129,13 +129,19 @@ class GraphGolden:
 RowFor = Callable[[OpCase], Tolerance]
 
 
+def as_value(graph_input: GraphInput, x: np.ndarray) -> np.ndarray:
+    """An input as the per-op goldens take it: indices as integers (MUL_MAT_ID indexes with them)."""
+    x = np.asarray(x)
+    return x.astype(np.int64) if graph_input.spec.dtype in dtypes.INDEX_TYPES else x
+
+
 def evaluate_graph(case: GraphCase, inputs: list[np.ndarray], row_for: RowFor | None = None) -> GraphGolden:
     """``inputs``: float64 logical values of the graph inputs, in ``graph.inputs`` order. ``row_for``
     gives a node's own tolerance row (default: the catalogue's; a backend's documented deviation may
     replace it, as it does for an op case)."""
     row_for = row_for or catalogue.tolerance_of
     graph = case.graph
-    values: dict[str, np.ndarray] = {i.name: np.asarray(x) for i, x in zip(graph.inputs, inputs, strict=True)}
+    values: dict[str, np.ndarray] = {i.name: as_value(i, x) for i, x in zip(graph.inputs, inputs, strict=True)}
     deltas: dict[str, np.ndarray | None] = {i.name: None for i in graph.inputs}  # inputs are exact as stored
     out = GraphGolden()
     for node in graph.nodes:
@@ -149,8 +155,11 @@ def evaluate_graph(case: GraphCase, inputs: list[np.ndarray], row_for: RowFor | 
         out.exact[node.name], out.stored[node.name], out.allowed[node.name] = exact, stored, allowed
         values[node.name] = stored
         # a consumer sees the device's value, within ``allowed`` of the exact one, while the golden
-        # feeds it the stored (rounded) one: their distance adds half a spacing of the storage type
-        deltas[node.name] = allowed + 0.5 * dtypes.ulp(np.abs(np.where(np.isfinite(exact), exact, 0.0)), node.dst)
+        # feeds it the stored (rounded) one: their distance adds half a spacing of the storage type (an
+        # index is stored exactly)
+        rounding = 0.0 if node.dst in dtypes.INDEX_TYPES else 0.5 * dtypes.ulp(
+            np.abs(np.where(np.isfinite(exact), exact, 0.0)), node.dst)
+        deltas[node.name] = allowed + rounding
     return out
 
 
@@ -250,3 +259,108 @@ def _swiglu(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None],
         s = 1.0 / (1.0 + np.exp(-x))
     dsilu = _abs(s * (1.0 + x * (1.0 - s)))
     return dsilu * _abs(xs[1]) * _zero_or(deltas[0], g) + _abs(x * s) * _zero_or(deltas[1], g)
+
+
+@_rule("SILU")
+def _silu(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # silu' = σ(x)(1 + x(1 − σ(x))), and |silu''| ≤ 1/2 bounds the rest by d²/4 (Taylor with remainder)
+    x = np.asarray(xs[0], np.float64)
+    d = _zero_or(deltas[0], g)
+    with np.errstate(over="ignore"):
+        s = 1.0 / (1.0 + np.exp(-x))
+    return _abs(s * (1.0 + x * (1.0 - s))) * d + 0.25 * d * d
+
+
+# ---- views, selection and the TOPK_MOE chain (issue 23, item 5) --------------------------------------
+
+@_rule("VIEW")
+@_rule("RESHAPE")
+@_rule("PERMUTE")
+@_rule("TRANSPOSE")
+def _view(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # a view moves values without arithmetic: each element's error is its source element's
+    return catalogue.get(case.op).golden([_zero_or(deltas[0], np.asarray(xs[0]))], case)
+
+
+@_rule("ARGSORT")
+def _argsort(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # discrete: a position whose value is within the values' errors of a neighbour's in the sorted row
+    # may hold either index in a correct implementation (inf: any index); elsewhere the index is exact
+    x = np.asarray(xs[0], np.float64)
+    d = _zero_or(deltas[0], x)
+    order = np.asarray(g, np.int64)
+    v, dv = np.take_along_axis(x, order, axis=-1), np.take_along_axis(d, order, axis=-1)
+    close = np.abs(np.diff(v, axis=-1)) <= dv[..., 1:] + dv[..., :-1]  # pair (p, p+1) may swap
+    pad = np.zeros(close.shape[:-1] + (1,), bool)
+    ambiguous = np.concatenate([close, pad], axis=-1) | np.concatenate([pad, close], axis=-1)
+    return np.where(ambiguous, np.inf, 0.0)
+
+
+@_rule("GET_ROWS")
+def _get_rows(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # the rows' own errors, gathered; an index that may not be exact (an ARGSORT tie) may fetch any row
+    out = np.zeros(np.shape(g))
+    if deltas[0] is not None:
+        out = out + catalogue.get("GET_ROWS").golden([np.broadcast_to(deltas[0], np.shape(xs[0])), xs[1]], case)
+    if deltas[1] is not None:
+        wrong_row = np.reshape(np.broadcast_to(deltas[1], np.shape(xs[1])) >= 0.5, np.shape(g)[:-1] + (1,))
+        out = np.where(wrong_row, np.inf, out)
+    return out
+
+
+@_rule("SUM_ROWS")
+def _sum_rows(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # d(Σx) ≤ Σ|dx|
+    return np.sum(_zero_or(deltas[0], np.asarray(xs[0])), axis=-1, keepdims=True)
+
+
+@_rule("CLAMP")
+def _clamp(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # clamp is 1-Lipschitz
+    return _zero_or(deltas[0], g)
+
+
+@_rule("DIV")
+def _div(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # |a/b − (a+da)/(b+db)| = |da·b − a·db| / |b(b+db)| ≤ (|da||b| + |a||db|) / (|b|(|b| − |db|)), exactly
+    # (not first order) while |db| < |b|; beyond that the quotient is unbounded
+    a, b = tile_to(_abs(xs[0]), g.shape), tile_to(_abs(xs[1]), g.shape)
+    da, db = _zero_or(deltas[0], g), _zero_or(deltas[1], g)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        bound = (da * b + a * db) / (b * (b - db))
+    return np.where(db < b, bound, np.inf)
+
+
+# ---- ROPE and SET_ROWS (the K-cache write) ---------------------------------------------------------------
+
+@_rule("ROPE")
+def _rope(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # a rotation scaled by mscale, linear in x: |dy_first|, |dy_second| ≤ mscale·(|dx_first| + |dx_second|);
+    # elements in no pair are copied (positions and freq factors are exact graph inputs)
+    from golden.rope import _angle_params, rope_angles, rope_geometry
+
+    if any(d is not None for d in deltas[1:]):
+        raise NotImplementedError("ROPE propagation takes exact positions and freq factors")
+    geometry = rope_geometry(case, xs[1])
+    _, mscale = rope_angles(geometry.positions, case.param("n_dims"), exponents=geometry.exponents,
+                            **_angle_params(case))
+    d = _zero_or(deltas[0], g).copy()
+    pair = abs(float(np.max(np.abs(mscale)))) * (d[geometry.first] + d[geometry.second])
+    d[geometry.first], d[geometry.second] = pair, pair
+    return d
+
+
+@_rule("SET_ROWS")
+def _set_rows(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # the source rows' errors land in their rows of the destination (an exact graph input); converting a
+    # value off by d to the destination type may land on the next representable value: + one spacing
+    if deltas[0] is not None or deltas[2] is not None:
+        raise NotImplementedError("SET_ROWS propagation takes an exact destination and exact indices")
+    if deltas[1] is None:
+        return np.zeros(np.shape(g))
+    from golden.kvcache import set_rows
+
+    src = np.broadcast_to(deltas[1], np.shape(xs[1]))
+    moved = set_rows(np.zeros(np.shape(xs[0])), src, xs[2], "f32") * (1.0 + 2.0**-22)  # f32 may round it down
+    # (each of the two roundings is within half a spacing at the larger of the two magnitudes)
+    return np.where(moved > 0, moved + dtypes.ulp(np.abs(g) + moved, case.dst), 0.0)

@@ -23,10 +23,21 @@ class CaseParams(Protocol):
     def param(self, name: str, default: Any = None) -> Any: ...
 
 
+VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})  # nodes that are ggml views, not kernels
+
+
 @dataclass(frozen=True)
 class GraphInput:
+    """``fill``: how an integer input is made ("" floats from the case's distribution; "positions":
+    token positions for ROPE; "rows:N": distinct row indices below N, as a KV cache's slots; "topk:N":
+    for each column, ne0 distinct indices below N, as a router's chosen experts).
+    ``written``: a node writes this input in place by design (SET_ROWS into a KV cache): its bytes
+    are not expected back unchanged; the node's output (a view of it) is judged instead."""
+
     name: str
     spec: TensorSpec
+    fill: str = ""
+    written: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,12 @@ class Graph:
             if n.name == name:
                 return n
         raise KeyError(f"graph has no node {name!r}")
+
+    def read_back(self, name: str) -> bool:
+        """Whether a node's memory holds its own value after the graph ran: not a view of an input that
+        a node writes in place (the view reads the new contents, so the blocked run cannot judge it)."""
+        node = self.node(name)
+        return not (node.op in VIEW_OPS and any(i.name == node.srcs[0] and i.written for i in self.inputs))
 
     def is_input(self, name: str) -> bool:
         return any(i.name == name for i in self.inputs)

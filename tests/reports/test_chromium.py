@@ -232,3 +232,79 @@ def test_a_release_report_reads_at_a_glance(tmp_path: Path, width: int, with_fai
     assert 'id="half-ulp-ties"' in html
     verdict = html[html.index('id="verdict"'):].split("</div>", 1)[0]
     assert ("Needs attention." in verdict) == with_failures and ("Healthy." in verdict) != with_failures
+
+
+# ---- the model section: in the main report and in conform model's model.html ----------------------------
+MODEL_MEASURE = """<script>
+const root = document.documentElement;
+document.querySelectorAll('details').forEach(d => { d.open = true; });
+const box = el => el.getBoundingClientRect();
+const tables = [...document.querySelectorAll('section.model table')];
+const first = document.querySelector('section.model tr.first-failure');
+document.body.setAttribute('data-measured', JSON.stringify({
+  scrollWidth: root.scrollWidth, clientWidth: root.clientWidth,
+  models: document.querySelectorAll('section.model').length,
+  widestTable: Math.max(...tables.map(t => box(t).right)), tables: tables.length,
+  firstFailure: first ? [box(first).width, box(first).height, first.cells[0].textContent] : null,
+}));
+</script></body>"""
+
+
+def model_result(device: str, failing_at: int | None, nodes: int = 120) -> dict[str, Any]:
+    """A conform model result as model.json holds it: long names, case ids and details, one failing node."""
+    rows = []
+    for index in range(nodes):
+        status = "FAIL" if index == failing_at else ("not judged" if index % 17 == 5 else "pass")
+        case_id = (f"MUL_MAT(type0=q8_0,ne0=[4096,14336,1,1],name0=blk.{index}.ffn_up.weight,type1=f32,"
+                   f"ne1=[4096,{index + 1},1,1],dst=f32,data=uniform:0)")
+        rows.append({"index": index, "step": index // 60, "name": f"ffn_up-{index}-with-a-long-llama-cpp-node-name",
+                     "op": "MUL_MAT", "backend": device.partition(":")[2],
+                     "shapes": f"q8_0[4096,14336,1,1], f32[4096,{index + 1},1,1] -> f32[14336,{index + 1},1,1]",
+                     "status": status, "error_ratio": 40.0 if status == "FAIL" else (None if status != "pass" else 0.1),
+                     "case_id": case_id if status != "not judged" else "",
+                     "detail": "out[5,0,0,0]=0.145, but should be -0.105 " + "y" * 200 if status == "FAIL" else "",
+                     "artefact": f"artefacts/node-{index:05d}-mul_mat.npz" if status == "FAIL" else ""})
+    first = rows[failing_at] if failing_at is not None else None
+    return {"model": "/models/" + "a-very-long-folder-name/" * 6 + "tiny-llama-q8_0.gguf", "device_spec": device,
+            "device": device.partition(":")[2], "description": "llama, 2 layers, Q8_0",
+            "verdict": f"FAIL at node {failing_at} (ffn_up, MUL_MAT)" if first else "pass",
+            "counts": {"pass": nodes - 8, "not judged": 7, "FAIL": 1}, "replayed_from_device": 7,
+            "first_failure": first, "logits_nmse_bar": 1e-4, "nodes": rows,
+            "logits": [{"device": name, "nmse": 2.8e-4, "kl_mean": 1.3e-4, "kl_p999": 2.2e-4, "kl_max": 2.2e-4,
+                        "top1_agreement": 1.0, "n_tokens": 8} for name in ("node by node", device.partition(":")[2])]}
+
+
+def _model_measure(page: Path, width: int, tmp_path: Path) -> dict[str, Any]:
+    assert CHROMIUM is not None
+    probe = tmp_path / f"model-measure-{width}-{page.stem}.html"
+    probe.write_text(page.read_text().replace("</body>", MODEL_MEASURE))
+    dom = dump_dom(CHROMIUM, probe, f"--window-size={width},900")
+    found = re.search(r'data-measured="([^"]*)"', dom)
+    assert found, "the measuring script did not run"
+    return json.loads(html_lib.unescape(found.group(1)))
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1024, 1920])
+def test_the_model_section_lays_out_in_the_report_and_in_model_html(tmp_path: Path, width: int) -> None:
+    from reports.model_html import build_model_report
+
+    folder = tmp_path / "model-run"
+    for name, failing in (("Vulkan0", 70), ("CPU", None)):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "model.json").write_text(json.dumps(model_result(f"ggml:{name}", failing)))
+    results = write_results(tmp_path / "ops" / "results.jsonl", cpu_like_cases(known_clusters=4))
+    page = tmp_path / "report.html"
+    build_report([results], page, model_paths=[folder])  # a run folder with one model.json per device
+    html = page.read_text()
+    assert 'id="models"' in html and html.count('class="banner bad model-verdict"') == 1
+    verdict = html[html.index('id="verdict"'):].split("</div>", 1)[0]
+    assert "Needs attention." in verdict and "1 model run fails" in verdict
+    model_page = build_model_report(sorted(folder.glob("*/model.json")), tmp_path / "model.html")
+    for shown in (page, model_page):
+        m = _model_measure(shown, width, tmp_path)
+        assert m["models"] == 2 and m["tables"] == 4
+        assert m["scrollWidth"] <= m["clientWidth"], f"{shown.name} scrolls sideways at {width} px"
+        assert m["widestTable"] <= m["clientWidth"], f"a model table of {shown.name} is cut off"
+        width_px, height_px, index = m["firstFailure"]
+        assert width_px > 0 and height_px > 0 and index == "70", "the first failing node is not drawn"

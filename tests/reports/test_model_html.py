@@ -64,3 +64,36 @@ def test_the_model_section_renders_in_chromium(tmp_path: Path) -> None:
     dom = dump_dom(binary, page, "--window-size=1024,900")
     assert dom.count("<tr") == 1 + 1 + 1 + 3  # logits header + row, nodes header + 3 nodes
     assert "first-failure" in dom and "FAIL at node 9" in dom
+
+
+def test_conform_report_takes_model_results_beside_op_results(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from reports.cli import report_main
+    from tests.reports.synth import make_cases, write_results
+
+    run = tmp_path / "model-run"
+    run.mkdir()
+    (run / "model.json").write_text(json.dumps({"device_spec": "ggml:Vulkan0", **_verdict()}, indent=1))
+    renamed = tmp_path / "vulkan-model.json"  # any name: a .json that opens as a model result
+    renamed.write_text((run / "model.json").read_text())
+    results = write_results(tmp_path / "results.jsonl", make_cases(20))
+    for model_input in (run, run / "model.json", renamed):
+        out = tmp_path / "report.html"
+        assert report_main([str(results), str(model_input), "-o", str(out)]) == 0
+        page = out.read_text()
+        assert 'id="models"' in page and 'class="status-FAIL first-failure"' in page
+        assert "Model tiny-llama.gguf on ggml:Vulkan0: FAIL at node 9" in page  # the banner at the top
+        assert "1 model run (1 failing)" in capsys.readouterr().out
+    # a model result alone makes a report too
+    assert report_main([str(run), "-o", str(tmp_path / "alone.html")]) == 0
+    assert "FAIL at node 9" in (tmp_path / "alone.html").read_text()
+    # a folder without model.json, or a JSON that is not a model result: one line, exit 2
+    (tmp_path / "empty").mkdir()
+    broken = tmp_path / "model.json"
+    broken.write_text('{"device_spec": "ggml:CPU"}')
+    for bad, reason in ((tmp_path / "empty", "a folder without model.json"), (broken, "not a conform model result")):
+        assert report_main([str(bad), "-o", str(tmp_path / "x.html")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and reason in err[0]
