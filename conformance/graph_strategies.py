@@ -132,8 +132,8 @@ def _topk_moe(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
     n_expert = draw(st.sampled_from((8, 4, 32, 128, 256, 6, 60)))
     k = draw(st.sampled_from(tuple(sorted({1, 2, 4, 6, 8} & set(range(1, n_expert + 1))))))
     n_tokens = 1 if not draw(st.booleans()) else draw(st.sampled_from((2, 3, 7, 32, 512)))
-    gating = draw(st.sampled_from(("softmax", "sigmoid")))
-    bias = gating == "sigmoid" and draw(st.booleans())
+    gating = draw(st.sampled_from(("softmax", "sigmoid", "softmax_weight", "sqrt_softplus")))
+    bias = gating in ("sigmoid", "sqrt_softplus") and draw(st.booleans())
     scale = f32(draw(st.sampled_from((1.0, 2.5, 0.5))))
     return [("n_expert", n_expert), ("k", k), ("n_tokens", n_tokens), ("gating", gating), ("bias", bias),
             ("norm", draw(st.booleans())), ("scale", scale)]
@@ -144,7 +144,14 @@ def _mul_mat_id_mul(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
     n_expert = draw(st.sampled_from((4, 8, 32, 3)))
     n_used = draw(st.integers(1, min(n_expert, 8)))
     return [("k", draw(row_size(max_ne0=512))), ("m", draw(st.integers(1, 64))), ("n_expert", n_expert),
-            ("n_used", n_used), ("n_tokens", _tokens(draw)), ("src_rows", draw(st.sampled_from((1, n_used))))]
+            ("n_used", n_used), ("n_tokens", _tokens(draw)), ("src_rows", draw(st.sampled_from((1, n_used)))),
+            *_moe_tail(draw)]
+
+
+def _moe_tail(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    # MUL_MAT_ID→MUL (the default: left out of the id), →ADD_ID→MUL (gpt-oss) or →ADD_ID alone
+    tail = draw(st.sampled_from(("mul", "bias_mul", "bias")))
+    return [] if tail == "mul" else [("bias", True)] + ([] if tail == "bias_mul" else [("mul", False)])
 
 
 # ---- rope.py (issue 23, item 5) -----------------------------------------------------------------------

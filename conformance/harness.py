@@ -116,6 +116,26 @@ class Breaker:
                 "attempts_after": self.attempts_after, "skipped": self.skipped, "repeats": self.repeats}
 
 
+def next_step(device: str, record: CaseRecord) -> str:
+    """Where an unexpected failure goes next (README "Adding an op"), as a line for its message."""
+    if device.startswith("ggml:"):
+        backend = device.removeprefix("ggml:").rstrip("0123456789").lower()
+        known = (f"a known bug for this backend and release in device/ggml/known_bugs_{backend}.toml "
+                 f"(known_bugs_{backend}.py where the TOML cannot say it)")
+    else:
+        known = "a known bug in the device's plug-in"
+    text = (f"\n  next step: if the device is wrong, {known}, or an --expectations TOML of your own "
+            f"(conform triage --write drafts one)")
+    if record.outcome is not Outcome.FAIL:
+        return text
+    try:
+        family = f"golden/{catalogue.get(record.op).family}.py"
+    except KeyError:
+        family = "the op's golden/<family>.py"
+    row = record.decided_by.removeprefix("catalogue:") if record.decided_by else "the op's tolerance row"
+    return f"{text}; if no correct implementation meets the bound, {row} in {family} (README \"Adding an op\")"
+
+
 def _fail(text: str) -> NoReturn:
     """Raise CaseFailed. One raise site for every failure: Hypothesis tells failures apart by where
     they were raised, and a replayed known answer must read as the same failure."""
@@ -588,7 +608,7 @@ class Harness:
 
     def failure_text(self, record: CaseRecord) -> str:
         return (f"{record.outcome.value.upper()} {record.case_id} on {self.device_spec}: {record.message}\n"
-                f"  reproduce: {record.repro}")
+                f"  reproduce: {record.repro}{next_step(str(self.device_spec), record)}")
 
     def _raise_if_failing(self, record: CaseRecord, breaker: Breaker | None = None) -> CaseRecord:
         __tracebackhide__ = True

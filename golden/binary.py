@@ -11,8 +11,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from golden.case import OpCase
 from golden.geometry import tile_to
 from golden.spec import ELEMENTWISE_TOL, OVERLAPPING_SOURCES, InputLayouts, OpList, OpSpec, sig, two
+from golden.tolerance import Tolerance
 
 SPECS = OpList()
 BINARY_SIGS = (
@@ -76,3 +78,43 @@ SPECS.add(OpSpec(
     notes="b is one element (ggml_add1 asserts ggml_is_scalar(b)) and a is padded 1-d (ggml_is_padded_1d: "
           "rows at a uniform stride, planes packed). ggml's CPU reads b as f32 unless a and b are both "
           "F16/BF16, so f32 a with an F16 b is no signature"))
+
+
+# ---- ADD_ID: a per-expert bias selected by the router's ids (ggml_add_id) ---------------------------
+# Numpy shapes: ``a`` (A3, T, U, N) (ggml [N, n_expert_used, n_tokens, A3], MUL_MAT_ID's output),
+# ``b`` (1, 1, E, N) (ggml [N, n_expert]: one bias row per expert), ``ids`` I32 (1, 1, T, U).
+# ``dst[x, t, u] = a[x, t, u] + b[ids[t, u]]`` (ggml-cpu's add_id reads the id at (i1, i2) for every i3).
+
+
+def add_id(a: np.ndarray, b: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    a64 = np.asarray(a, np.float64)
+    chosen = np.asarray(ids).reshape(a64.shape[1], a64.shape[2])  # (T, U)
+    bias = np.asarray(b, np.float64).reshape(-1, a64.shape[3])[chosen]  # (T, U, N)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return a64 + bias[None]
+
+
+def check_add_id(case: OpCase, inputs: list[np.ndarray]) -> None:
+    """ggml_add_id's asserts, and ids inside [0, n_expert) (the kernels index with them unchecked)."""
+    a, b, ids = (t.ne for t in case.inputs[:3])
+    if case.inputs[2].dtype != "i32" or b[2:] != (1, 1) or ids[2:] != (1, 1):
+        raise ValueError("ADD_ID: a [N, n_expert_used, n_tokens, *], b [N, n_expert, 1, 1] and I32 ids "
+                         "[n_expert_used, n_tokens, 1, 1]")
+    if a[0] != b[0] or a[1] != ids[0] or a[2] != ids[1]:
+        raise ValueError(f"ADD_ID: need a ne0 = b ne0 ({a[0]} vs {b[0]}), a ne1 = ids ne0 ({a[1]} vs {ids[0]}) "
+                         f"and a ne2 = ids ne1 ({a[2]} vs {ids[1]})")
+    if len(inputs) < 3:  # shapes only (a case id checked before its data exists)
+        return
+    chosen = np.asarray(inputs[2])
+    if chosen.size and (chosen.min() < 0 or chosen.max() >= b[1]):
+        raise ValueError(f"ADD_ID: expert ids must be in [0, {b[1]}), got {chosen.min()}..{chosen.max()}")
+
+
+SPECS.add(OpSpec(
+    name="ADD_ID", family="binary", golden=lambda xs, c: add_id(xs[0], xs[1], xs[2]),
+    signatures=(sig("f32", "f32", "i32", dst="f32"),),
+    tolerance={"f32": Tolerance("one f32 addition of two stored values: one rounding of the exact sum", ulp=0.5)},
+    validate=check_add_id, input_layouts=InputLayouts.ROWS, structured_inputs=True,
+    notes="dst ne = a's. ggml's CPU asserts unit-stride rows of a and b (nb00 = nb10 = 4), so both keep dim 0 "
+          "innermost; ids take any layout. ids are routing tables as MUL_MAT_ID's (top-k, repeats, a hot "
+          "expert). Only F32 a and b: ggml's CPU, Vulkan and CUDA kernels take no other type"))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -42,6 +43,15 @@ F32_SUBNORMAL_HALF_STEP = 2.0**-150  # the largest f32 rounding error among subn
 TYPICAL_FACTOR = 2.0
 
 
+class Calibration(StrEnum):
+    """Where a row's figures come from: the op's definition alone, or also measurements of ggml's CPU
+    (its tables, libm, SIMD paths, nightly margins). The report says so next to a CPU-calibrated row,
+    so nobody reads a CPU calibration as a statement about the device under test."""
+
+    DEFINITION = "definition"
+    GGML_CPU = "ggml-cpu"
+
+
 @dataclass(frozen=True)
 class Tolerance:
     reason: str
@@ -53,6 +63,7 @@ class Tolerance:
     model_name: str = ""
     typical: ErrorModel | None = None  # the root-sum-square rounding error (aggregate criterion), or None
     typical_name: str = ""
+    calibration: Calibration = Calibration.DEFINITION  # set by golden.catalogue.CPU_CALIBRATED_ROWS
 
     def allowed(self, case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, dst_dtype: str) -> np.ndarray:
         from golden.dtypes import ulp as spacing
@@ -96,6 +107,8 @@ class Tolerance:
             d["model"] = self.model_name or self.model.__name__
         if self.typical is not None:
             d["aggregate"] = f"RMS error ≤ {TYPICAL_FACTOR:g}·RMS({self.typical_name or self.typical.__name__})"
+        if self.calibration is not Calibration.DEFINITION:
+            d["calibration"] = self.calibration.value
         return d
 
 

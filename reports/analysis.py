@@ -56,6 +56,7 @@ from reports.repro import header_inventory
 from reports.runstatus import RunStatus, run_status
 from results.load import FAILING_OUTCOMES, ResultsFile, as_float, load_artefact
 from results.outcome import Outcome
+from results.view import CaseView
 
 
 def op_params_text(case_id: str) -> str:
@@ -575,28 +576,28 @@ def analyse(
 
     for results in files:
         failing_tests: set[str] = set()  # tests with a failing record that pytest must have failed
-        for case in results.cases:
+        for raw in results.cases:
             total += 1
-            spec = case["device"]
-            column = f"{spec}@{_host_of(results, case)}" if spec in multi_host_specs else spec
-            outcome = case["outcome"]
-            op_name = case["op"]
-            is_failure = outcome in FAILING_OUTCOMES
+            case = CaseView.of(raw)
+            spec = case.device
+            column = f"{spec}@{_host_of(results, raw)}" if spec in multi_host_specs else spec
+            outcome = case.outcome
+            is_failure = outcome.failing
 
             cause = _count_known_bug(case, known_bugs)
             if cause is None and outcome != Outcome.PASS:
                 cause = _match_expectation(case, expectations, expectation_causes)
             elif cause is None and expectations:
-                passing_for_stale_check.append(case)
+                passing_for_stale_check.append(raw)
             known = is_failure and cause is not None
-            if is_failure and not (cause is not None and cause.from_harness):
-                _add_failing_test(failing_tests, case)
+            if is_failure and not (cause is not None and cause.from_harness) and case.test_id is not None:
+                failing_tests.add(case.test_id)
 
             _add_to_summary(summaries[column], case, known, is_failure)
-            cells = matrix[(op_name, dtype_key(case.get("dtypes")))]
+            cells = matrix[(case.op, dtype_key(case.dtypes))]
             cell = cells.get(column) or cells.setdefault(column, CellStats())
-            cell.add(case, known)
-            op = ops.get(op_name) or ops.setdefault(op_name, OpSummary(op=op_name))
+            cell.add(raw, known)
+            op = ops.get(case.op) or ops.setdefault(case.op, OpSummary(op=case.op))
             _add_to_op(op, column, case, known)
             if is_failure:
                 key = _cluster_key(case, column, cause if known else None)
@@ -604,7 +605,7 @@ def analyse(
                 cluster = target.get(key)
                 if cluster is None:
                     cluster = target[key] = FailureCluster(key=key, known_cause=cause if known else None)
-                item = FailureItem(case, column, source=results, elements=input_elements(case))
+                item = FailureItem(raw, column, source=results, elements=input_elements(raw))
                 cluster.add(item, total, max_examples_per_cluster)
         statuses.append(run_status(results, failing_tests))
 
@@ -640,74 +641,67 @@ def analyse(
     )
 
 
-def _add_failing_test(failing_tests: set[str], case: dict[str, Any]) -> None:
-    test_id = case.get("test_id")
-    if isinstance(test_id, str):
-        failing_tests.add(test_id)
-
-
-def _count_known_bug(case: dict[str, Any], known_bugs: dict[str, KnownBugStats]) -> KnownCause | None:
+def _count_known_bug(case: CaseView, known_bugs: dict[str, KnownBugStats]) -> KnownCause | None:
     """The known bug the record carries (counted by what the case did), or None."""
-    cause = record_known_bug(case)
-    if cause is None:
+    if case.expected_id is None:
         return None
-    bug = known_bugs.get(cause.id)
+    bug = known_bugs.get(case.expected_id)
     if bug is None:
-        bug = known_bugs[cause.id] = KnownBugStats(cause=cause)
-    bug.devices.add(case["device"])
-    if case["outcome"] == Outcome.PASS:
+        cause = record_known_bug(case.raw)
+        assert cause is not None  # expected_id is the same field record_known_bug reads
+        bug = known_bugs[case.expected_id] = KnownBugStats(cause=cause)
+    bug.devices.add(case.device)
+    if case.outcome == Outcome.PASS:
         bug.passing += 1
-    elif case["outcome"] == Outcome.UNSUPPORTED:
+    elif case.outcome == Outcome.UNSUPPORTED:
         bug.declined += 1
     else:
         bug.failures += 1
-    return cause
+    return bug.cause
 
 
-def _match_expectation(case: dict[str, Any], expectations: list[Expectation],
+def _match_expectation(case: CaseView, expectations: list[Expectation],
                        causes: dict[int, KnownCause]) -> KnownCause | None:
     """The expectations file's entry that explains a case that did not pass (counted), or None."""
-    matched = next((e for e in expectations if e.matches(case)), None)
+    matched = next((e for e in expectations if e.matches(case.raw)), None)
     if matched is None:
         return None
-    if case["outcome"] == Outcome.UNSUPPORTED:
+    if case.outcome == Outcome.UNSUPPORTED:
         matched.matched_unsupported += 1
         return None
     matched.matched_failures += 1
     return causes[id(matched)]
 
 
-def _add_to_summary(summary: DeviceSummary, case: dict[str, Any], known: bool, is_failure: bool) -> None:
-    summary.counts[case["outcome"]] += 1
-    summary.device_seconds += as_float(case.get("duration_s")) or 0.0
+def _add_to_summary(summary: DeviceSummary, case: CaseView, known: bool, is_failure: bool) -> None:
+    summary.counts[case.outcome] += 1
+    summary.device_seconds += case.duration_s
     if known:
         summary.known += 1
-        summary.known_counts[case["outcome"]] += 1
-    if is_failure and case.get("supported") is True:
+        summary.known_counts[case.outcome] += 1
+    if is_failure and case.supported is True:
         summary.claimed_failing += 1
 
 
-def _cluster_key(case: dict[str, Any], column: str, known_cause: KnownCause | None) -> ClusterKey:
-    kind, detail = failure_kind(case)
-    return ClusterKey(op=case["op"], column=column, signature=dtype_signature(case.get("dtypes")),
+def _cluster_key(case: CaseView, column: str, known_cause: KnownCause | None) -> ClusterKey:
+    kind, detail = failure_kind(case.raw)
+    return ClusterKey(op=case.op, column=column, signature=dtype_signature(case.dtypes),
                       kind=kind, detail=detail, known=known_cause.id if known_cause else "")
 
 
-def covered_by_known_bug(case: dict[str, Any]) -> bool:
+def covered_by_known_bug(case: CaseView) -> bool:
     """A failing record a known bug of its device explains, not judged against a deviation's bound."""
-    extra = case.get("extra")
-    deviation = isinstance(extra, dict) and "known_deviation_error_ratio" in extra
-    return bool(case.get("expected")) and case["outcome"] in FAILING_OUTCOMES and not deviation
+    return case.expected_id is not None and case.failing and not case.deviation_judged
 
 
-def _count_drawn_and_judged(stats: OpDeviceStats, case: dict[str, Any]) -> None:
+def _count_drawn_and_judged(stats: OpDeviceStats, case: CaseView) -> None:
     """Drawn cases, known-bug companions, drawn cases a known bug covers, and cases judged."""
-    companion = bool(case.get("companion_of"))
+    companion = case.companion_of is not None
     stats.companions += companion
     stats.drawn += not companion
     covered = covered_by_known_bug(case)
     stats.covered += covered and not companion
-    stats.judged += case["outcome"] not in (Outcome.UNSUPPORTED, Outcome.ERROR) and not covered
+    stats.judged += case.outcome not in (Outcome.UNSUPPORTED, Outcome.ERROR) and not covered
 
 
 def _add_unmatched_entries(files: list[ResultsFile], known_bugs: dict[str, KnownBugStats]) -> None:
@@ -722,12 +716,12 @@ def _add_unmatched_entries(files: list[ResultsFile], known_bugs: dict[str, Known
                         matched_nothing=True)
 
 
-def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) -> None:
+def _add_to_op(op: OpSummary, column: str, case: CaseView, known: bool) -> None:
     stats = op.per_device.get(column)
     if stats is None:
         stats = op.per_device[column] = OpDeviceStats()
     stats.cases += 1
-    outcome = case["outcome"]
+    outcome = case.outcome
     _count_drawn_and_judged(stats, case)
     if outcome != Outcome.UNSUPPORTED:
         stats.ran += 1
@@ -736,10 +730,9 @@ def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) ->
         else:
             stats.failed += 1
             stats.known += known
-        metrics = case.get("metrics")
-        ratio = as_float(metrics.get("error_ratio")) if isinstance(metrics, dict) else None
+        ratio = case.error_ratio
         if ratio is None:
-            if outcome in FAILING_OUTCOMES:  # a crash or timeout has no error to measure: off the scale
+            if outcome.failing:  # a crash or timeout has no error to measure: off the scale
                 stats.ratio_bins[-1] += 1
         else:
             if math.isnan(ratio):
@@ -747,19 +740,19 @@ def _add_to_op(op: OpSummary, column: str, case: dict[str, Any], known: bool) ->
             stats.ratio_bins[ratio_bin(ratio)] += 1
             if stats.worst_ratio is None or ratio > stats.worst_ratio:
                 stats.worst_ratio = ratio
-                stats.worst_case_id = case["case_id"]
+                stats.worst_case_id = case.case_id
             if outcome == Outcome.PASS and (stats.worst_passing_ratio is None or ratio > stats.worst_passing_ratio):
                 stats.worst_passing_ratio = ratio
 
-    _count_regimes(op, case.get("case_id"))
-    params = case.get("params")
+    _count_regimes(op, case.case_id)
+    params = case.raw.get("params")
     if isinstance(params, dict):
         for name, value in params.items():
             coverage = op.coverage.get(name)
             if coverage is None:
                 coverage = op.coverage[name] = Coverage()
             coverage.add(value)
-    derived = (("type", dtype_key(case.get("dtypes"))), ("layout", _layout_text(case.get("layout"))))
+    derived = (("type", dtype_key(case.dtypes)), ("layout", _layout_text(case.raw.get("layout"))))
     for name, value in derived:
         if value:
             coverage = op.coverage.get(name)
@@ -796,15 +789,30 @@ def _layout_text(layout: Any) -> str:
     return ";".join(f"{name}:{value}" for name, value in sorted(layout.items()) if value != "contiguous")
 
 
-# Tolerance reasons are calibrated on ggml's CPU. Words that show a reason describes the CPU's own
-# arithmetic (its tables, libm, SIMD paths, nightly measurements) rather than the op's definition.
-_CPU_MARKERS = ("CPU", "glibc", "x86", "SIMD", "measured", "nightly", "ggml sums", "ggml rounds")
+def describes_cpu(case: dict[str, Any]) -> bool:
+    """Whether the tolerance row that judged a record quotes ggml CPU measurements (display only: the
+    report says so, so nobody reads a CPU calibration as a statement about the device under test).
 
+    Decided by the row, never by its reason's words: the record's own ``tolerance.calibration`` where
+    its writer set it, else the catalogue's ``CPU_CALIBRATED_ROWS`` for the row id in ``decided_by``, else
+    (files written before either) for the row this checkout's catalogue gives the record's op and dtypes.
+    """
+    from golden import catalogue
+    from golden.tolerance import Calibration
 
-def describes_cpu(reason: Any) -> bool:
-    """Whether a tolerance reason describes how ggml's CPU computes (display only: the report says so,
-    so nobody reads a CPU calibration as a statement about the device under test)."""
-    return isinstance(reason, str) and any(marker in reason for marker in _CPU_MARKERS)
+    tolerance = case.get("tolerance")
+    if isinstance(tolerance, dict) and isinstance(tolerance.get("calibration"), str):
+        return bool(tolerance["calibration"] == Calibration.GGML_CPU)
+    decided_by = case.get("decided_by")
+    if isinstance(decided_by, str):
+        if not decided_by.startswith("catalogue:"):
+            return False  # a device's documented deviation: its own bound, not the catalogue's CPU figures
+        row_id: str | None = decided_by.removeprefix("catalogue:")
+    else:
+        dtypes = case.get("dtypes")
+        op = case.get("op")
+        row_id = catalogue.row_id(op, dtypes) if isinstance(dtypes, dict) and isinstance(op, str) else None
+    return row_id in catalogue.CPU_CALIBRATED_ROWS
 
 
 # Error-against-input plots read artefacts: a bounded number, so a run with thousands of failure

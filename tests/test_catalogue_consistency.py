@@ -13,6 +13,7 @@ from device.ggml.graph import builders
 from golden import catalogue
 from golden.case import OpCase, TensorSpec
 from golden.spec import OpSpec, sig
+from golden.tolerance import Calibration
 
 ALL_SIGNATURES = [pytest.param(spec.name, s, id=f"{spec.name.lower()}-{s.label()}")
                   for spec in catalogue.OPS.values() for s in spec.all_signatures]
@@ -21,8 +22,10 @@ ALL_SIGNATURES = [pytest.param(spec.name, s, id=f"{spec.name.lower()}-{s.label()
 @pytest.mark.parametrize("op", sorted(catalogue.OPS))
 def test_every_op_has_its_pieces(op: str) -> None:
     spec = catalogue.get(op)
-    assert callable(spec.golden), f"{op}: no golden function"
-    assert op in builders(), f"{op}: no ggml constructor in device/ggml/ops_*.py"
+    assert callable(spec.golden), f"{op}: no golden function (README \"Adding an op\", step 1)"
+    assert op in builders(), (f"{op}: no ggml constructor: add one to BUILDERS in the family's device/ggml/ops_*.py, "
+                              f"or for a plain unary op one line of UNARY_OPS in device/ggml/ops_elementwise.py "
+                              f"(README \"Adding an op\", step 2)")
     found = cases.entry(op)  # raises MissingPiece naming what is absent
     assert found.group, op
     for s in spec.all_signatures:
@@ -88,3 +91,20 @@ def test_a_misspelt_parameter_is_an_error() -> None:
     typed = OpCase("SCALE", (TensorSpec("f32", (4, 1, 1, 1)),), params=(("s", "abc"), ("bias", 0.0)))
     with pytest.raises(ValueError, match="s='abc' should be float"):
         catalogue.evaluate(typed, [np.zeros((1, 1, 1, 4))])
+
+
+def test_cpu_calibrated_rows_name_rows_and_mark_them() -> None:
+    rows = {f"{spec.name}[{key}]": tol for spec in catalogue.OPS.values() for key, tol in spec.tolerance.items()}
+    unknown = sorted(catalogue.CPU_CALIBRATED_ROWS - set(rows))
+    assert not unknown, f"golden/catalogue.py CPU_CALIBRATED_ROWS names rows the catalogue lacks: {unknown}"
+    for row_id, tol in rows.items():
+        assert (tol.calibration == Calibration.GGML_CPU) == (row_id in catalogue.CPU_CALIBRATED_ROWS), row_id
+        assert catalogue.row(row_id) is tol
+
+
+@pytest.mark.parametrize(("op", "signature"), ALL_SIGNATURES)
+def test_a_records_dtypes_give_back_its_tolerance_row(op: str, signature) -> None:
+    """Old results files carry no row id: the report rebuilds it from the op and dtypes as the harness keys it."""
+    spec = catalogue.get(op)
+    dtypes = {f"src{i}": t for i, t in enumerate(signature.srcs)} | {"dst": signature.dst}
+    assert catalogue.row_id(op, dtypes) == f"{op}[{spec.tolerance_key(signature.dst, signature.label())}]"

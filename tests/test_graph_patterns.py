@@ -35,6 +35,9 @@ NEW_EXAMPLES = (  # decode and prefill, broadcast and swapped variants, every mo
     "GRAPH[rope_inplace_view](type=f16,head_dim=64,n_head=2,n_kv=7,n_rot=32,mode=2,freq_base=10000.0,data=uniform:1)",
     "GRAPH[mul_mat_id_mul](type=f16,k=64,m=9,n_expert=8,n_used=2,n_tokens=3,src_rows=1,data=uniform:3)",
     "GRAPH[mul_mat_id_mul](type=f32,k=33,m=5,n_expert=4,n_used=4,n_tokens=1,src_rows=4,data=dense:4)",
+    "GRAPH[mul_mat_id_mul](type=f16,k=64,m=9,n_expert=8,n_used=2,n_tokens=3,src_rows=1,bias=True,data=uniform:3)",
+    "GRAPH[mul_mat_id_mul](type=f32,k=33,m=5,n_expert=4,n_used=4,n_tokens=1,src_rows=4,bias=True,mul=False,"
+    "data=dense:4)",
 )
 
 

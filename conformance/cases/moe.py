@@ -1,4 +1,5 @@
-"""Mixture-of-experts and outer-product ops: MUL_MAT_ID (experts routed by I32 ids) and OUT_PROD.
+"""Mixture-of-experts and outer-product ops: MUL_MAT_ID (experts routed by I32 ids), ADD_ID (a bias per
+routed expert) and OUT_PROD.
 
 MUL_MAT_ID's kernels switch on the number of tokens (one token: a matrix-vector path; more than 32:
 batched or chunked paths) and on how many rows each expert receives, so tokens are drawn as 1,
@@ -80,6 +81,25 @@ def mul_mat_id_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray
 
 
 @st.composite
+def add_id_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
+    """MUL_MAT_ID's output shapes (decode, a few tokens, a prefill batch) plus a bias row per expert."""
+    n = draw(row_size(max_ne0=1024))
+    n_used = draw(st.integers(1, 8))
+    n_expert = draw(st.one_of(st.integers(n_used, n_used + 4), st.integers(1, 10)))
+    tokens = draw(st.one_of(st.just(1), st.integers(2, 8), st.integers(33, 64)))
+    inputs = (spec(sig.srcs[0], (n, n_used, tokens, 1), draw(input_layouts(catalogue.get(op).input_layouts))),
+              spec(sig.srcs[1], (n, n_expert, 1, 1), draw(layouts(perms=ROW_KEEPING_PERMS))),
+              spec("i32", (n_used, tokens, 1, 1), draw(layouts(perms=TRANSPOSED_IDS))))
+    return finish(draw, OpCase(op, inputs, dst=sig.dst))
+
+
+def add_id_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    a, bias, ids = case.inputs
+    table = routing_table(rng, bias.ne[1], ids.ne[0], ids.ne[1])
+    return [plain_input(rng, a, case), plain_input(rng, bias, case), table.astype(np.int32).reshape(ids.np_shape)]
+
+
+@st.composite
 def _out_prod(draw: st.DrawFn, op: str, sig: Signature, quantized: bool) -> OpCase:
     m = draw(st.sampled_from(QUANT_K[:5])) if quantized else draw(row_size(max_ne0=512))
     k = draw(row_size(max_ne0=4096))
@@ -105,4 +125,5 @@ def out_prod_quant_case(op: str, sig: Signature) -> st.SearchStrategy[OpCase]:
 
 register("MUL_MAT_ID", group="mul_mat_id", draw=mul_mat_id_case, quantized=mul_mat_id_quant_case,
          make_inputs=mul_mat_id_inputs)
+register("ADD_ID", group="add_id", draw=add_id_case, make_inputs=add_id_inputs)
 register("OUT_PROD", group="out_prod", draw=out_prod_case, quantized=out_prod_quant_case)

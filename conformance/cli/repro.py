@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from conformance.harness import Harness
     from conformance.sequence import SequenceCase
     from conformance.set_get import SetGetCase
     from device.spec import DeviceSpec
@@ -47,9 +48,7 @@ def check_case(case_id: str) -> OpCase | SetGetCase | GraphCase:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    from conformance.harness import Harness
     from conformance.set_get import SetGetCase
-    from device.registry import check_spec
 
     if args.sequence or args.history:
         return _repro_sequence(args)
@@ -64,11 +63,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
     case = check_case(args.case_id)
     if isinstance(case, GraphCase):  # is_graph_id said no: cannot happen, but keeps the types honest
         return _repro_graph(args)
-    check_numbers(args)
-    device = _repro_device(args, None)
-    check_spec(device, device_options(args))
-    harness = Harness(device, device_options(args), out_dir=args.out or ".", timeout=args.case_timeout,
-                      keep_artefacts=args.out is not None)
+    device, harness = _repro_harness(args)
     try:
         record = harness.evaluate_set_get(case) if isinstance(case, SetGetCase) else harness.evaluate(case)
     finally:
@@ -92,19 +87,13 @@ def cmd_repro(args: argparse.Namespace) -> int:
 def _repro_graph(args: argparse.Namespace) -> int:
     """``conform repro 'GRAPH[pattern](...)'``: one graph case, its three runs and the localisation."""
     from conformance.graphs import evaluate_graph_case
-    from conformance.harness import Harness
-    from device.registry import check_spec
     from golden.graphs.case import parse_graph_id
 
     try:
         case = parse_graph_id(args.case_id)
     except (ValueError, TypeError, IndexError) as exc:
         raise UsageError(f"malformed graph case id {args.case_id!r}: {exc}") from None
-    check_numbers(args)
-    device = _repro_device(args, None)
-    check_spec(device, device_options(args))
-    harness = Harness(device, device_options(args), out_dir=args.out or ".", timeout=args.case_timeout,
-                      keep_artefacts=args.out is not None)
+    device, harness = _repro_harness(args)
     try:
         record = evaluate_graph_case(harness, case)
     finally:
@@ -134,6 +123,20 @@ def _sequence_case(case_id: str) -> SequenceCase:
         return parse_graph_id(case_id)
     except (ValueError, TypeError, IndexError) as exc:
         raise UsageError(f"malformed graph case id {case_id!r}: {exc}") from None
+
+
+def _repro_harness(args: argparse.Namespace) -> tuple[DeviceSpec, Harness]:
+    """The device --device names (else ggml:CPU), checked, and a harness on it that writes artefacts
+    only where --out says."""
+    from conformance.harness import Harness
+    from device.registry import check_spec
+
+    check_numbers(args)
+    device = _repro_device(args, None)
+    check_spec(device, device_options(args))
+    harness = Harness(device, device_options(args), out_dir=args.out or ".", timeout=args.case_timeout,
+                      keep_artefacts=args.out is not None)
+    return device, harness
 
 
 def _repro_device(args: argparse.Namespace, recorded: str | None) -> DeviceSpec:

@@ -111,6 +111,15 @@ def _storage_dense(spec: TensorSpec) -> bool:
 
 
 
+def flash_attn_q_stride_misaligned(case: OpCase) -> bool:
+    """q steps to a second row, head or sequence by a stride that is not a multiple of 16 bytes
+    (``vulkan-flash-attn-ext-q-stride-misaligned``: 4, 8 and 12 bytes of row padding fail, 16 and 32
+    pass, as does a single row and head)."""
+    q = case.inputs[0]
+    nb = logical_nb(q)
+    return any(nb[dim] % STORAGE_OFFSET_ALIGNMENT != 0 for dim in (1, 2, 3) if q.ne[dim] > 1)
+
+
 def _window_before_the_input(case: OpCase) -> bool:
     """Some window ends before the input starts: padding (as int) larger than the kernel."""
     p = case.params_dict

@@ -441,3 +441,27 @@ def _set_rows(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None
     moved = set_rows(np.zeros(np.shape(xs[0])), src, xs[2], "f32") * (1.0 + 2.0**-22)  # f32 may round it down
     # (each of the two roundings is within half a spacing at the larger of the two magnitudes)
     return np.where(moved > 0, moved + dtypes.ulp(np.abs(g) + moved, case.dst), 0.0)
+
+
+@_rule("ADD_ID")
+def _add_id(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # d(a + b[ids]) = da + db[ids] (the op's own golden on the errors, same ids); an expert id that may
+    # differ (an ARGSORT near tie) may add any bias row: that slot may be anything
+    out = np.zeros(np.shape(g))
+    if deltas[0] is not None or deltas[1] is not None:
+        da = np.zeros(np.shape(xs[0])) if deltas[0] is None else np.broadcast_to(deltas[0], np.shape(xs[0]))
+        db = np.zeros(np.shape(xs[1])) if deltas[1] is None else np.broadcast_to(deltas[1], np.shape(xs[1]))
+        out = out + catalogue.get("ADD_ID").golden([da, db, xs[2]], case)
+    if deltas[2] is not None:
+        wrong = np.broadcast_to(deltas[2], np.shape(xs[2])) >= 0.5
+        out = np.where(np.reshape(wrong, np.shape(g)[:-1] + (1,)), np.inf, out)
+    return out
+
+
+@_rule("SQRT")
+def _sqrt(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # √ is concave and increasing: |√(x ± d) − √x| ≤ √x − √max(x − d, 0), exactly (not first order)
+    x = np.maximum(np.asarray(xs[0], np.float64), 0.0)
+    d = _zero_or(deltas[0], g)
+    with np.errstate(invalid="ignore"):
+        return np.sqrt(x) - np.sqrt(np.maximum(x - d, 0.0))

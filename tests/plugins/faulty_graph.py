@@ -25,14 +25,24 @@ def _fuses_rms_norm_mul(case: GraphCase) -> bool:
                for a, b in zip(nodes, nodes[1:], strict=False))
 
 
-class FusedEpsFromWeight(GgmlDevice):
+class GraphFault(GgmlDevice):
+    """ggml:CPU running graph cases, named after the fault a subclass plants in its graph runs."""
+
+    fault = ""
+    description = ""
+
     @property
     def capabilities(self) -> frozenset[Capability]:
         return frozenset({Capability.GRAPH})
 
     def info(self) -> dict[str, Any]:
-        return super().info() | {"spec": "faulty:fused_rms_norm_eps", "name": "faulty:fused_rms_norm_eps",
-                                 "description": "ggml:CPU with a fused RMS_NORM+MUL that reads eps from the weight"}
+        return super().info() | {"spec": f"faulty:{self.fault}", "name": f"faulty:{self.fault}",
+                                 "description": self.description}
+
+
+class FusedEpsFromWeight(GraphFault):
+    fault = "fused_rms_norm_eps"
+    description = "ggml:CPU with a fused RMS_NORM+MUL that reads eps from the weight"
 
     def run_graph(self, case: GraphCase, inputs: list[np.ndarray]) -> GraphRunResult:
         result = super().run_graph(case, inputs)

@@ -21,23 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from device.base import Capability, GraphRun, GraphRunResult, as_output
-from device.ggml.device import GgmlDevice
+from device.base import GraphRun, GraphRunResult, as_output
 from golden.graphs.case import GraphCase, evaluate_graph
 from tests.plugins import planted
-
-
-class _GraphFault(GgmlDevice):
-    fault = ""
-    description = ""
-
-    @property
-    def capabilities(self) -> frozenset[Capability]:
-        return frozenset({Capability.GRAPH})
-
-    def info(self) -> dict[str, Any]:
-        return super().info() | {"spec": f"faulty:{self.fault}", "name": f"faulty:{self.fault}",
-                                 "description": self.description}
+from tests.plugins.faulty_graph import GraphFault
 
 
 def _outputs(case: GraphCase, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
@@ -45,7 +32,7 @@ def _outputs(case: GraphCase, inputs: list[np.ndarray]) -> dict[str, np.ndarray]
     return {name: as_output(values.stored[name], case.graph.node(name).dst) for name in case.graph.outputs}
 
 
-class BiasFusedAsPlain(_GraphFault):
+class BiasFusedAsPlain(GraphFault):
     fault = "bias_fused_as_plain"
     description = "ggml:CPU whose fused MUL_MAT+ADD adds a broadcast bias as a plain vector (its first row)"
 
@@ -62,7 +49,7 @@ class BiasFusedAsPlain(_GraphFault):
         return result
 
 
-class TopkMoeOutputOverInput(_GraphFault):
+class TopkMoeOutputOverInput(GraphFault):
     fault = "topk_moe_output_over_input"
     description = "ggml:CPU whose fused TOPK_MOE writes its weights over the logits it reads (buffers reused)"
 

@@ -22,27 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from device.base import Capability, GraphRunResult, as_output
-from device.ggml.device import GgmlDevice
+from device.base import GraphRunResult, as_output
 from golden import catalogue
 from golden.graphs.case import GraphCase, evaluate_graph
 from tests.plugins import planted
+from tests.plugins.faulty_graph import GraphFault
 
 
-class _GraphCpu(GgmlDevice):
-    fault = ""
-    description = ""
-
-    @property
-    def capabilities(self) -> frozenset[Capability]:
-        return frozenset({Capability.GRAPH})
-
-    def info(self) -> dict[str, Any]:
-        return super().info() | {"spec": f"faulty:{self.fault}", "name": f"faulty:{self.fault}",
-                                 "description": self.description}
-
-
-class StaleRopeCache(_GraphCpu):
+class StaleRopeCache(GraphFault):
     fault = "stale_rope_cache"
     description = "ggml:CPU whose ROPE sin/cos cache is keyed on n_dims, freq_base and mode only"
 
@@ -67,7 +54,7 @@ class StaleRopeCache(_GraphCpu):
         return result
 
 
-class AddressKeyedGraphCache(_GraphCpu):
+class AddressKeyedGraphCache(GraphFault):
     fault = "address_keyed_graph_cache"
     description = "ggml:CPU with a graph cache keyed on tensor addresses that replays the captured graph"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.analysis import analyse
+from reports.analysis import analyse, describes_cpu
 from reports.html import build_report
 from reports.repro import is_plugin_spec, pasteable_repro
 from results.load import load_results
@@ -115,3 +115,20 @@ def test_a_tolerance_reason_that_describes_the_cpu_says_so(tmp_path: Path) -> No
     relu = relu[:relu.index("</dl>")]
     assert "describes ggml's CPU, where the bound was calibrated, not ggml:Vulkan0" in gelu
     assert "describes ggml" not in relu
+
+
+@pytest.mark.parametrize(("fields", "noted"), [
+    ({}, True),  # a file written before row ids: the row this catalogue keys by op and dtypes
+    ({"decided_by": "catalogue:GELU_QUICK[f32]"}, True),
+    ({"decided_by": "catalogue:RELU[*]"}, False),  # the reason's words do not decide
+    ({"decided_by": "deviation:vk-gelu-quick"}, False),  # a known bug's own bound
+    ({"tolerance": {"reason": "measured on ggml's CPU", "calibration": "definition"}}, False),
+    ({"tolerance": {"reason": "the op's definition", "calibration": "ggml-cpu"}}, True),
+])
+def test_the_cpu_note_is_decided_by_the_tolerance_row_not_its_words(tmp_path: Path, fields: dict,
+                                                                     noted: bool) -> None:
+    record = plugin_failure(1, 4, device="ggml:Vulkan0") | fields
+    assert describes_cpu(record) is noted
+    out = tmp_path / "report.html"
+    build_report([write_results(tmp_path / "r.jsonl", [record])], out)
+    assert ("describes ggml's CPU, where the bound was calibrated" in out.read_text()) is noted

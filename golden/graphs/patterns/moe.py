@@ -3,10 +3,12 @@
 As llama.cpp's ``build_moe_ffn`` builds it (node order from ``ggml_build_forward_expand`` over the
 weights, so it is the order in Vulkan's ``topk_moe_*`` op lists)::
 
-    probs    = SOFT_MAX(logits)            or SIGMOID(logits)            [n_expert, n_tokens]
-    sel      = probs                       or ADD(probs, expert_bias)    (sigmoid with bias: DeepSeek-V3)
+    probs    = SOFT_MAX(logits) | SIGMOID(logits) | logits (softmax_weight) | SQRT(SOFTPLUS(logits))
+                                                                         [n_expert, n_tokens]
+    sel      = probs                       or ADD(probs, expert_bias)    (sigmoid or sqrt_softplus with bias)
     selected = VIEW(ARGSORT(sel, desc), first k of each row)             [k, n_tokens] I32
     weights  = GET_ROWS(RESHAPE(probs, [1, n_expert, n_tokens]), selected)  [1, k, n_tokens]
+    softmax_weight (the late softmax, Qwen3/gpt-oss): RESHAPE to [k, n_tokens], SOFT_MAX, RESHAPE back
     norm:      RESHAPE to [k, n_tokens], SUM_ROWS, CLAMP(6.1035e-5, inf), DIV, RESHAPE back
     scale:     SCALE(weights, s)
 
@@ -22,7 +24,9 @@ from golden.graphs.graph import CaseParams, Graph, GraphInput, GraphNode, Patter
 from golden.spec import P
 
 PATTERNS: list[Pattern] = []
-GATINGS = ("softmax", "sigmoid")
+GATINGS = ("softmax", "sigmoid", "softmax_weight", "sqrt_softplus")  # llama.cpp's expert gating functions
+BIASED_GATINGS = ("sigmoid", "sqrt_softplus")  # an expert-selection bias (exp_probs_b) goes with these
+_SOFT_MAX_PARAMS = (("scale", 1.0), ("max_bias", 0.0), ("mask", False), ("sinks", False))
 CLAMP_MIN = 6.103515625e-5  # llama.cpp's clamp of the weights' sum before the division (2^-14)
 
 
@@ -33,23 +37,31 @@ def _topk_moe(case: CaseParams) -> Graph:
         raise ValueError(f"topk_moe: gating must be one of {', '.join(GATINGS)}, not {gating!r}")
     if not 1 <= k <= n_expert:
         raise ValueError(f"topk_moe: k must be 1..n_expert ({n_expert}), not {k}")
-    if with_bias and gating != "sigmoid":
-        raise ValueError("topk_moe: bias=True (an expert-selection bias) goes with gating=sigmoid")
+    if with_bias and gating not in BIASED_GATINGS:
+        raise ValueError("topk_moe: bias=True (an expert-selection bias) goes with gating="
+                         f"{' or '.join(BIASED_GATINGS)}")
     if not (isinstance(with_bias, bool) and isinstance(norm, bool)):
         raise ValueError("topk_moe: bias and norm are True or False")
     if not scale > 0:
         raise ValueError(f"topk_moe: scale must be > 0 (1.0: no SCALE node), not {scale!r}")
     logits_ne = (n_expert, n_tokens, 1, 1)
     inputs = [GraphInput("logits", TensorSpec("f32", logits_ne, name="logits"))]
-    nodes = [GraphNode("probs", "SOFT_MAX" if gating == "softmax" else "SIGMOID", ("logits",), logits_ne,
-                       (("scale", 1.0), ("max_bias", 0.0), ("mask", False), ("sinks", False))
-                       if gating == "softmax" else ()),
-             GraphNode("probs_3d", "RESHAPE", ("probs",), (1, n_expert, n_tokens, 1),
-                       (("ne", (1, n_expert, n_tokens, 1)),), dst="f32")]
-    selection = "probs"
+    probs = "logits" if gating == "softmax_weight" else "probs"
+    if gating == "softmax":
+        nodes = [GraphNode("probs", "SOFT_MAX", ("logits",), logits_ne, _SOFT_MAX_PARAMS)]
+    elif gating == "sigmoid":
+        nodes = [GraphNode("probs", "SIGMOID", ("logits",), logits_ne)]
+    elif gating == "sqrt_softplus":
+        nodes = [GraphNode("softplus", "SOFTPLUS", ("logits",), logits_ne),
+                 GraphNode("probs", "SQRT", ("softplus",), logits_ne)]
+    else:  # softmax_weight: select on the raw logits, softmax over the k chosen below
+        nodes = []
+    nodes.append(GraphNode("probs_3d", "RESHAPE", (probs,), (1, n_expert, n_tokens, 1),
+                           (("ne", (1, n_expert, n_tokens, 1)),), dst="f32"))
+    selection = probs
     if with_bias:
         inputs.append(GraphInput("expert_bias", TensorSpec("f32", (n_expert, 1, 1, 1), name="expert_bias")))
-        nodes.append(GraphNode("biased", "ADD", ("probs", "expert_bias"), logits_ne))
+        nodes.append(GraphNode("biased", "ADD", (probs, "expert_bias"), logits_ne))
         selection = "biased"
     nodes += [GraphNode("order", "ARGSORT", (selection,), logits_ne, (("order", "desc"),), dst="i32"),
               GraphNode("selected", "VIEW", ("order",), (k, n_tokens, 1, 1),
@@ -57,9 +69,16 @@ def _topk_moe(case: CaseParams) -> Graph:
                                                               4 * n_expert * n_tokens)), ("offset", 0)), dst="i32"),
               GraphNode("weights", "GET_ROWS", ("probs_3d", "selected"), (1, k, n_tokens, 1))]
     last = "weights"
+    if gating == "softmax_weight":
+        flat = (k, n_tokens, 1, 1)
+        nodes += [GraphNode("logits_k", "RESHAPE", ("weights",), flat, (("ne", flat),)),
+                  GraphNode("weights_soft", "SOFT_MAX", ("logits_k",), flat, _SOFT_MAX_PARAMS),
+                  GraphNode("weights_soft_3d", "RESHAPE", ("weights_soft",), (1, k, n_tokens, 1),
+                            (("ne", (1, k, n_tokens, 1)),))]
+        last = "weights_soft_3d"
     if norm:
         flat = (k, n_tokens, 1, 1)
-        nodes += [GraphNode("weights_2d", "RESHAPE", ("weights",), flat, (("ne", flat),)),
+        nodes += [GraphNode("weights_2d", "RESHAPE", (last,), flat, (("ne", flat),)),
                   GraphNode("weights_sum", "SUM_ROWS", ("weights_2d",), (1, n_tokens, 1, 1)),
                   GraphNode("sum_clamped", "CLAMP", ("weights_sum",), (1, n_tokens, 1, 1),
                             (("min", CLAMP_MIN), ("max", float("inf")))),
@@ -78,41 +97,57 @@ PATTERNS.append(Pattern(
     "topk_moe", {"type": P("dtype of the logits (f32: what the fused kernels take)", str),
                  "n_expert": P("experts (logits per token)", int), "k": P("experts used per token", int),
                  "n_tokens": P("tokens: 1 is decode, more is prefill", int),
-                 "gating": P("softmax or sigmoid", str),
-                 "bias": P("sigmoid only: select on probs + a per-expert bias (DeepSeek-V3), weigh by probs", bool),
+                 "gating": P("softmax, sigmoid, softmax_weight (softmax over the k chosen logits) or "
+                             "sqrt_softplus", str),
+                 "bias": P("sigmoid or sqrt_softplus: select on probs + a per-expert bias (DeepSeek-V3), weigh by "
+                           "probs", bool),
                  "norm": P("divide the k weights by their sum (clamped below at 2^-14)", bool),
                  "scale": P("SCALE the weights by this (1.0: no SCALE node)")},
     _topk_moe, ("f32",), notes="MoE router: top-k experts and their weights",
     fused_by="Vulkan (5 modes), CUDA"))
 
 
-# ---- MUL_MAT_ID → MUL: the routed experts weighted by the router ---------------------------------------
+# ---- MUL_MAT_ID (→ ADD_ID) → MUL: the routed experts, their biases, weighted by the router ----------------
 
 def _mul_mat_id_mul(case: CaseParams) -> Graph:
     """``build_moe_ffn``'s ``experts = ggml_mul(mul_mat_id(...), weights)``: each token's n_used expert
-    outputs scaled by its router weight (Vulkan fuses MUL_MAT_ID+MUL; with ADD_ID between them for
-    gpt-oss's expert biases, which needs ADD_ID in the op catalogue first)."""
+    outputs scaled by its router weight; with ``bias=True`` gpt-oss's per-expert bias comes between them
+    (``ggml_add_id(experts, bias, ids)`` on the same ids); ``mul=False`` leaves out the weighting (the
+    up/gate projections). Vulkan fuses MUL_MAT_ID+ADD_ID(+MUL) and MUL_MAT_ID+MUL."""
     k, m, n_expert, n_used, n_tokens = (case.param(p) for p in ("k", "m", "n_expert", "n_used", "n_tokens"))
     wt, src_rows = case.param("type"), case.param("src_rows")
+    with_bias, weighted = case.param("bias", False), case.param("mul", True)
     if not 1 <= n_used <= n_expert:
         raise ValueError(f"mul_mat_id_mul: n_used must be 1..n_expert ({n_expert}), not {n_used}")
     if src_rows not in (1, n_used):
         raise ValueError(f"mul_mat_id_mul: src_rows must be 1 (one input row shared by the slots) or n_used, "
                          f"not {src_rows}")
+    if not (isinstance(with_bias, bool) and isinstance(weighted, bool)) or not (with_bias or weighted):
+        raise ValueError("mul_mat_id_mul: bias and mul are True or False, and at least one is True "
+                         "(MUL_MAT_ID alone is an op case)")
     out = (m, n_used, n_tokens, 1)
-    inputs = (GraphInput("experts", TensorSpec(wt, (k, m, n_expert, 1), name="experts")),
+    inputs = [GraphInput("experts", TensorSpec(wt, (k, m, n_expert, 1), name="experts")),
               GraphInput("x", TensorSpec("f32", (k, src_rows, n_tokens, 1), name="x")),
-              GraphInput("ids", TensorSpec("i32", (n_used, n_tokens, 1, 1), name="ids"), fill=f"topk:{n_expert}"),
-              GraphInput("weights", TensorSpec("f32", (1, n_used, n_tokens, 1), name="weights")))
-    nodes = (GraphNode("n0", "MUL_MAT_ID", ("experts", "x", "ids"), out),
-             GraphNode("n1", "MUL", ("n0", "weights"), out))
-    return Graph(inputs, nodes, ("n1",), (("n0", "n1"),))
+              GraphInput("ids", TensorSpec("i32", (n_used, n_tokens, 1, 1), name="ids"), fill=f"topk:{n_expert}")]
+    nodes = [GraphNode("n0", "MUL_MAT_ID", ("experts", "x", "ids"), out)]
+    if with_bias:
+        inputs.append(GraphInput("expert_bias", TensorSpec("f32", (m, n_expert, 1, 1), name="expert_bias")))
+        nodes.append(GraphNode(f"n{len(nodes)}", "ADD_ID", (nodes[-1].name, "expert_bias", "ids"), out))
+    if weighted:
+        inputs.append(GraphInput("weights", TensorSpec("f32", (1, n_used, n_tokens, 1), name="weights")))
+        nodes.append(GraphNode(f"n{len(nodes)}", "MUL", (nodes[-1].name, "weights"), out))
+    names = [n.name for n in nodes]
+    return Graph(tuple(inputs), tuple(nodes), (names[-1],), (tuple(names),))
 
 
 PATTERNS.append(Pattern(
     "mul_mat_id_mul", {"type": P("expert weight dtype (activations f32)", str), "k": P("dot-product length", int),
                        "m": P("expert output rows", int), "n_expert": P("experts", int),
                        "n_used": P("experts per token", int), "n_tokens": P("tokens: 1 is decode", int),
-                       "src_rows": P("input rows per token: 1 (shared, the up/gate input) or n_used", int)},
-    _mul_mat_id_mul, ("f32", "f16"), notes="MoE experts weighted by the router: mul_mat_id(...)·w",
-    fused_by="Vulkan (MUL_MAT_ID+MUL)"))
+                       "src_rows": P("input rows per token: 1 (shared, the up/gate input) or n_used", int),
+                       "bias": P("ADD_ID of a bias row per expert after MUL_MAT_ID (default False)", bool,
+                                 optional=True),
+                       "mul": P("MUL by the router weights at the end (default True)", bool, optional=True)},
+    _mul_mat_id_mul, ("f32", "f16"), notes="MoE experts (+ per-expert bias) weighted by the router: "
+                                           "add_id(mul_mat_id(...), b, ids)·w",
+    fused_by="Vulkan (MUL_MAT_ID+ADD_ID(+MUL), MUL_MAT_ID+MUL)"))
