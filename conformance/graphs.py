@@ -30,7 +30,7 @@ from device.known_bug import GraphKnownBug, KnownBug
 from device.worker import DeviceWorker
 from golden import catalogue, dtypes, quant
 from golden.case import OpCase, TensorSpec
-from golden.graphs.case import GraphCase, GraphGolden, RowFor, as_value, evaluate_graph
+from golden.graphs.case import GraphCase, GraphGolden, RowFor, as_value, evaluate_graph, exact_graph_inputs
 from golden.graphs.graph import Graph, GraphInput
 from golden.tolerance import ErrorModel, Tolerance
 from results.outcome import Outcome
@@ -64,18 +64,6 @@ def make_graph_inputs(case: GraphCase) -> list[np.ndarray]:
             if i.scale != 1.0:
                 values = dtypes.round_to(values * i.scale, i.spec.dtype)
             out.append(as_stored(values, i.spec.dtype))
-    return out
-
-
-def exact_graph_inputs(case: GraphCase, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """The golden's view of the inputs: float64 (quantized weights dequantized), index inputs as ints."""
-    out = []
-    for i, x in zip(case.graph.inputs, inputs, strict=True):
-        if dtypes.is_quantized(i.spec.dtype):
-            x = quant.dequantize(np.asarray(x, np.uint8).ravel(), i.spec.dtype, i.spec.nelements)
-            out.append(np.asarray(x, np.float64).reshape(i.spec.np_shape))
-        else:
-            out.append(np.asarray(x) if i.spec.dtype in dtypes.INDEX_TYPES else np.asarray(x, np.float64))
     return out
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from device.base import Capability, GraphRun, GraphRunResult, RunResult, Unsupported, as_output
 from golden import catalogue, dtypes
 from golden.case import OpCase
-from golden.graphs.case import GraphCase, evaluate_graph
+from golden.graphs.case import GraphCase, evaluate_graph, exact_graph_inputs
 
 
 class GoldenDevice:
@@ -50,7 +50,7 @@ class GoldenDevice:
     def run_graph(self, case: GraphCase, inputs: list[np.ndarray]) -> GraphRunResult:
         """Every run gives the golden's node values as ggml stores them (nothing fuses, nothing aliases)."""
         graph = case.graph
-        golden = evaluate_graph(case, [np.asarray(x, np.float64) for x in inputs])
+        golden = evaluate_graph(case, exact_graph_inputs(case, inputs))
         result = GraphRunResult()
         for run in GraphRun:
             wanted = [n.name for n in graph.nodes] if run is GraphRun.BLOCKED else list(graph.outputs)

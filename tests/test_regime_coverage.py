@@ -23,6 +23,12 @@ CI = settings(max_examples=30, derandomize=True, deadline=None, database=None,
 WITH_REGIMES = [s for s in catalogue.implemented() if s.regimes]
 
 
+# The derandomized draw of the binary ops misses their aliased regime when another test module
+# (tests/test_capabilities.py) was collected in the same process, and reaches it when this file runs
+# alone: something the imports change enters the draw (not found yet). .ci/run and tox run this file
+# in a pytest process of its own until that is found.
+pytestmark = pytest.mark.own_process
+
 SEEDS = (None, 1, 2)  # None: the ci profile's derandomized draw
 
 
