@@ -92,7 +92,9 @@ class ConformSession:
             self.devices = [DeviceSpec.parse(text) for text in workerinput["conform_devices"]]
         else:
             self.devices = expand_specs(raw, self.options)
-        self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        # xdist names its workers in workerinput; PYTEST_XDIST_WORKER is inherited by any pytest a test
+        # starts in a subprocess, which would then pin itself to one device as if it were that worker
+        self.worker = str(workerinput.get("workerid", "main"))
         self.run_id = workerinput.get("conform_run_id") or os.environ.get("CONFORM_RUN_ID") or uuid.uuid4().hex[:12]
         self.results_path = config.getoption("results")
         self.writer: ResultsWriter | None = None
