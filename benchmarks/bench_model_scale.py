@@ -31,6 +31,16 @@ UPSCALE_512 = ("UPSCALE(type=f32,ne=[512,512,3,2],dst=f32,sf=2,mode=bilinear,ali
 ATTENTION_16K = ("FLASH_ATTN_EXT(type0=f32,ne0=[256,512,24,1],type1=f16,ne1=[256,16384,4,1],lay1=pad[0,16384,0,0],"
                  "type2=f16,ne2=[256,16384,4,1],lay2=pad[0,16384,0,0],type3=f16,ne3=[16384,512,1,1],dst=f32,"
                  "scale=0.0625,max_bias=0.0,logit_softcap=0.0,prec=f32,mask=True,sinks=False,data=uniform:19426)")
+# issue 27's model-sized ops: an SD-UNet-like 3×3 IM2COL (128 channels at 128²), RWKV-6-like gated
+# linear attention (64 heads of 64, 4 sequences of 512 tokens), Mamba-2.8B's SSM_CONV (d_inner 5120,
+# 4 sequences of 1024 tokens) and a Q8_0 embedding table of llama-7b's size (the Q4_0 one is a perf case)
+IM2COL_UNET = ("IM2COL(type0=f16,ne0=[3,3,128,128],type1=f32,ne1=[128,128,128,1],dst=f16,s0=1,s1=1,p0=1,p1=1,"
+               "d0=1,d1=1,is_2d=True,data=uniform:1)")
+GLA_RWKV = ("GATED_LINEAR_ATTN(type0=f32,ne0=[64,64,2048,1],type1=f32,ne1=[64,64,2048,1],type2=f32,"
+            "ne2=[64,64,2048,1],type3=f32,ne3=[64,64,2048,1],type4=f32,ne4=[262144,4,1,1],dst=f32,scale=0.125,"
+            "data=uniform:1)")
+SSM_CONV_MAMBA = "SSM_CONV(type0=f32,ne0=[1027,5120,4,1],type1=f32,ne1=[4,5120,1,1],dst=f32,data=uniform:1)"
+EMBEDDING_Q8_0 = "GET_ROWS(type0=q8_0,ne0=[4096,32000,1,1],type1=i32,ne1=[512,1,1,1],dst=f32,data=uniform:1)"
 
 
 def cases() -> list[tuple[str, str]]:
@@ -40,6 +50,10 @@ def cases() -> list[tuple[str, str]]:
     out = [(f"{c.model} {c.phase} {c.role}", c.case.case_id) for c in llama(LLAMA_7B)]
     out.append(("upscale 512² bilinear ×2", UPSCALE_512))
     out.append(("attention 16k keys, 512 queries", ATTENTION_16K))
+    out.append(("IM2COL 3×3, 128 channels at 128²", IM2COL_UNET))
+    out.append(("GATED_LINEAR_ATTN 64×64 heads, 4×512 tokens", GLA_RWKV))
+    out.append(("SSM_CONV d_inner 5120, 4×1024 tokens", SSM_CONV_MAMBA))
+    out.append(("embedding 32000×4096 Q8_0, 512 tokens", EMBEDDING_Q8_0))
     return out
 
 
