@@ -8,7 +8,8 @@ Two ways to run a stage (:func:`run_stage`):
   the stage in a forked child process: the parent waits for its answer at most ``seconds`` of wall
   time and then kills it, so one long NumPy call is cut short too, and the child may allocate at
   most ``memory_bytes`` beyond what it inherited (``RLIMIT_DATA``, which counts NumPy's heap and
-  anonymous mappings alike), so running out is the child's MemoryError, not the host's OOM killer;
+  anonymous mappings alike), so running out is the child's MemoryError, not the host's OOM killer,
+  and uses one BLAS thread (:data:`STAGE_BLAS_THREADS`);
 - a small case runs in the process under a real-time interval timer (SIGALRM) whose handler raises
   :class:`StageLimitExceeded` between bytecodes: forking for it would cost more than its golden
   (benchmarks/bench_stage_isolation.py prints both costs). Outside the main thread (no signals
@@ -37,6 +38,8 @@ from enum import Enum
 from types import FrameType
 from typing import Any, TypeVar, cast
 
+from threadpoolctl import threadpool_limits
+
 T = TypeVar("T")
 
 GIB = 2**30
@@ -45,6 +48,11 @@ DEFAULT_STAGE_MEMORY_GIB = 2.0
 # milliseconds, less than a fork of a pytest process costs (benchmarks/bench_stage_isolation.py).
 ISOLATE_FROM_ELEMENTS = 1 << 20
 _READ_CHUNK = 1 << 20
+# BLAS threads in a stage's child. A pool of spinning BLAS threads per judging process, beside the
+# other xdist workers and the device's worker, oversubscribes the host: on a 2-core host at load 9,
+# the 16k-key attention's golden and verdict took 295 s wall and 178 CPU-s with OpenBLAS's default
+# 2 threads, 70 s and 36 CPU-s with one (benchmarks/bench_model_scale.py).
+STAGE_BLAS_THREADS = 1
 HOST_MEMORY = "the host's memory (no --stage-memory cap on this stage)"
 
 
@@ -138,6 +146,7 @@ def _in_child(work: Callable[[], T], stage: str, limits: StageLimits) -> T:
             os.close(read_end)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            threadpool_limits(STAGE_BLAS_THREADS)
             _cap_memory(limits.memory_bytes)
             _answer(write_end, arrays, work)
             exit_code = 0

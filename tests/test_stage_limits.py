@@ -188,3 +188,16 @@ def test_a_large_stage_gives_the_same_record_as_in_the_process() -> None:
         harness.close()
     assert isolated.outcome is in_process.outcome is Outcome.PASS
     assert isolated.metrics == in_process.metrics
+
+
+def test_a_child_stage_uses_one_blas_thread() -> None:
+    """Spinning BLAS threads of every judging process oversubscribe a shared host (limits.py)."""
+    from threadpoolctl import threadpool_info
+
+    from conformance.limits import STAGE_BLAS_THREADS, StageLimits, run_stage
+
+    def blas_threads() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    in_child = run_stage(blas_threads, "golden", StageLimits(60.0, isolate_from=0), 1)
+    assert in_child and set(in_child) == {STAGE_BLAS_THREADS}
