@@ -192,12 +192,14 @@ def test_a_large_stage_gives_the_same_record_as_in_the_process() -> None:
 
 def test_a_child_stage_uses_one_blas_thread() -> None:
     """Spinning BLAS threads of every judging process oversubscribe a shared host (limits.py)."""
-    from threadpoolctl import threadpool_info
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     from conformance.limits import STAGE_BLAS_THREADS, StageLimits, run_stage
 
     def blas_threads() -> list[int]:
         return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
 
-    in_child = run_stage(blas_threads, "golden", StageLimits(60.0, isolate_from=0), 1)
+    with threadpool_limits(STAGE_BLAS_THREADS + 1, user_api="blas"):  # the parent's pool is larger
+        assert set(blas_threads()) == {STAGE_BLAS_THREADS + 1}
+        in_child = run_stage(blas_threads, "golden", StageLimits(60.0, isolate_from=0), 1)
     assert in_child and set(in_child) == {STAGE_BLAS_THREADS}
