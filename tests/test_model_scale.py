@@ -127,9 +127,10 @@ def test_matmul_broadcasts_and_routes_without_copying_weights(case: OpCase) -> N
 
 
 # Golden plus verdict at model scale for the ops of issue 27's second list: what they allocate beyond
-# the float64 inputs is output-sized (the verdict's elementwise pass keeps about ten float64 arrays of
-# the output's size: golden, device, error, bound, ratio, ...), never a product of sizes (IM2COL's
-# patches times channels as an index array, GLA's state for every token, the whole table for a row).
+# the float64 inputs is output-sized (the verdict's elementwise pass keeps about seven float64 arrays of
+# the output's size at once: golden, device, error, ratio, ...; GLA's error model holds |k|, |v|, |q|,
+# |g| as well), never a product of sizes (IM2COL's patches times channels as an index array, GLA's state
+# for every token, the whole table for a row). Measured 51-63 bytes per output element, GLA 89.
 # Smaller cuts of benchmarks/bench_model_scale.py's cases, whose figures are in the README.
 BYTES_PER_OUTPUT = 12 * 8
 
