@@ -21,6 +21,7 @@ KeyboardInterrupt goes on up, never recorded as the case's failure.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import math
 import mmap
@@ -29,6 +30,7 @@ import pickle
 import resource
 import select
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -53,6 +55,7 @@ _READ_CHUNK = 1 << 20
 # the 16k-key attention's golden and verdict took 295 s wall and 178 CPU-s with OpenBLAS's default
 # 2 threads, 70 s and 36 CPU-s with one (benchmarks/bench_model_scale.py).
 STAGE_BLAS_THREADS = 1
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 HOST_MEMORY = "the host's memory (no --stage-memory cap on this stage)"
 
 
@@ -139,10 +142,12 @@ def _in_child(work: Callable[[], T], stage: str, limits: StageLimits) -> T:
     # the answer's arrays go through a memory file, written once by the child and mapped by the parent:
     # through the pipe a 32 MiB golden cost ~120 ms of copies on a loaded host
     arrays = os.memfd_create("conform-stage") if hasattr(os, "memfd_create") else None
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: answer through the pipe and leave without running the parent's exit handlers
         exit_code = 1
         try:
+            _die_with(parent)
             os.close(read_end)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
@@ -176,6 +181,19 @@ def _in_child(work: Callable[[], T], stage: str, limits: StageLimits) -> T:
     if kind == "raised" and isinstance(value, BaseException):
         raise value
     raise StageProcessDied(f"the {stage} stage's child process ended without an answer ({_ended(wait_status)})")
+
+
+def _die_with(parent: int) -> None:
+    """Linux: the child is killed when the harness' process dies (a killed run leaves no stage
+    computing on, holding the device worker's pipes open)."""
+    if sys.platform != "linux":
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the request took effect
+        os._exit(1)
 
 
 def _cap_memory(limit: int | None) -> None:

@@ -7,7 +7,10 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -203,3 +206,40 @@ def test_a_child_stage_uses_one_blas_thread() -> None:
         assert set(blas_threads()) == {STAGE_BLAS_THREADS + 1}
         in_child = run_stage(blas_threads, "golden", StageLimits(60.0, isolate_from=0), 1)
     assert in_child and set(in_child) == {STAGE_BLAS_THREADS}
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's prctl")
+def test_a_stage_child_dies_with_its_harness(tmp_path: Path) -> None:
+    """A run killed outright (CI's timeout, the OOM killer) leaves no stage computing on."""
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import os, time\n"
+        "from conformance.limits import StageLimits, run_stage\n"
+        "def work():\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(60)\n"
+        "run_stage(work, 'golden', StageLimits(120.0, isolate_from=0), 1)\n"
+    )
+    harness = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).parent.parent)
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and harness.poll() is None, "the stage child never started"
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+    finally:
+        harness.kill()
+        harness.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    """Running, not gone and not a zombie waiting for whoever adopted it."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
