@@ -16,7 +16,8 @@ Two ways to run a stage (:func:`run_stage`):
   there) small stages run without a limit.
 
 Ctrl-C reaches the parent only (the child ignores SIGINT); the parent kills the child and the
-KeyboardInterrupt goes on up, never recorded as the case's failure.
+KeyboardInterrupt goes on up, never recorded as the case's failure. A child dies with its parent
+(Linux's parent-death signal), so a killed run leaves no stage computing on.
 """
 
 from __future__ import annotations
