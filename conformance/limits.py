@@ -73,12 +73,11 @@ class StageLimits:
     memory_bytes: int | None = int(DEFAULT_STAGE_MEMORY_GIB * GIB)  # --stage-memory; None: no cap
     isolate_from: int = ISOLATE_FROM_ELEMENTS
 
-    def describe(self, what: Resource, *, isolated: bool = True) -> str:
-        """The option and value that bounded ``what``, as the record names it (a stage run in the
-        harness's own process has no memory cap: the host's memory bounded it)."""
+    def describe(self, what: Resource) -> str:
+        """The option and value that bounded ``what`` in a stage's child, as the record names it."""
         if what is Resource.TIME:
             return f"--case-timeout {self.seconds:g} s"
-        if self.memory_bytes is None or not isolated:
+        if self.memory_bytes is None:
             return HOST_MEMORY
         return f"--stage-memory {self.memory_bytes / GIB:g} GiB"
 
