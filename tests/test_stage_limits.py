@@ -151,10 +151,14 @@ def test_a_stage_process_that_dies_is_an_error_and_the_run_goes_on(monkeypatch: 
         harness.close()
 
 
-def test_ctrl_c_during_a_child_stage_is_an_interruption_not_a_record(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ctrl_c_during_a_child_stage_is_an_interruption_not_a_record(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
     """Ctrl-C reaches the whole process group: the child ignores it, the parent stops its child and
     the KeyboardInterrupt goes on up; no record is written."""
+    pid_file = tmp_path / "child.pid"
+
     def interrupted(*args: object, **kwargs: object) -> None:
+        pid_file.write_text(str(os.getpid()))
         time.sleep(0.5)  # the parent waits for the answer by now (not in fork's own handlers)
         os.kill(os.getppid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGINT)  # as the terminal sends it to the child too: ignored
@@ -174,8 +178,10 @@ def test_ctrl_c_during_a_child_stage_is_an_interruption_not_a_record(monkeypatch
             harness.evaluate(BIG)
         assert time.monotonic() - start < 10.0
         assert written == []
-        with pytest.raises(ChildProcessError):  # the child was collected
-            os.waitpid(-1, os.WNOHANG)
+        child = int(pid_file.read_text())
+        with pytest.raises(ChildProcessError):  # the child was stopped and collected
+            os.waitpid(child, os.WNOHANG)
+        assert not _alive(child)
     finally:
         harness.close()
 
