@@ -158,23 +158,15 @@ class Tracer:
         if ctype in (C.c_int, C.c_int32, C.c_int64, C.c_uint32, C.c_size_t):
             return str(int(value))
         if ctype is C.c_char_p:
+            if name == "ggml_backend_dev_by_name":  # REPRO_DEVICE=CPU runs the same calls on another device
+                return f"device_name({_string_literal(value)})"
             if name == "ggml_backend_load_all_from_path" and value:  # the program runs from its own folder
                 return _string_literal(os.path.abspath(value))
             return _string_literal(value)
         if _is_tensor_pointer(ctype):
             return self._pointer(value)
         if ctype is C.c_void_p:
-            if name == "ggml_backend_tensor_set" and index == 1:
-                size = int(args[3])
-                blob = self._save_blob(C.string_at(int(value), size))
-                var = self._new_name("bytes")
-                pre.append(f"void *{var} = read_blob({_string_literal(blob.encode())}, {size});")
-                return var
-            if name == "ggml_backend_tensor_get" and index == 1:
-                var = self._new_name("scratch")
-                pre.append(f"void *{var} = scratch({int(args[3])});")
-                return var
-            return self._pointer(value)
+            return self._void_pointer(name, index, value, args, pre)
         if isinstance(ctype, type) and issubclass(ctype, C.Structure):  # struct ggml_init_params by value
             fields = ", ".join(f".{f} = {self._field(getattr(value, f))}" for f, *_ in ctype._fields_)
             return f"(struct ggml_init_params){{{fields}}}"
@@ -190,6 +182,20 @@ class Tracer:
             fmt = _float_literal if target is C.c_float else (lambda v: str(int(v)))
             return f"({_ARRAY_C_TYPE[target]}[]){{{', '.join(fmt(v) for v in items)}}}"
         raise TraceError(f"{name}: no C form for an argument of type {ctype!r}")
+
+    def _void_pointer(self, name: str, index: int, value: Any, args: tuple[Any, ...], pre: list[str]) -> str:
+        """A handle, or the host buffer of a tensor_set (its bytes: a blob) or tensor_get (scratch)."""
+        if name == "ggml_backend_tensor_set" and index == 1:
+            size = int(args[3])
+            blob = self._save_blob(C.string_at(int(value), size))
+            var = self._new_name("bytes")
+            pre.append(f"void *{var} = read_blob({_string_literal(blob.encode())}, {size});")
+            return var
+        if name == "ggml_backend_tensor_get" and index == 1:
+            var = self._new_name("scratch")
+            pre.append(f"void *{var} = scratch({int(args[3])});")
+            return var
+        return self._pointer(value)
 
     def _field(self, value: Any) -> str:
         if value is None:
@@ -288,6 +294,7 @@ def note_case(label: str | None) -> None:
 _PROLOGUE = r"""/* Replays, call for call, the ggml API calls a conformance-harness worker made
  * (conform repro --emit-c).
  * Written by the harness; build with build.sh, run from this folder: ./repro [BLOB_DIR]
+ * (REPRO_DEVICE=NAME replays the calls on another device of the same library, e.g. CPU)
  * %(what)s
  */
 #include <math.h>
@@ -312,6 +319,11 @@ static void *read_blob(const char *name, size_t size) {
     if (!f || !data || fread(data, 1, size, f) != size) { fprintf(stderr, "cannot read %%s\n", path); exit(2); }
     fclose(f);
     return data;  /* freed at exit: the harness's buffers lived as long */
+}
+
+static const char *device_name(const char *recorded) {
+    const char *chosen = getenv("REPRO_DEVICE");
+    return chosen && *chosen ? chosen : recorded;
 }
 
 static void *scratch(size_t size) {
