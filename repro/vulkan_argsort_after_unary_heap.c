@@ -5,6 +5,13 @@
  * removal) from the harness's topk_moe 3-case sequence; also with GGML_VK_DISABLE_FUSION=1; never on
  * ggml's CPU device of the same folder.
  *
+ * Measured here (lavapipe, LLVM 15.0.6), crashes per tries: as written 10/10 (5 with fusion off, 5 on),
+ * CPU 0/3. Needs: the first graph's input buffer freed (kept alive: 0/4; node buffer kept alive: 4/4);
+ * SOFT_MAX before the first ARGSORT (SCALE there: 0/4; SOFT_MAX alone, no ARGSORT: 0/4); an op before
+ * the second ARGSORT (SIGMOID or SCALE: 4/4; SOFT_MAX: 0/4; ARGSORT of the input itself: 0/5); ARGSORT
+ * in both (SUM_ROWS instead: 0/4); the second graph alone: 0/3. Sizes and order do not matter
+ * (second [64,7], first [128,1], ascending: each 3/3 or 4/4).
+ *
  * Build and run (headers: the libggml-python wheel's include/, same prototypes as 0.25.1):
  *   L=$PWD/.backends/ggml-0.25.1-vulkan
  *   gcc -O1 -o vk-argsort repro/vulkan_argsort_after_unary_heap.c \
