@@ -29,7 +29,7 @@ from device.ggml.known_bugs_cpu import (
 from device.known_bug import GraphKnownBug, KnownBug
 from golden import attention, catalogue, dtypes, glu
 from golden.case import OpCase, TensorSpec
-from golden.geometry import ggml_contiguous, logical_nb, storage_of
+from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride, storage_of
 from golden.graphs.case import GraphCase
 from golden.matmul import abs_dot, routed_pairs
 from golden.tolerance import F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs
@@ -65,6 +65,16 @@ def _src1_planes_gapped(case: OpCase) -> bool:
     """An unpermuted src1 padded in dim 1: a gap between its dim-2 planes (nb12 > ne11·nb11)."""
     src1 = case.inputs[1]
     return src1.layout.perm == (0, 1, 2, 3) and src1.layout.pad[1] > 0 and src1.ne[2] * src1.ne[3] > 1
+
+
+def _src0_planes_gapped(case: OpCase) -> bool:
+    """A non-F16 src0 whose rows are packed within each plane but whose planes (dims 2-3) do not follow one
+    another: row j over dims 1-3 is not at j·nb1."""
+    src0 = case.inputs[0]
+    if src0.dtype == "f16" or not rows_unit_stride(src0):
+        return False
+    packed_rows = src0.ne[1] == 1 or logical_nb(src0)[1] == dtypes.row_size(src0.dtype, src0.ne[0])
+    return packed_rows and not rows_uniformly_strided(src0)
 
 
 def _permuted(spec: TensorSpec) -> bool:
@@ -447,6 +457,15 @@ BUGS: list[KnownBug] = [
                "padding between planes (NaN bytes here) comes out as NaN or wrong sums; also with "
                "GGML_VK_DISABLE_F16=1; ggml:CPU passes",
         repro="MUL_MAT(type0=f32,ne0=[8,3,2,1],type1=f32,ne1=[8,4,2,1],lay1=pad[0,1,0,0],dst=f32,data=dense:4)"),
+    KnownBug(
+        id="vulkan-mul-mat-src0-plane-gap", devices="Vulkan*", op="MUL_MAT", releases=R0251,
+        applies=_src0_planes_gapped,
+        reason="an F32, Q4_0 or Q8_0 src0 whose planes are not packed (a gap after each dim-2 or dim-3 plane: "
+               "nb02 > ne01·nb01) is read as if they were: from the second plane on, the padding comes out "
+               "(NaN, -65504); the same view of F16 weights, the permuted planes without a gap, and ggml:CPU pass; "
+               "mat-vec (1 column) and matrix (16 columns) paths alike (seed 24002: 60 fails, 7 crashes under other "
+               "entries, 4 such cases passed)",
+        repro="MUL_MAT(type0=q4_0,ne0=[32,1,2,1],lay0=pad[0,2,0,0],type1=f32,ne1=[32,1,2,1],dst=f32,data=uniform:0)"),
     KnownBug(
         id="vulkan-sum-reads-storage-as-packed", devices="Vulkan*", op="SUM", releases=R0251,
         applies=lambda case: not _storage_dense(case.inputs[0]),
