@@ -572,6 +572,10 @@ def _rms_norm_feeds_mul(case: GraphCase) -> bool:
     return any(n.op == "MUL" and norms.intersection(n.srcs) for n in graph.nodes)
 
 
+def _has_argsort(case: GraphCase) -> bool:
+    return any(n.op == "ARGSORT" for n in case.graph.nodes)
+
+
 GRAPH_BUGS: list[GraphKnownBug] = [
     GraphKnownBug(
         id="vulkan-rms-norm-mul-fusion-heap-corruption", devices="Vulkan*", releases=R0251,
@@ -588,4 +592,19 @@ GRAPH_BUGS: list[GraphKnownBug] = [
               "GRAPH[rms_norm_mul_add](type=f32,ne=[45,1,1,1],w=full,order=xw,eps=9.999999747378752e-06,b=row,"
               "data=uniform:2715) then GRAPH[rms_norm_mul_add](type=f32,ne=[1,32,1,1],w=full,order=wx,"
               "eps=9.999999747378752e-06,b=row,data=dense:3074)"),
+    GraphKnownBug(
+        id="vulkan-argsort-after-freed-input-heap-corruption", devices="Vulkan*", releases=R0251,
+        applies=_has_argsort, outcomes=("crash",), corrupts_process=True,
+        reason="two graphs in turn, each an element-wise op feeding ARGSORT, the first one's input buffer freed "
+               "before the second is computed (correct API use): lavapipe's queue thread dies in the second "
+               "compute (SIGSEGV; in the harness also 'corrupted double-linked list'), also with "
+               "GGML_VK_DISABLE_FUSION=1, never on ggml's CPU of the same folder. Reproduced without the harness "
+               "by a 60-line C program on ggml's public API (10 of 10 runs; the first graph's input kept alive: "
+               "0 of 4; SCALE instead of SOFT_MAX in the first graph: 0 of 4). Whether ggml-vulkan or lavapipe "
+               "holds the stale reference is not settled. Each graph with an ARGSORT gets a fresh worker after it",
+        repro="repro/vulkan_argsort_after_unary_heap.c; in the harness: GRAPH[topk_moe](type=f32,n_expert=60,k=1,"
+              "n_tokens=7,gating=sigmoid,bias=False,norm=False,scale=1.0,data=uniform:19), then GRAPH[topk_moe]("
+              "type=f32,n_expert=60,k=1,n_tokens=1,gating=softmax,bias=False,norm=False,scale=2.5,data=uniform:0), "
+              "then GRAPH[topk_moe](type=f32,n_expert=128,k=6,n_tokens=7,gating=sigmoid,bias=False,norm=True,"
+              "scale=0.5,data=dense:4553) (conform repro --sequence)"),
 ]
