@@ -247,7 +247,7 @@ def evaluate_graph_case(harness: Harness, case: GraphCase,
     def row_for(node_case: OpCase) -> Tolerance:
         """A node's own row: the catalogue's, or this backend's documented deviation for the node (the
         op tier's known bug with a bound of its own, e.g. Vulkan's F16 MUL_MAT intermediates)."""
-        bug = harness._known_bug(node_case)
+        bug = next((b for b in harness.known_bugs_of(node_case) if b.tolerance is not None), None)
         if bug is not None and bug.tolerance is not None:
             deviations[node_case.op] = bug.id
             return bug.tolerance
@@ -320,8 +320,7 @@ def _node_bug(harness: Harness, case: GraphCase, first_wrong_node: str | None) -
     if not first_wrong_node:
         return None
     node_case = case.node_case(case.graph.node(first_wrong_node.split(":")[0]))
-    bug = harness._known_bug(node_case)
-    return bug if bug is not None and bug.tolerance is None else None
+    return next((b for b in harness.known_bugs_of(node_case) if b.tolerance is None), None)
 
 
 def graph_bug(harness: Harness, case: GraphCase) -> GraphKnownBug | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import shlex
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
@@ -329,8 +329,8 @@ class Harness:
         self._lap(Stage.GENERATION)
         step = "resolving the case (catalogue row, suite entry, known bug)"
         try:
-            with stage_limit(self.timeout, "golden"):  # inputs and golden: the case's first stage
-                resolution = resolve(case, self._known_bug)
+            with stage_limit(self.timeout, "golden"):  # the inputs; the golden itself runs under run_stage
+                resolution = resolve(case, self.known_bugs_of)
                 step = "making the inputs"
                 made = make_inputs(case, resolution.entry)
                 inputs = [as_stored(x, t.dtype) for x, t in zip(made, case.inputs, strict=True)]
@@ -338,7 +338,6 @@ class Harness:
                 step = "preparing the golden's inputs"
                 exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
                 tolerance = resolution.tolerance.describe()
-                bug = resolution.known_bug
             step = "computing the golden"
             size = sum(x.size for x in exact_inputs)
             golden = run_stage(lambda: catalogue.evaluate(case, exact_inputs), "golden", self.stage_limits, size)
@@ -346,7 +345,7 @@ class Harness:
         except Exception as exc:
             record = self._error_record(case, f"harness error while {step}: {_one_line(exc)}")
             return self._finish(_mark_ran_out(record, exc, "golden", step), companion_of)
-        limit = self.time_limit(bug)
+        limit = self.time_limit(resolution.known_bugs)
         timeout = limit.seconds
         try:
             reply = self.runner.attempt(case, inputs, timeout)
@@ -357,14 +356,15 @@ class Harness:
                                   case.data_seed, reply, tolerance)
         record.time_limit = limit
         self._lap(Stage.RECORD)
+        deviation_held = True
         if reply.answered:
-            bug = self._judge_into(record, case, resolution, inputs, exact_inputs, golden, reply.result)
-        corrupting = False
-        if bug is not None and (record.outcome.value in bug.outcomes or record.outcome is Outcome.PASS):
-            # a failure this device and release are known to give, or a pass where one was expected
-            # (the report lists the latter as a stale expectation)
+            deviation_held = self._judge_into(record, case, resolution, inputs, exact_inputs, golden, reply.result)
+        # a failure this device and release are known to give, or a pass where one was expected (the
+        # report lists the latter as a stale expectation)
+        bug = resolution.explaining(record.outcome.value, deviation_held)
+        if bug is not None:
             record.expected = ExpectedFailure.of(bug)
-            corrupting = bug.corrupts_process
+        corrupting = bug is not None and resolution.corrupts_process
         if perf is not None and reply.answered:
             try:
                 record.perf = perf(case, inputs)
@@ -395,11 +395,11 @@ class Harness:
         return [{"id": b.id, "op": b.op, "devices": b.devices, "source": b.source, "reason": b.reason,
                  "repro": b.repro} for b in self._bugs if b.source and _from_any(b.source, extra)]
 
-    def time_limit(self, bug: KnownBug | None) -> TimeLimit:
+    def time_limit(self, bugs: Sequence[KnownBug]) -> TimeLimit:
         """The limit for a case: --case-timeout, or the user's shorter --known-bug-timeout for a case
         a known bug says may corrupt the process and hang (never a limit the user did not set)."""
-        if (bug is not None and bug.corrupts_process and bug.may_hang and self.known_bug_timeout is not None
-                and self.known_bug_timeout < self.timeout):
+        hangs = any(b.corrupts_process and b.may_hang for b in bugs)
+        if hangs and self.known_bug_timeout is not None and self.known_bug_timeout < self.timeout:
             return TimeLimit(self.known_bug_timeout, "--known-bug-timeout")
         return TimeLimit(self.timeout, "--case-timeout")
 
@@ -408,10 +408,9 @@ class Harness:
             self.clock.lap(stage)
 
     def _judge_into(self, record: CaseRecord, case: OpCase, resolution: Resolution, inputs: list[np.ndarray],
-                    exact_inputs: list[np.ndarray], golden: np.ndarray, result: RunResult) -> KnownBug | None:
-        """The verdict on what the device answered, into ``record``; returns the known bug that still
-        covers the case (None once a documented deviation is exceeded as well)."""
-        bug = resolution.known_bug
+                    exact_inputs: list[np.ndarray], golden: np.ndarray, result: RunResult) -> bool:
+        """The verdict on what the device answered, into ``record``; returns whether a documented
+        deviation covering the case still holds (False once its own bound is exceeded as well)."""
 
         def judged() -> tuple[Metrics, dict[str, Any], bool | None]:
             metrics, extra = self._judge(case, resolution, inputs, exact_inputs, golden, result)
@@ -424,12 +423,12 @@ class Harness:
                 within_deviation = deviation.passed
             return metrics, extra, within_deviation
 
+        held = True
         try:
             size = sum(x.size for x in exact_inputs) + golden.size
             metrics, extra, within_deviation = run_stage(judged, "verdict", self.stage_limits, size)
-            by_deviation = bool(within_deviation)
-            if within_deviation is False:
-                bug = None
+            held = within_deviation is not False
+            by_deviation = within_deviation is True
             record.decided_by = resolution.decided_by(by_deviation)
         except Exception as exc:
             record.outcome = Outcome.ERROR
@@ -441,7 +440,7 @@ class Harness:
             if not metrics.passed:
                 record.message = metrics.detail
             record.extra = extra
-        return bug
+        return held
 
     def _restart_worker(self, record: CaseRecord) -> None:
         """A fresh device process for the next case (a worker's; an in-process device has none)."""
@@ -473,8 +472,7 @@ class Harness:
         for candidate in candidates:
             if candidate == case:
                 continue
-            bug = self._known_bug(candidate)
-            if bug is not None and bug.tolerance is None:
+            if any(bug.tolerance is None for bug in self.known_bugs_of(candidate)):
                 continue
             try:  # the op's own rules (a layout some ops require); a candidate they reject is not a case
                 check_aliases(candidate.inputs)  # a source made contiguous may no longer hold its alias
@@ -504,14 +502,14 @@ class Harness:
             self._checked(other.case_id, lambda: self.evaluate(other, companion_of=case.case_id), once=True)
         return False
 
-    def _known_bug(self, case: OpCase) -> KnownBug | None:
-        """The device's known kernel bug covering ``case`` (ggml devices: by device name and release)."""
+    def known_bugs_of(self, case: OpCase) -> list[KnownBug]:
+        """The device's known kernel bugs covering ``case`` (ggml devices: by device name and release)."""
         release = self.inventory.get("ggml_version")
         name = self.inventory.get("name")
         if not isinstance(release, str) or not isinstance(name, str):
             # not a ggml device (a plug-in): an expectations entry matches its spec, and names no release
             name, release = self.device_spec.text, ""
-        return known_bugs.find(case, name, release, self._bugs)
+        return known_bugs.find_all(case, name, release, self._bugs)
 
     def _judge(
         self, case: OpCase, resolution: Resolution, inputs: list[np.ndarray], exact_inputs: list[np.ndarray],

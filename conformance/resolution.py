@@ -8,7 +8,7 @@ The harness resolves a case once and hands this object on instead of looking eac
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from conformance import cases
@@ -26,22 +26,52 @@ class Resolution:
     entry: OpCases
     tolerance: Tolerance  # the catalogue's row: what any correct implementation meets
     tolerance_row: str  # its id, OP[key]: "GELU[f16]", "MUL_MAT[q4_0_f32_to_f32]"
-    known_bug: KnownBug | None  # this device and release's bug covering the case
+    # every known bug of this device and release covering the case, in list order: a case can sit under
+    # a documented deviation (its bound) and a defect (a crash on a misaligned view) at once
+    known_bugs: tuple[KnownBug, ...] = ()
+
+    @property
+    def known_bug(self) -> KnownBug | None:
+        """The first covering known bug (what a report names when nothing more precise applies)."""
+        return self.known_bugs[0] if self.known_bugs else None
+
+    @property
+    def deviation_bug(self) -> KnownBug | None:
+        """The first covering known bug that is a documented deviation (carries its own bound)."""
+        return next((b for b in self.known_bugs if b.tolerance is not None), None)
 
     @property
     def deviation(self) -> Tolerance | None:
-        """The known bug's documented deviation (its own bound), if it has one."""
-        return self.known_bug.tolerance if self.known_bug is not None else None
+        """The documented deviation's own bound, if one covers the case."""
+        bug = self.deviation_bug
+        return bug.tolerance if bug is not None else None
+
+    @property
+    def corrupts_process(self) -> bool:
+        return any(b.corrupts_process for b in self.known_bugs)
+
+    def explaining(self, outcome: str, deviation_held: bool) -> KnownBug | None:
+        """The covering bug that says the case gives ``outcome`` (a documented deviation only while the
+        result stayed within its bound); for a pass, the first covering bug (a stale expectation)."""
+        deviation = self.deviation_bug
+        if outcome == "fail" and deviation is not None and deviation_held:
+            return deviation  # within the backend's own documented bound
+        candidates = [b for b in self.known_bugs if b.tolerance is None or deviation_held]
+        if outcome == "pass":
+            return candidates[0] if candidates else None
+        return next((b for b in candidates if outcome in b.outcomes), None)
 
     def decided_by(self, by_deviation: bool) -> str:
         """What decided the verdict, by id: ``catalogue:OP[key]`` or ``deviation:<known bug id>``."""
-        if by_deviation and self.known_bug is not None:
-            return f"deviation:{self.known_bug.id}"
+        bug = self.deviation_bug
+        if by_deviation and bug is not None:
+            return f"deviation:{bug.id}"
         return f"catalogue:{self.tolerance_row}"
 
 
-def resolve(case: OpCase, known_bug_of: Callable[[OpCase], KnownBug | None]) -> Resolution:
+def resolve(case: OpCase, known_bugs_of: Callable[[OpCase], Sequence[KnownBug]]) -> Resolution:
     """The case's resolution; KeyError for an op the catalogue lacks or a destination it has no row for."""
     spec = catalogue.get(case.op)
     key = spec.tolerance_key(case.dst, catalogue.signature_of(case).label())
-    return Resolution(spec, cases.lookup(case.op), spec.tolerance[key], f"{spec.name}[{key}]", known_bug_of(case))
+    return Resolution(spec, cases.lookup(case.op), spec.tolerance[key], f"{spec.name}[{key}]",
+                      tuple(known_bugs_of(case)))

@@ -55,6 +55,12 @@ def find(case: OpCase, device_name: str, release: str, bugs: Iterable[KnownBug] 
     return None
 
 
+def find_all(case: OpCase, device_name: str, release: str,
+             bugs: Iterable[KnownBug] | None = None) -> list[KnownBug]:
+    """Every known bug of ``device_name`` at ``release`` that covers ``case``, in list order."""
+    return [bug for bug in (all_known_bugs() if bugs is None else bugs) if bug.matches(case, device_name, release)]
+
+
 def all_graph_bugs() -> list[GraphKnownBug]:
     """The graph-level bugs (``GRAPH_BUGS`` of the same modules); a node's own op bug stays in ``BUGS``."""
     bugs: list[GraphKnownBug] = []

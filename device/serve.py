@@ -29,6 +29,7 @@ from device.base import (
     result_problem,
 )
 from device.channel import REQUEST_SPIN_S, WORKER, Arena, Channel, unlink_quietly
+from device.ggml.trace import note_case  # marks each case in a ggml call trace (conform repro --emit-c)
 from device.interrupt import ignore_stop_signals
 from device.messages import (
     CALLABLE_METHODS,
@@ -189,9 +190,13 @@ def _child_main(conn: Connection | Channel, request: OpenRequest) -> None:
         except EOFError:
             break
         if isinstance(message, RunRequest):
+            note_case(message.case.case_id)
             _send(conn, serve_run(device, message.case, message.inputs))
+            note_case(None)
         elif isinstance(message, CallRequest):
+            note_case(getattr(message.args[0], "case_id", message.method) if message.args else message.method)
             _send(conn, serve_call(device, message.method, message.args))
+            note_case(None)
         elif isinstance(message, InfoRequest):
             conn.send(InfoReply(serve_info(device)))
         elif isinstance(message, ReopenRequest):

@@ -261,7 +261,7 @@ def test_a_graph_failing_at_a_node_an_op_bug_covers_is_that_known_bug() -> None:
                          tolerance=catalogue.tolerance_of(case.node_case(first)))
 
     def harness_with(found: KnownBug | None) -> Any:
-        return SimpleNamespace(_known_bug=lambda node_case: found if found and found.applies(node_case) else None)
+        return SimpleNamespace(known_bugs_of=lambda node_case: [found] if found and found.applies(node_case) else [])
 
     assert _node_bug(harness_with(bug), case, first.label) is bug
     assert _node_bug(harness_with(bug), case, case.graph.nodes[1].label) is None  # the MUL: not covered

@@ -48,6 +48,52 @@ def check_case(case_id: str) -> OpCase | SetGetCase | GraphCase:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
+    if args.emit_c is None:
+        return _repro(args)
+    if args.shrink:
+        raise UsageError("--emit-c records one replay; shrink first, then --emit-c the shortest sequence")
+    folder = _trace_folder(args.emit_c)
+    from device.ggml.trace import TRACE_ENV
+
+    os.environ[TRACE_ENV] = str(folder)  # the device worker started below inherits it and records its calls
+    try:
+        status = _repro(args)
+    finally:
+        os.environ.pop(TRACE_ENV, None)
+    _write_c(args, folder)
+    return status
+
+
+def _trace_folder(given: str) -> Path:
+    """--emit-c DIR: a new or empty folder (a trace appends, so an old one would mix in)."""
+    folder = Path(given).expanduser().resolve()
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UsageError(f"--emit-c {given}: not an empty folder (the C program needs one of its own)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--emit-c {given}: cannot create it ({exc})") from None
+    return folder
+
+
+def _write_c(args: argparse.Namespace, folder: Path) -> None:
+    from device.ggml.lib import wheel_lib_dir
+    from device.ggml.trace import META_FILE, write_program
+
+    if not (folder / META_FILE).exists():
+        print(f"--emit-c: no ggml call was recorded in {folder} (is --device a ggml device?)", file=sys.stderr)
+        return
+    wheel = wheel_lib_dir()
+    include = wheel.parent / "include" if wheel is not None and (wheel.parent / "include").is_dir() else None
+    what = ("cases: " + " ".join(args.sequence or []) if args.sequence else
+            f"history of {args.history}" if args.history else f"case {args.case_id}")
+    program, build = write_program(folder, f"{what} on {args.device or 'ggml:CPU'}", include)
+    print(f"C program: {program}  (build: sh {build}; run: cd {folder} && ./repro)")
+    if include is None:
+        print("  (no libggml-python wheel here: edit build.sh's -I to a folder with ggml.h)")
+
+
+def _repro(args: argparse.Namespace) -> int:
     from conformance.set_get import SetGetCase
 
     if args.sequence or args.history:
@@ -294,4 +340,7 @@ def declare_parser(sub: Any) -> None:
     rep.add_argument("--out", default=None, metavar="DIR",
                      help="save a failing case's inputs, golden and device output as an .npz under DIR/artefacts/ "
                           "(default: nothing is written)")
+    rep.add_argument("--emit-c", default=None, metavar="DIR",
+                     help="record every ggml call the device worker makes and write DIR/repro.c (a standalone C "
+                          "program replaying them, inputs in DIR/blobs) and DIR/build.sh (ggml devices only)")
     limits(rep)

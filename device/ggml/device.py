@@ -18,6 +18,7 @@ from device.base import (
     output_dtype,
 )
 from device.ggml import lib as ggml_lib
+from device.ggml import trace
 from device.ggml.graph import (
     Builder,
     GraphBuilder,
@@ -89,6 +90,7 @@ class GgmlDevice:
         reg = self.lib.ggml_backend_dev_backend_reg(self.dev)
         addr = self.lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_set_n_threads")
         if addr:
+            trace.note_function_pointer_call(addr, "void (*)(ggml_backend_t, int)", (self.backend, threads))
             C.CFUNCTYPE(None, C.c_void_p, C.c_int)(addr)(self.backend, threads)
 
     def info(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from device.base import Unsupported
+from device.ggml import trace
 from device.ggml.lib import GgmlInitParams, GgmlLib, TensorP
 from golden import dtypes
 from golden.case import OpCase, TensorSpec
@@ -82,7 +83,7 @@ def bound_function(lib: GgmlLib, name: str) -> Any:
         except AttributeError:
             raise SymbolMissing(f"ggml {getattr(lib, 'version', '?')} in {lib.lib_dir} has no {name}") from None
         fn.restype, fn.argtypes = _PROTOTYPES[name][0], list(_PROTOTYPES[name][1])
-        _BOUND[key] = fn
+        _BOUND[key] = trace.traced(name, fn, *_PROTOTYPES[name])
     return _BOUND[key]
 
 

@@ -30,7 +30,7 @@ from device.ggml.known_bugs_cpu import (
 from device.known_bug import GraphKnownBug, KnownBug
 from golden import attention, catalogue, dtypes, glu
 from golden.case import OpCase, TensorSpec
-from golden.geometry import ggml_contiguous, logical_nb, storage_of
+from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride, storage_of
 from golden.graphs.case import GraphCase
 from golden.matmul import abs_dot, routed_pairs
 from golden.tolerance import F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs
@@ -66,6 +66,16 @@ def _src1_planes_gapped(case: OpCase) -> bool:
     """An unpermuted src1 padded in dim 1: a gap between its dim-2 planes (nb12 > ne11·nb11)."""
     src1 = case.inputs[1]
     return src1.layout.perm == (0, 1, 2, 3) and src1.layout.pad[1] > 0 and src1.ne[2] * src1.ne[3] > 1
+
+
+def _src0_planes_gapped(case: OpCase) -> bool:
+    """A non-F16 src0 whose rows are packed within each plane but whose planes (dims 2-3) do not follow one
+    another: row j over dims 1-3 is not at j·nb1."""
+    src0 = case.inputs[0]
+    if src0.dtype == "f16" or not rows_unit_stride(src0):
+        return False
+    packed_rows = src0.ne[1] == 1 or logical_nb(src0)[1] == dtypes.row_size(src0.dtype, src0.ne[0])
+    return packed_rows and not rows_uniformly_strided(src0)
 
 
 def _permuted(spec: TensorSpec) -> bool:
@@ -458,6 +468,15 @@ BUGS: list[KnownBug] = [
                "GGML_VK_DISABLE_F16=1; ggml:CPU passes",
         repro="MUL_MAT(type0=f32,ne0=[8,3,2,1],type1=f32,ne1=[8,4,2,1],lay1=pad[0,1,0,0],dst=f32,data=dense:4)"),
     KnownBug(
+        id="vulkan-mul-mat-src0-plane-gap", devices="Vulkan*", op="MUL_MAT", releases=R0251,
+        applies=_src0_planes_gapped,
+        reason="an F32, Q4_0 or Q8_0 src0 whose planes are not packed (a gap after each dim-2 or dim-3 plane: "
+               "nb02 > ne01·nb01) is read as if they were: from the second plane on, the padding comes out "
+               "(NaN, -65504); the same view of F16 weights, the permuted planes without a gap, and ggml:CPU pass; "
+               "mat-vec (1 column) and matrix (16 columns) paths alike (seed 24002: 60 fails, 7 crashes under other "
+               "entries, 4 such cases passed)",
+        repro="MUL_MAT(type0=q4_0,ne0=[32,1,2,1],lay0=pad[0,2,0,0],type1=f32,ne1=[32,1,2,1],dst=f32,data=uniform:0)"),
+    KnownBug(
         id="vulkan-sum-reads-storage-as-packed", devices="Vulkan*", op="SUM", releases=R0251,
         applies=lambda case: not _storage_dense(case.inputs[0]),
         reason="ggml_vk_sum runs the sum_rows shader over one row of ggml_nelements(src0) elements from the "
@@ -563,6 +582,10 @@ def _rms_norm_feeds_mul(case: GraphCase) -> bool:
     return any(n.op == "MUL" and norms.intersection(n.srcs) for n in graph.nodes)
 
 
+def _has_argsort(case: GraphCase) -> bool:
+    return any(n.op == "ARGSORT" for n in case.graph.nodes)
+
+
 GRAPH_BUGS: list[GraphKnownBug] = [
     GraphKnownBug(
         id="vulkan-rms-norm-mul-fusion-heap-corruption", devices="Vulkan*", releases=R0251,
@@ -579,4 +602,19 @@ GRAPH_BUGS: list[GraphKnownBug] = [
               "GRAPH[rms_norm_mul_add](type=f32,ne=[45,1,1,1],w=full,order=xw,eps=9.999999747378752e-06,b=row,"
               "data=uniform:2715) then GRAPH[rms_norm_mul_add](type=f32,ne=[1,32,1,1],w=full,order=wx,"
               "eps=9.999999747378752e-06,b=row,data=dense:3074)"),
+    GraphKnownBug(
+        id="vulkan-argsort-after-freed-input-heap-corruption", devices="Vulkan*", releases=R0251,
+        applies=_has_argsort, outcomes=("crash",), corrupts_process=True,
+        reason="two graphs in turn, each an element-wise op feeding ARGSORT, the first one's input buffer freed "
+               "before the second is computed (correct API use): lavapipe's queue thread dies in the second "
+               "compute (SIGSEGV; in the harness also 'corrupted double-linked list'), also with "
+               "GGML_VK_DISABLE_FUSION=1, never on ggml's CPU of the same folder. Reproduced without the harness "
+               "by a 60-line C program on ggml's public API (10 of 10 runs; the first graph's input kept alive: "
+               "0 of 4; SCALE instead of SOFT_MAX in the first graph: 0 of 4). Whether ggml-vulkan or lavapipe "
+               "holds the stale reference is not settled. Each graph with an ARGSORT gets a fresh worker after it",
+        repro="repro/vulkan_argsort_after_unary_heap.c; in the harness: GRAPH[topk_moe](type=f32,n_expert=60,k=1,"
+              "n_tokens=7,gating=sigmoid,bias=False,norm=False,scale=1.0,data=uniform:19), then GRAPH[topk_moe]("
+              "type=f32,n_expert=60,k=1,n_tokens=1,gating=softmax,bias=False,norm=False,scale=2.5,data=uniform:0), "
+              "then GRAPH[topk_moe](type=f32,n_expert=128,k=6,n_tokens=7,gating=sigmoid,bias=False,norm=True,"
+              "scale=0.5,data=dense:4553) (conform repro --sequence)"),
 ]

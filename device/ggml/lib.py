@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
 from device.base import DeviceError, Unsupported
+from device.ggml import trace
 
 DEFAULT_GGML_VERSION = "0.20.2"  # the libggml-python wheel's, the harness's calibration release
 # releases whose ggml.h / ggml-backend.h / ggml-alloc.h were read for the prototypes below
@@ -408,7 +409,7 @@ class GgmlLib(GgmlApi):
                 continue
             fn.restype = proto.restype
             fn.argtypes = list(proto.argtypes)
-            setattr(self, proto.name, fn)
+            setattr(self, proto.name, trace.traced(proto.name, fn, proto.restype, proto.argtypes))
         if missing_core:
             raise GgmlLibraryError(
                 f"{self.lib_dir}: {label} lacks {len(missing_core)} core symbol(s) this harness binds: "
@@ -427,6 +428,7 @@ class GgmlLib(GgmlApi):
         # ggml-vulkan lists CPU-type Vulkan devices (lavapipe) only when they are named here; the
         # user's own choice wins
         os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0")
+        trace.record_library(files, version)
         self.ggml_backend_load_all_from_path(str(self.lib_dir).encode())
 
     def devices(self) -> list[int]:
