@@ -29,7 +29,15 @@ import numpy as np
 from conformance import cases
 from conformance.data import as_stored
 from conformance.inputs import make_inputs
-from conformance.limits import ran_out, stage_limit
+from conformance.limits import (
+    DEFAULT_STAGE_MEMORY_GIB,
+    GIB,
+    ISOLATE_FROM_ELEMENTS,
+    StageLimits,
+    ran_out,
+    run_stage,
+    stage_limit,
+)
 from conformance.resolution import Resolution, resolve
 from conformance.set_get import SetGetCase
 from conformance.stages import Stage, StageClock
@@ -158,11 +166,12 @@ def _in_hypothesis_test() -> bool:
 def _mark_ran_out(record: CaseRecord, exc: BaseException, stage: str, step: str) -> CaseRecord:
     """An ERROR record whose harness stage ran out of time or memory says which stage and what ran
     out (``extra.ran_out``), so it reads as the harness's limit, never as the device's failure."""
-    what = ran_out(exc)
-    if what is not None:
-        record.message = f"harness ran out of {what} in the {stage} stage while {step}: {_one_line(exc)}"[
+    out = ran_out(exc)
+    if out is not None:
+        what, limit = out
+        record.message = f"harness ran out of {what.value} in the {stage} stage while {step}: {_one_line(exc)}"[
             :MESSAGE_LIMIT]
-        record.extra = {**(record.extra or {}), "ran_out": {"stage": stage, "resource": what}}
+        record.extra = {**(record.extra or {}), "ran_out": {"stage": stage, "resource": what.value, "limit": limit}}
     return record
 
 
@@ -200,6 +209,7 @@ class Harness:
         keep_artefacts: bool = True,
         known_bug_timeout: float | None = None,
         expectations: tuple[str, ...] = (),
+        stage_memory_gib: float | None = DEFAULT_STAGE_MEMORY_GIB,
     ) -> None:
         self.device_spec = DeviceSpec.of(device_spec)
         self.options = dict(options or {})
@@ -207,6 +217,8 @@ class Harness:
         self.out_dir = out_dir
         self.timeout = timeout
         self.known_bug_timeout = known_bug_timeout
+        self.stage_memory_bytes = None if stage_memory_gib is None else int(stage_memory_gib * GIB)
+        self.isolate_from = ISOLATE_FROM_ELEMENTS  # input elements from which a case's stages run in a child
         self.run_id = run_id
         self.worker = worker
         self.keep_artefacts = keep_artefacts
@@ -224,6 +236,11 @@ class Harness:
     def use_known_bugs(self, bugs: list[KnownBug]) -> None:
         """Match only these known bugs from now on (conform triage: none, or one probe at a time)."""
         self._bugs = list(bugs)
+
+    @property
+    def stage_limits(self) -> StageLimits:
+        """The golden's and the verdict's limits (conformance/limits.py): a large case runs them in a child."""
+        return StageLimits(self.timeout, self.stage_memory_bytes, self.isolate_from)
 
     @property
     def inventory(self) -> dict[str, Any]:
@@ -312,7 +329,7 @@ class Harness:
         self._lap(Stage.GENERATION)
         step = "resolving the case (catalogue row, suite entry, known bug)"
         try:
-            with stage_limit(self.timeout, "golden"):  # inputs and golden: the case's first stage
+            with stage_limit(self.timeout, "golden"):  # the inputs; the golden itself runs under run_stage
                 resolution = resolve(case, self.known_bugs_of)
                 step = "making the inputs"
                 made = make_inputs(case, resolution.entry)
@@ -320,9 +337,10 @@ class Harness:
                 self._lap(Stage.INPUTS)
                 step = "preparing the golden's inputs"
                 exact_inputs = catalogue.golden_inputs(case, inputs)  # float64 values (quantized ones dequantized)
-                step = "computing the golden"
-                golden = catalogue.evaluate(case, exact_inputs)
                 tolerance = resolution.tolerance.describe()
+            step = "computing the golden"
+            size = sum(x.size for x in exact_inputs)
+            golden = run_stage(lambda: catalogue.evaluate(case, exact_inputs), "golden", self.stage_limits, size)
             self._lap(Stage.GOLDEN)
         except Exception as exc:
             record = self._error_record(case, f"harness error while {step}: {_one_line(exc)}")
@@ -393,17 +411,24 @@ class Harness:
                     exact_inputs: list[np.ndarray], golden: np.ndarray, result: RunResult) -> bool:
         """The verdict on what the device answered, into ``record``; returns whether a documented
         deviation covering the case still holds (False once its own bound is exceeded as well)."""
-        held = True
-        try:
-            with stage_limit(self.timeout, "verdict"):
-                metrics, extra = self._judge(case, resolution, inputs, exact_inputs, golden, result)
-            by_deviation = False
+
+        def judged() -> tuple[Metrics, dict[str, Any], bool | None]:
+            metrics, extra = self._judge(case, resolution, inputs, exact_inputs, golden, result)
+            within_deviation = None
             if not metrics.passed and resolution.deviation is not None:
                 # a documented deviation of this backend: known only while within its own bound
                 deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64),
                                     resolution.deviation)
                 extra["known_deviation_error_ratio"] = deviation.error_ratio
-                by_deviation = held = deviation.passed
+                within_deviation = deviation.passed
+            return metrics, extra, within_deviation
+
+        held = True
+        try:
+            size = sum(x.size for x in exact_inputs) + golden.size
+            metrics, extra, within_deviation = run_stage(judged, "verdict", self.stage_limits, size)
+            held = within_deviation is not False
+            by_deviation = within_deviation is True
             record.decided_by = resolution.decided_by(by_deviation)
         except Exception as exc:
             record.outcome = Outcome.ERROR

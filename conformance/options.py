@@ -13,6 +13,10 @@ from typing import Any
 # A case that has not answered in a day is hung; a bigger number is a typo (and inf overflows the
 # worker's poll()).
 MAX_CASE_TIMEOUT_S = 86_400.0
+# The memory a large case's golden or verdict may allocate (conformance/limits.py); below a tenth of a
+# GiB hardly any large case fits, above 1 TiB is a typo.
+MIN_STAGE_MEMORY_GIB = 0.1
+MAX_STAGE_MEMORY_GIB = 1024.0
 # More CPU threads than this only oversubscribes the host (one worker reached 1,088 threads on
 # --threads 100000 and no case finished).
 THREADS_PER_CORE = 4
@@ -29,6 +33,13 @@ def check_case_timeout(seconds: float) -> float:
         raise ValueError(f"--case-timeout must be a number of seconds above 0 and at most {MAX_CASE_TIMEOUT_S:g} "
                          f"(got {seconds:g})")
     return seconds
+
+
+def check_stage_memory(gib: float) -> float:
+    if not (math.isfinite(gib) and MIN_STAGE_MEMORY_GIB <= gib <= MAX_STAGE_MEMORY_GIB):
+        raise ValueError(f"--stage-memory must be a number of GiB from {MIN_STAGE_MEMORY_GIB:g} to "
+                         f"{MAX_STAGE_MEMORY_GIB:g} (got {gib:g})")
+    return gib
 
 
 def check_known_bug_timeout(seconds: float | None) -> float | None:
@@ -153,6 +164,10 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--case-timeout", f"seconds a device call may take before the case is a TIMEOUT and its worker is "
               f"replaced (above 0, at most {MAX_CASE_TIMEOUT_S:g})", default=120.0, type=float, metavar="S",
               check=check_case_timeout),
+    RunOption("--stage-memory", "GiB that the golden, and then the verdict, of a large case (2^20+ input elements, "
+              "run in a child process) may allocate; past it the case is an ERROR record whose extra.ran_out names "
+              f"the stage ({MIN_STAGE_MEMORY_GIB:g} to {MAX_STAGE_MEMORY_GIB:g})", default=2.0, type=float,
+              metavar="GIB", check=check_stage_memory),
     RunOption("--known-bug-timeout", "a shorter limit for cases a known bug says may corrupt the process and hang "
               "(default: --case-timeout; each record's time_limit says which applied)", type=float, metavar="S",
               check=check_known_bug_timeout),

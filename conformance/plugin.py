@@ -81,6 +81,7 @@ class ConformSession:
         self.options = {"ggml_lib": config.getoption("ggml_lib"), "threads": config.getoption("threads")}
         self.timeout = config.getoption("case_timeout")
         self.known_bug_timeout = config.getoption("known_bug_timeout")
+        self.stage_memory = config.getoption("stage_memory")
         self.expectations = _expectation_paths(config)
         # an xdist worker takes the device list and run id from the controller (pytest_configure_node):
         # globs are expanded once, and every worker's records carry the same run id. xdist hands on
@@ -144,7 +145,7 @@ class ConformSession:
                 self.harnesses[name] = Harness(
                     name, self.options, writer=None, out_dir=out_dir, timeout=self.timeout,
                     run_id=self.run_id, worker=self.worker, known_bug_timeout=self.known_bug_timeout,
-                    expectations=self.expectations,
+                    expectations=self.expectations, stage_memory_gib=self.stage_memory,
                 )
             self._write_header()
             for h in self.harnesses.values():

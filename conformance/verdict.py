@@ -115,11 +115,13 @@ def compare(
         assert finite is not None
         ratio[~finite] = 0.0
         ratio[bad_pattern] = np.inf
+    del allowed, nothing_allowed  # output-sized: freed before the next ones (model-sized cases, issue 27)
     m.n_bad = int(np.count_nonzero(ratio > 1.0))
     flat_worst = int(np.argmax(ratio))
     worst = np.unravel_index(flat_worst, g.shape)
     m.worst_index = _ggml_index(tuple(int(i) for i in worst))
     m.error_ratio = float(ratio.flat[flat_worst])
+    del ratio
     m.worst_device, m.worst_golden = float(d.flat[flat_worst]), float(g.flat[flat_worst])
     m.max_abs = float(err.max())
     abs_g = np.abs(g)
@@ -127,6 +129,7 @@ def compare(
         rel = err / abs_g
     nonzero = abs_g != 0 if finite is None else finite & (abs_g != 0)
     m.max_rel = float(rel.max(initial=0.0, where=nonzero))
+    del abs_g, rel, nonzero
     if float_dst:
         m.max_ulp = float((err / dtypes.ulp(g, case.dst)).max())
     num = float(np.sum(err * err))

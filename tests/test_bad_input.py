@@ -102,6 +102,9 @@ def thin_ggml(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.param(["repro", GOOD_CASE, "--case-timeout", "inf"], ["--case-timeout", "inf"], id="repro-inf-timeout"),
         pytest.param(["run", "--case-timeout", "inf"], ["--case-timeout", "inf"], id="run-inf-timeout"),
         pytest.param(["run", "--case-timeout", "nan"], ["--case-timeout", "nan"], id="run-nan-timeout"),
+        pytest.param(["repro", GOOD_CASE, "--stage-memory", "0"], ["--stage-memory must be", "(got 0)"],
+                     id="repro-zero-stage-memory"),
+        pytest.param(["run", "--stage-memory", "nan"], ["--stage-memory must be", "nan"], id="run-nan-stage-memory"),
         pytest.param(["run", "--threads", "0"], ["--threads must be between 1 and"], id="run-zero-threads"),
         pytest.param(["run", "--threads", "100000"], ["--threads must be between 1 and", "100000"],
                      id="run-too-many-threads"),
@@ -182,6 +185,7 @@ def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     (["--case-timeout", "inf"], "--case-timeout must be a number of seconds above 0"),
     (["--threads", "0"], "--threads must be between 1 and"),
     (["--threads", "100000"], "--threads must be between 1 and"),
+    (["--stage-memory", "-1"], "--stage-memory must be a number of GiB"),
     (["--op", "NOPE"], "--op: unknown op(s) NOPE"),
 ])
 def test_pytest_itself_reports_bad_options_as_a_usage_error(tmp_path: Path, args: list[str], expect: str) -> None:

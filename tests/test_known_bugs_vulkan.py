@@ -42,3 +42,24 @@ def test_a_contiguous_case_is_not_matched(bug: known_bugs.KnownBug) -> None:
 
 def test_ids_are_unique() -> None:
     assert len({b.id for b in BUGS}) == len(BUGS)
+
+
+# V as a view of K (DeepSeek's MLA, Layout.alias) with K's cache layout and a mask: passes on Vulkan0 0.25.1
+# (347 s on lavapipe; docs/findings-vulkan.md, "Aliasing on Vulkan0")
+MLA_PASSES = ("FLASH_ATTN_EXT(type0=f32,ne0=[576,1,1,2],lay0=perm[0,2,1,3],type1=f32,ne1=[576,99,1,2],"
+              "lay1=perm[0,2,1,3]/pad[0,0,1,0],type2=f32,ne2=[512,99,1,2],lay2=alias[1]/perm[0,2,1,3]/pad[64,0,1,0],"
+              "type3=f16,ne3=[99,2,1,2],dst=f32,scale=1.100000023841858,max_bias=0.5,logit_softcap=1.0,prec=f32,"
+              "mask=True,sinks=False,data=dense:351)")
+
+
+def test_v_as_a_view_of_k_is_not_padded_rows() -> None:
+    """vulkan-flash-attn-ext-kv-rows-padded: K's values between an aliased V's rows are not padding;
+    the same V in an allocation of its own, or a padded K beside it, is still covered."""
+    bug = next(b for b in BUGS if b.id == "vulkan-flash-attn-ext-kv-rows-padded")
+    mla = parse_case_id(MLA_PASSES)
+    q, k, v, *rest = mla.inputs
+    assert not bug.matches(mla, "Vulkan0", "0.25.1")
+    own_v = dataclasses.replace(v, layout=dataclasses.replace(v.layout, alias=None))
+    assert bug.matches(dataclasses.replace(mla, inputs=(q, k, own_v, *rest)), "Vulkan0", "0.25.1")
+    padded_k = dataclasses.replace(k, layout=dataclasses.replace(k.layout, pad=(2, 0, 1, 0)))
+    assert bug.matches(dataclasses.replace(mla, inputs=(q, padded_k, v, *rest)), "Vulkan0", "0.25.1")

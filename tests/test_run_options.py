@@ -45,11 +45,12 @@ def test_conform_hands_each_given_option_on_under_the_plugins_name() -> None:
                                       "--case-timeout", "5", "--hypothesis-db", "db"])
     handed = [part for option in RUN_OPTIONS for part in option.pytest_args(getattr(args, option.dest))]
     assert handed == ["--conform-profile", "dev", "--op", "MUL", "--op", "ADD", "--case-timeout", "5.0",
-                      "--threads", "2", "--hypothesis-db", "db"]
+                      "--stage-memory", "2.0", "--threads", "2", "--hypothesis-db", "db"]
 
 
 @pytest.mark.parametrize("flag, value, words", [("--threads", 0, "--threads"), ("--case-timeout", float("inf"),
-                                                "--case-timeout"), ("--op", ["NOT_AN_OP"], "unknown op")])
+                                                "--case-timeout"), ("--op", ["NOT_AN_OP"], "unknown op"),
+                                               ("--stage-memory", 0.0, "--stage-memory")])
 def test_one_check_for_both(flag: str, value: Any, words: str) -> None:
     defaults = {option.flag: option.declaration()["default"] for option in RUN_OPTIONS} | {flag: value}
     with pytest.raises(ValueError, match=words):

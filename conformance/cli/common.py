@@ -28,11 +28,13 @@ def device_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def check_numbers(args: argparse.Namespace) -> None:
-    from conformance.options import check_case_timeout, check_threads
+    from conformance.options import check_case_timeout, check_stage_memory, check_threads
 
     try:
         check_case_timeout(args.case_timeout)
         check_threads(args.threads)
+        if getattr(args, "stage_memory", None) is not None:
+            check_stage_memory(args.stage_memory)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if getattr(args, "workers", None) is not None and args.workers < 0:
@@ -69,4 +71,5 @@ def common(parser: argparse.ArgumentParser) -> None:
 
 def limits(parser: argparse.ArgumentParser) -> None:
     declare(parser, "--case-timeout")
+    declare(parser, "--stage-memory")
     declare(parser, "--threads")

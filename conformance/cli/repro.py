@@ -181,7 +181,7 @@ def _repro_harness(args: argparse.Namespace) -> tuple[DeviceSpec, Harness]:
     device = _repro_device(args, None)
     check_spec(device, device_options(args))
     harness = Harness(device, device_options(args), out_dir=args.out or ".", timeout=args.case_timeout,
-                      keep_artefacts=args.out is not None)
+                      keep_artefacts=args.out is not None, stage_memory_gib=args.stage_memory)
     return device, harness
 
 

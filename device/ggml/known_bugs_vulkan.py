@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from device.expectation_file import LAYOUT_KINDS
 from device.ggml.known_bugs_cpu import (
     antialias_window_drops_a_pixel,
     circular_pad_beyond_dim,
@@ -128,6 +129,15 @@ def flash_attn_q_stride_misaligned(case: OpCase) -> bool:
     q = case.inputs[0]
     nb = logical_nb(q)
     return any(nb[dim] % STORAGE_OFFSET_ALIGNMENT != 0 for dim in (1, 2, 3) if q.ne[dim] > 1)
+
+
+def flash_attn_kv_rows_padded(case: OpCase) -> bool:
+    """K, or V, has padding between its rows (``vulkan-flash-attn-ext-kv-rows-padded``). V as a view
+    of K's allocation (DeepSeek's MLA, ``Layout.alias``) has K's own values between its rows, not
+    padding, and passes (docs/findings-vulkan.md): such a V does not count."""
+    rows_gapped = LAYOUT_KINDS["rows_gapped"]
+    k, v = case.inputs[1], case.inputs[2]
+    return rows_gapped(k) or (v.layout.alias is None and rows_gapped(v))
 
 
 def _window_before_the_input(case: OpCase) -> bool:
