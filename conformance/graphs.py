@@ -263,7 +263,9 @@ def evaluate_graph_case(harness: Harness, case: GraphCase,
         golden = evaluate_graph(case, exact_inputs, row_for)
     except Exception as exc:
         return harness._finish(_error(harness, case, description, f"harness error while {step}: {_line(exc)}"))
+    graph_bugs = graph_bugs_of(harness, case)
     try:
+        _isolate(harness, graph_bugs)
         reply = harness.runner.call("run_graph", (case, inputs), harness.timeout, label=case.case_id)
     except Exception as exc:
         return harness._finish(_error(harness, case, description, f"device error: {_line(exc)}"))
@@ -296,22 +298,37 @@ def evaluate_graph_case(harness: Harness, case: GraphCase,
                 "deviations": deviations,
                 "compute_s": dict(reply.result.extra),
             }
-    bug: GraphKnownBug | KnownBug | None = graph_bug(harness, case)
+    _settle(harness, case, record, graph_bugs, reply.answered)
+    if annotate is not None:
+        annotate(record)
+    return harness._finish(record)
+
+
+def _isolate(harness: Harness, graph_bugs: list[GraphKnownBug]) -> None:
+    """A fresh worker before a case an isolating entry covers: damage left by earlier cases must not land on it."""
+    if any(b.isolated for b in graph_bugs) and isinstance(harness.runner, DeviceWorker) and harness.runner.history:
+        harness.runner.start()
+
+
+def _settle(harness: Harness, case: GraphCase, record: CaseRecord, graph_bugs: list[GraphKnownBug],
+            answered: bool) -> None:
+    """The known bug that explains the record's outcome, if any, and a fresh worker after a case that may have
+    corrupted its process (or failed: a wrong kernel may also have written past its buffer)."""
+    bug: GraphKnownBug | KnownBug | None = next(
+        (b for b in graph_bugs if record.outcome.value in b.outcomes), None)
     if bug is None and record.outcome is Outcome.FAIL:
         bug = _node_bug(harness, case, (record.extra or {}).get("first_wrong_node"))
     if bug is not None and record.outcome.value in bug.outcomes:
         # only the outcome the bug gives: a latent corruption leaves this case's own results right, so a
         # pass is not a stale expectation here
         record.expected = ExpectedFailure.of(bug)
-    corrupting = bug is not None and bug.corrupts_process and reply.answered
+    corrupting = (any(b.corrupts_process for b in graph_bugs) or (bug is not None and bug.corrupts_process)) \
+        and answered
     if (record.outcome is Outcome.FAIL or corrupting) and isinstance(harness.runner, DeviceWorker):
         try:  # a wrong kernel may also have written past its buffer: the next case gets a clean process
             harness.runner.start()
         except Exception as exc:
             record.message = f"{record.message} (device restart failed: {_line(exc)})"[:MESSAGE_LIMIT]
-    if annotate is not None:
-        annotate(record)
-    return harness._finish(record)
 
 
 def _node_bug(harness: Harness, case: GraphCase, first_wrong_node: str | None) -> KnownBug | None:
@@ -323,12 +340,13 @@ def _node_bug(harness: Harness, case: GraphCase, first_wrong_node: str | None) -
     return next((b for b in harness.known_bugs_of(node_case) if b.tolerance is None), None)
 
 
-def graph_bug(harness: Harness, case: GraphCase) -> GraphKnownBug | None:
-    """The device's graph-level known bug covering ``case`` (ggml devices: by device name and release)."""
+def graph_bugs_of(harness: Harness, case: GraphCase) -> list[GraphKnownBug]:
+    """The device's graph-level known bugs covering ``case`` (ggml devices: by device name and release)."""
     release, name = harness.inventory.get("ggml_version"), harness.inventory.get("name")
     if not isinstance(release, str) or not isinstance(name, str):
-        return None
-    return known_bugs.find_graph(case, name, release)
+        return []
+    return known_bugs.find_all_graph(case, name, release)
+
 
 
 def _error(harness: Harness, case: GraphCase, description: CaseDescription, message: str) -> CaseRecord:

@@ -78,6 +78,9 @@ class GraphKnownBug:
     # the case may leave the process corrupted even when its own results are right: the worker is
     # restarted after it, so the damage cannot land on a later, innocent case
     corrupts_process: bool = False
+    # the damage can come from any earlier graph of the process: each such case also starts in a fresh
+    # worker, so a crash it gives is its own (and unexpected unless an entry names it)
+    isolated: bool = False
     source: str = ""  # where the entry is written (device/known_bugs.py fills it in)
 
     def matches(self, case: GraphCase, device_name: str, release: str) -> bool:

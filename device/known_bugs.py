@@ -74,6 +74,12 @@ def all_graph_bugs() -> list[GraphKnownBug]:
     return bugs
 
 
+def find_all_graph(case: GraphCase, device_name: str, release: str,
+                   bugs: Iterable[GraphKnownBug] | None = None) -> list[GraphKnownBug]:
+    """Every graph-level known bug of ``device_name`` at ``release`` that covers ``case``, in list order."""
+    return [bug for bug in (all_graph_bugs() if bugs is None else bugs) if bug.matches(case, device_name, release)]
+
+
 def find_graph(case: GraphCase, device_name: str, release: str,
                bugs: Iterable[GraphKnownBug] | None = None) -> GraphKnownBug | None:
     """The first graph-level known bug of ``device_name`` at ``release`` that covers ``case``, or None."""

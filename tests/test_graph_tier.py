@@ -209,7 +209,7 @@ def test_fused_eps_fault_is_caught_and_named(tmp_path: Path) -> None:
 
 
 def test_vulkan_fusion_heap_bug_covers_graphs_with_an_rms_norm_mul_span_on_its_release_only() -> None:
-    from device.known_bugs import find_graph
+    from device.known_bugs import find_all_graph, find_graph
 
     bug_id = "vulkan-rms-norm-mul-fusion-heap-corruption"
     spans = ("GRAPH[rms_norm_mul", "GRAPH[add_rms_norm_mul", "GRAPH[llama_layer")  # a layer opens with RMS_NORM→MUL
@@ -220,7 +220,39 @@ def test_vulkan_fusion_heap_bug_covers_graphs_with_an_rms_norm_mul_span_on_its_r
         found = find_graph(case, "Vulkan0", "0.25.1")
         assert found is not None and found.id == bug_id and found.corrupts_process, case.case_id
         assert find_graph(case, "CPU", "0.25.1") is None and find_graph(case, "Vulkan0", "0.20.2") is None
-    assert all(find_graph(case, "Vulkan0", "0.25.1") is None for case in without)
+    assert all(bug_id not in [b.id for b in find_all_graph(case, "Vulkan0", "0.25.1")] for case in without)
+
+
+def test_every_vulkan_graph_but_the_state_sequences_runs_isolated() -> None:
+    from device.known_bugs import find_all_graph
+
+    for case_id in EXAMPLES:
+        case = parse_graph_id(case_id)
+        isolated = [b.id for b in find_all_graph(case, "Vulkan0", "0.25.1") if b.isolated]
+        assert isolated == ([] if case.pattern == "rope_seq" else ["vulkan-graph-sequence-heap-corruption"])
+        assert not any(b.isolated for b in find_all_graph(case, "CPU", "0.25.1"))
+
+
+def test_an_isolating_graph_bug_starts_each_case_in_a_fresh_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import conformance.graphs as graphs
+    from device.known_bug import GraphKnownBug
+
+    first, second = parse_graph_id(RMS_ID), parse_graph_id(EXAMPLES[0])
+    harness = Harness("ggml:CPU", out_dir=str(tmp_path))
+    try:
+        evaluate_graph_case(harness, first)
+        evaluate_graph_case(harness, second)
+        assert harness.runner.history == [first.case_id, second.case_id]  # one worker for both
+        bug = GraphKnownBug("isolate", "*", lambda case: True, "stands for damage from earlier graphs", RMS_ID,
+                            outcomes=(), isolated=True)
+        monkeypatch.setattr(graphs, "graph_bugs_of", lambda harness, case: [bug])
+        evaluate_graph_case(harness, first)
+        record = evaluate_graph_case(harness, second)
+        assert harness.runner.history == [second.case_id]  # started afresh before it
+    finally:
+        harness.close()
+    assert record.outcome is Outcome.PASS and record.expected is None
 
 
 def test_a_corrupting_graph_bug_restarts_the_worker_and_a_pass_is_not_marked_expected(
@@ -230,7 +262,7 @@ def test_a_corrupting_graph_bug_restarts_the_worker_and_a_pass_is_not_marked_exp
 
     bug = GraphKnownBug("latent-heap-corruption", "*", lambda case: True, "stands for a latent corruption", RMS_ID,
                         outcomes=("crash",), corrupts_process=True)
-    monkeypatch.setattr(graphs, "graph_bug", lambda harness, case: bug)
+    monkeypatch.setattr(graphs, "graph_bugs_of", lambda harness, case: [bug])
     harness = Harness("ggml:CPU", out_dir=str(tmp_path))
     starts: list[int] = []
     try:
