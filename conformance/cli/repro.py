@@ -87,7 +87,8 @@ def _write_c(args: argparse.Namespace, folder: Path) -> None:
     include = wheel.parent / "include" if wheel is not None and (wheel.parent / "include").is_dir() else None
     what = ("cases: " + " ".join(args.sequence or []) if args.sequence else
             f"history of {args.history}" if args.history else f"case {args.case_id}")
-    program, build = write_program(folder, f"{what} on {args.device or 'ggml:CPU'}", include)
+    device = args.device or ("the record's device" if args.history else "ggml:CPU")  # --history's default
+    program, build = write_program(folder, f"{what} on {device}", include)
     print(f"C program: {program}  (build: sh {build}; run: cd {folder} && ./repro)")
     if include is None:
         print("  (no libggml-python wheel here: edit build.sh's -I to a folder with ggml.h)")

@@ -626,16 +626,16 @@ GRAPH_BUGS: list[GraphKnownBug] = [
     GraphKnownBug(
         id="vulkan-graph-sequence-heap-corruption", devices="Vulkan*", releases=R0251,
         applies=_not_a_state_sequence, outcomes=(), corrupts_process=True, isolated=True,
-        reason="graph cases computed in turn in one process (each one's buffers and contexts freed before the "
-               "next) corrupt the heap without any fusion or ARGSORT too: dev seed 24002 crashed "
-               "GRAPH[mul_chain](type=f32,ne=[1,1,1,1],n=2,b=full,data=uniform:0) after 11 add_chain cases "
-               "('double free or corruption') and a mul_mat_add after 10 mul_chain and 10 mul_mat_add cases; "
-               "issue 23's runs 28 crashes over topk_moe, ssm_conv_silu, moe_ffn, mul_mat_id_mul, gate_up_glu "
-               "and mul_mat_add-f16, each passing alone in a fresh process and on ggml:CPU of the same folder, "
-               "also with GGML_VK_DISABLE_FUSION=1. The ARGSORT form is reproduced without the harness "
-               "(repro/vulkan_argsort_after_unary_heap.c): ordinary API use. So each graph case runs in a fresh "
-               "worker, started before it and replaced after it; a crash it still gives is its own and stays "
-               "unexpected (no outcome is expected by this entry)",
+        reason="graph cases computed in turn in one process, each one's buffers freed before the next (correct "
+               "API use), corrupt the heap without any fusion: valgrind shows lavapipe's queue thread reading, then "
+               "freeing a second time, a 496-byte object of a VkBuffer that ggml_backend_buffer_free or "
+               "ggml_gallocr_free had destroyed (repro/vulkan_graph_sequence_heap.c: ssm_conv_silu 10/20, "
+               "gate_up_glu-f16 9/20, mul_mat_add-f16 5/20 aborts, 0/5 on ggml's CPU, 0/20 with each case's "
+               "buffers kept alive; repro/vulkan_argsort_after_unary_heap.c). It shows in topk_moe, moe_ffn, "
+               "mul_mat_id_mul, ssm_conv_silu, gate_up_glu, mul_mat_add (43 of 358 such cases in issue 23's runs) "
+               "and also after 11 add_chain cases (dev seed 24002: a mul_chain died of 'double free or "
+               "corruption'). So each graph case runs in a fresh worker, started before it and replaced after "
+               "it; a crash it still gives is its own and stays unexpected (no outcome is expected by this entry)",
         repro="conform repro --history <results> 'GRAPH[mul_chain](type=f32,ne=[1,1,1,1],n=2,b=full,data=uniform:0)' "
               "(dev seed 24002's crash record); repro/vulkan_argsort_after_unary_heap.c"),
 ]
