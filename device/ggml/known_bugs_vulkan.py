@@ -68,14 +68,18 @@ def _src1_planes_gapped(case: OpCase) -> bool:
     return src1.layout.perm == (0, 1, 2, 3) and src1.layout.pad[1] > 0 and src1.ne[2] * src1.ne[3] > 1
 
 
-def _src0_planes_gapped(case: OpCase) -> bool:
-    """A non-F16 src0 whose rows are packed within each plane but whose planes (dims 2-3) do not follow one
-    another: row j over dims 1-3 is not at j·nb1."""
-    src0 = case.inputs[0]
-    if src0.dtype == "f16" or not rows_unit_stride(src0):
+def _planes_gapped(spec: TensorSpec) -> bool:
+    """Rows packed within each plane, but planes (dims 2-3) that do not follow one another: row j over
+    dims 1-3 is not at j·nb1."""
+    if not rows_unit_stride(spec):
         return False
-    packed_rows = src0.ne[1] == 1 or logical_nb(src0)[1] == dtypes.row_size(src0.dtype, src0.ne[0])
-    return packed_rows and not rows_uniformly_strided(src0)
+    packed_rows = spec.ne[1] == 1 or logical_nb(spec)[1] == dtypes.row_size(spec.dtype, spec.ne[0])
+    return packed_rows and not rows_uniformly_strided(spec)
+
+
+def _src0_planes_gapped(case: OpCase) -> bool:
+    """A non-F16 src0 with gapped planes (F16 weights take a path that reads them right)."""
+    return case.inputs[0].dtype != "f16" and _planes_gapped(case.inputs[0])
 
 
 def _permuted(spec: TensorSpec) -> bool:
@@ -476,6 +480,14 @@ BUGS: list[KnownBug] = [
                "mat-vec (1 column) and matrix (16 columns) paths alike (seed 24002: 60 fails, 7 crashes under other "
                "entries, 4 such cases passed)",
         repro="MUL_MAT(type0=q4_0,ne0=[32,1,2,1],lay0=pad[0,2,0,0],type1=f32,ne1=[32,1,2,1],dst=f32,data=uniform:0)"),
+    KnownBug(
+        id="vulkan-mul-mat-id-src0-expert-gap", devices="Vulkan*", op="MUL_MAT_ID", releases=R0251,
+        applies=lambda case: _planes_gapped(case.inputs[0]),
+        reason="the experts' weights with a gap after each expert's plane (src0 padded in dim 1, F32 and F16) "
+               "are read as if packed: NaN from the padding for most outputs (up to 704 of 704); ggml:CPU passes "
+               "(dev seed 24004: 27 fails; the MUL_MAT form is vulkan-mul-mat-src0-plane-gap)",
+        repro="MUL_MAT_ID(type0=f32,ne0=[1,1,2,1],lay0=pad[0,1,0,0],type1=f32,ne1=[1,1,1,1],type2=i32,"
+              "ne2=[1,1,1,1],dst=f32,data=uniform:0)"),
     KnownBug(
         id="vulkan-sum-reads-storage-as-packed", devices="Vulkan*", op="SUM", releases=R0251,
         applies=lambda case: not _storage_dense(case.inputs[0]),
