@@ -210,6 +210,7 @@ class Harness:
         known_bug_timeout: float | None = None,
         expectations: tuple[str, ...] = (),
         stage_memory_gib: float | None = DEFAULT_STAGE_MEMORY_GIB,
+        crashes_alone: bool = True,
     ) -> None:
         self.device_spec = DeviceSpec.of(device_spec)
         self.options = dict(options or {})
@@ -222,6 +223,9 @@ class Harness:
         self.run_id = run_id
         self.worker = worker
         self.keep_artefacts = keep_artefacts
+        # an unexplained crash after other cases is replayed alone in a fresh worker (:meth:`_crash_alone`);
+        # a sequence replay, whose point is the history, turns it off
+        self.crashes_alone = crashes_alone
         cases.load_all()
         self.runner: InProcessRunner | DeviceWorker = open_runner(self.device_spec, self.options, timeout)
         self.current_test_id = ""
@@ -362,6 +366,8 @@ class Harness:
         # a failure this device and release are known to give, or a pass where one was expected (the
         # report lists the latter as a stale expectation)
         bug = resolution.explaining(record.outcome.value, deviation_held)
+        if bug is None and record.outcome is Outcome.CRASH and len(reply.history) > 1 and self.crashes_alone:
+            bug = self._crash_alone(record, case, resolution, inputs, exact_inputs, golden, timeout)
         if bug is not None:
             record.expected = ExpectedFailure.of(bug)
         corrupting = bug is not None and resolution.corrupts_process
@@ -441,6 +447,49 @@ class Harness:
                 record.message = metrics.detail
             record.extra = extra
         return held
+
+    def _crash_alone(self, record: CaseRecord, case: OpCase, resolution: Resolution, inputs: list[np.ndarray],
+                     exact_inputs: list[np.ndarray], golden: np.ndarray, timeout: float) -> KnownBug | None:
+        """An unexplained crash after other cases of the worker: the case again, alone in a fresh worker.
+        Its outcome goes into ``extra.alone``; where it does not crash there (and is right, or wrong only as
+        a listed bug says), an after-history entry of the device (state earlier cases left, such as a heap
+        lavapipe corrupted) explains the crash. Returns that entry, or None."""
+        if not isinstance(self.runner, DeviceWorker):
+            return None
+        try:
+            self.runner.start()
+            reply = self.runner.attempt(case, inputs, timeout)
+        except Exception as exc:  # the crash stands as recorded
+            note = f"alone in a fresh worker: not run: {_one_line(exc)}"
+            record.message = f"{record.message} ({note})"[:MESSAGE_LIMIT * 2]
+            return None
+        alone = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
+                                 case.data_seed, reply, record.tolerance)
+        held = True
+        if reply.answered:
+            held = self._judge_into(alone, case, resolution, inputs, exact_inputs, golden, reply.result)
+        explained_alone = alone.outcome is Outcome.PASS \
+            or (alone.outcome is Outcome.FAIL and resolution.explaining("fail", held) is not None)
+        summary: dict[str, Any] = {"outcome": alone.outcome.value, "duration_s": alone.duration_s}
+        if alone.metrics and "error_ratio" in alone.metrics:
+            summary["error_ratio"] = alone.metrics["error_ratio"]
+        if alone.message:
+            summary["message"] = alone.message[:MESSAGE_LIMIT]
+        record.extra = {**(record.extra or {}), "alone": summary}
+        record.message = f"{record.message} (alone in a fresh worker: {alone.outcome.value})"[:MESSAGE_LIMIT * 2]
+        if alone.outcome is Outcome.CRASH or alone.outcome is Outcome.TIMEOUT:
+            self._restart_worker(record)
+        if not explained_alone:
+            return None
+        return self.after_history_bug_of(case)
+
+    def after_history_bug_of(self, case: OpCase) -> KnownBug | None:
+        """The device's after-history entry for ``case`` (:class:`KnownBug.after_history`), if any."""
+        release = self.inventory.get("ggml_version")
+        name = self.inventory.get("name")
+        if not isinstance(release, str) or not isinstance(name, str):
+            name, release = self.device_spec.text, ""
+        return known_bugs.find_after_history(case, name, release, self._bugs)
 
     def _restart_worker(self, record: CaseRecord) -> None:
         """A fresh device process for the next case (a worker's; an in-process device has none)."""

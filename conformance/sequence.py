@@ -62,7 +62,7 @@ class SequenceRunner:
 
     def replay(self, cases: Sequence[SequenceCase]) -> Replay:
         self.replays += 1
-        harness = Harness(self.spec, self.options, timeout=self.timeout, keep_artefacts=False)
+        harness = Harness(self.spec, self.options, timeout=self.timeout, keep_artefacts=False, crashes_alone=False)
         steps: list[Step] = []
         try:
             for case in cases:

@@ -9,6 +9,8 @@ A file holds ``[[bug]]`` tables; each becomes a :class:`~device.known_bugs.Known
     op = "SSM_CONV"
     outcomes = ["fail"]                 # fail, crash, timeout, error (default fail)
     corrupts_process = false            # the worker is restarted after such a case
+    after_history = false               # true: a crash left by earlier cases of the process, covered only
+                                        # where the case alone in a fresh worker does not crash (op may be "*")
     reason = "what the kernel does wrong, with the evidence"
     repro = "SSM_CONV(type0=f32,...)"
     match = "any"                       # the when-predicates: all must hold (default) or any
@@ -73,7 +75,7 @@ LAYOUT_KINDS: dict[str, Callable[[TensorSpec], bool]] = {
     "view": lambda t: not t.layout.is_contiguous,  # any of perm, pad, offset
 }
 ENTRY_KEYS = {"id", "devices", "op", "releases", "release_min", "release_max", "outcomes", "corrupts_process",
-              "may_hang", "reason", "repro", "match", "when", "deviation", "tags"}
+              "may_hang", "reason", "repro", "match", "when", "deviation", "tags", "after_history"}
 PREDICATE_KEYS = {"input", "layout", "offset_misaligned", "offset_mod", "remainder", "dtype", "dim", "min", "max",
                   "param", "equals", "in", "dst", "form", "distribution", "python", "not"}
 OUTCOMES = ("fail", "crash", "timeout", "error")
@@ -246,6 +248,13 @@ def entry_to_bug(table: dict[str, Any], source: str) -> KnownBug:
     outcomes = _names(table.get("outcomes", ["fail"]), where)
     if set(outcomes) - set(OUTCOMES):
         raise ExpectationFileError(f"{where}: outcomes must be among {', '.join(OUTCOMES)}")
+    after_history = table.get("after_history", False)
+    if not isinstance(after_history, bool):
+        raise ExpectationFileError(f"{where}: after_history must be true or false")
+    if after_history and "crash" not in outcomes:
+        raise ExpectationFileError(f"{where}: an after_history entry explains crashes: its outcomes must name crash")
+    if table["op"] == "*" and not after_history:
+        raise ExpectationFileError(f"{where}: op \"*\" (every op) is for after_history entries only")
     match = table.get("match", "all")
     if match not in ("all", "any"):
         raise ExpectationFileError(f"{where}: match must be \"all\" or \"any\"")
@@ -265,7 +274,7 @@ def entry_to_bug(table: dict[str, Any], source: str) -> KnownBug:
         id=table["id"], devices=table["devices"], op=table["op"], applies=_Applies(tests, match == "any"),
         reason=table["reason"], repro=table["repro"], releases=releases, outcomes=outcomes,
         corrupts_process=bool(table.get("corrupts_process", False)), may_hang=bool(table.get("may_hang", True)),
-        tags=tuple(table.get("tags", ())),
+        tags=tuple(table.get("tags", ())), after_history=after_history,
         tolerance=named_bound(str(table["deviation"]), where) if "deviation" in table else None,
         release_range=release_range, source=source)
 

@@ -39,9 +39,21 @@ class KnownBug:
     release_range: tuple[str, str] | None = None
     # where the entry is written: the module of a Python list, or the TOML file (device/expectation_file.py)
     source: str = ""
+    # state an earlier case left in the process (not the case's own kernel): the entry covers only a crash
+    # the case does not give when replayed alone in a fresh worker, so it never matches a case by itself
+    # (:meth:`matches` is False) and ``op`` may be "*" (every op)
+    after_history: bool = False
 
     def matches(self, case: OpCase, device_name: str, release: str) -> bool:
-        if case.op != self.op or not fnmatch.fnmatchcase(device_name, self.devices):
+        """Whether the bug covers ``case`` itself (an after-history entry never does)."""
+        return not self.after_history and self._covers(case, device_name, release)
+
+    def matches_after_history(self, case: OpCase, device_name: str, release: str) -> bool:
+        """Whether an after-history entry explains a crash of ``case`` that the case alone does not give."""
+        return self.after_history and self._covers(case, device_name, release)
+
+    def _covers(self, case: OpCase, device_name: str, release: str) -> bool:
+        if self.op not in ("*", case.op) or not fnmatch.fnmatchcase(device_name, self.devices):
             return False
         if not self.covers_release(release):
             return False

@@ -61,6 +61,16 @@ def find_all(case: OpCase, device_name: str, release: str,
     return [bug for bug in (all_known_bugs() if bugs is None else bugs) if bug.matches(case, device_name, release)]
 
 
+def find_after_history(case: OpCase, device_name: str, release: str,
+                       bugs: Iterable[KnownBug] | None = None) -> KnownBug | None:
+    """The first after-history entry (state left by earlier cases of the process) of ``device_name`` at
+    ``release`` that can explain a crash of ``case``, or None."""
+    for bug in all_known_bugs() if bugs is None else bugs:
+        if bug.matches_after_history(case, device_name, release):
+            return bug
+    return None
+
+
 def all_graph_bugs() -> list[GraphKnownBug]:
     """The graph-level bugs (``GRAPH_BUGS`` of the same modules); a node's own op bug stays in ``BUGS``."""
     bugs: list[GraphKnownBug] = []

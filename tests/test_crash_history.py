@@ -69,6 +69,59 @@ def test_the_crash_record_carries_the_history(crash_results: Path) -> None:
     assert CaseRecord.from_json(crash).to_json() == crash  # the typed record reads back to the same line
 
 
+def test_the_crash_is_replayed_alone_and_stays_unexpected_without_an_entry(crash_results: Path) -> None:
+    crash = json.loads(crash_results.read_text().splitlines()[-1])
+    assert crash["extra"]["alone"]["outcome"] == "pass"  # alone in a fresh worker it computes the right answer
+    assert "alone in a fresh worker: pass" in crash["message"]
+    assert "expected" not in crash  # no entry says this device's history corrupts it
+
+
+AFTER_HISTORY_ENTRY = """
+[[bug]]
+id = "plugin-state-left-by-scale"
+devices = "tests.plugins.stateful_crash:*"
+op = "*"
+outcomes = ["crash"]
+after_history = true
+reason = "the third case after a SCALE aborts: state SCALE left behind"
+repro = "{repro}"
+"""
+
+
+def evaluate_in_turn(device: str, sequence: list[OpCase], tmp_path: Path, entry: str) -> list[CaseRecord]:
+    expectations = tmp_path / "history.toml"
+    expectations.write_text(entry)
+    harness = Harness(device, {}, out_dir=str(tmp_path), timeout=60, run_id="r1", expectations=(str(expectations),))
+    try:
+        return [harness.evaluate(case) for case in sequence]
+    finally:
+        harness.close()
+
+
+def test_an_after_history_entry_explains_a_crash_the_case_alone_does_not_give(tmp_path: Path) -> None:
+    records = evaluate_in_turn(DEVICE, SEQUENCE, tmp_path, AFTER_HISTORY_ENTRY.format(repro=IDS[-1]))
+    crash = records[-1]
+    assert crash.outcome is Outcome.CRASH and crash.extra is not None and crash.extra["alone"]["outcome"] == "pass"
+    assert crash.expected is not None and crash.expected.id == "plugin-state-left-by-scale"
+    # the entry matches no case by itself: the cases before the crash are judged with no expectation
+    assert all(r.outcome is Outcome.PASS and r.expected is None for r in records[:-1])
+
+
+def test_an_after_history_entry_leaves_a_crash_the_case_gives_alone(tmp_path: Path) -> None:
+    device = "tests.plugins.stateful_crash:crashes_on_hardsigmoid"
+    sequence = [unary("RELU", 1), unary("HARDSIGMOID", 2)]
+    records = evaluate_in_turn(device, sequence, tmp_path, AFTER_HISTORY_ENTRY.format(repro=IDS[-1]))
+    crash = records[-1]
+    assert crash.outcome is Outcome.CRASH and crash.extra is not None and crash.extra["alone"]["outcome"] == "crash"
+    assert crash.expected is None  # its own crash: unexpected
+
+
+def test_a_crash_in_a_fresh_worker_is_not_replayed(tmp_path: Path) -> None:
+    device = "tests.plugins.stateful_crash:crashes_on_hardsigmoid"
+    records = evaluate_in_turn(device, [unary("HARDSIGMOID", 2)], tmp_path, AFTER_HISTORY_ENTRY.format(repro=IDS[-1]))
+    assert records[0].outcome is Outcome.CRASH and "alone" not in (records[0].extra or {})
+
+
 def test_the_history_restarts_with_the_process_and_keeps_the_latest(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("device.worker.HISTORY_LIMIT", 3)
     worker = DeviceWorker(DEVICE, {}, timeout=60)

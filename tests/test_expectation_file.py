@@ -84,8 +84,23 @@ def test_a_deviation_carries_its_bound_by_name(tmp_path: Path) -> None:
     ('[[bug.when]]\npython = "nomodule:nothing"\n', "cannot import"),
     ('outcomes = ["exploded"]\n', "outcomes must be"),
     ('match = "some"\n', "match must be"),
+    ('after_history = true\n', "must name crash"),
+    ('after_history = "yes"\n', "after_history must be true or false"),
 ])
 def test_entries_outside_the_vocabulary_are_refused_with_where(tmp_path: Path, body: str, says: str) -> None:
     with pytest.raises(ExpectationFileError, match=says) as caught:
         load([_write(tmp_path, body)])
     assert "entry 'x'" in str(caught.value)
+
+
+def test_every_op_is_for_after_history_entries_only(tmp_path: Path) -> None:
+    """op = "*" would cover every case of the device; only a crash left by earlier cases is that broad,
+    and such an entry matches no case by itself (only a crash the case alone does not give)."""
+    path = _write(tmp_path, 'outcomes = ["crash"]\n')
+    path.write_text(path.read_text().replace('op = "ADD"', 'op = "*"'))
+    with pytest.raises(ExpectationFileError, match="after_history entries only"):
+        load([path])
+    path.write_text(path.read_text() + "after_history = true\n")
+    (bug,) = load([path])
+    case = parse_case_id("MUL(type0=f32,ne0=[8,3,1,1],type1=f32,ne1=[8,3,1,1],dst=f32,data=dense:1)")
+    assert not bug.matches(case, "Vulkan0", "0.25.1") and bug.matches_after_history(case, "Vulkan0", "0.25.1")

@@ -43,3 +43,20 @@ class CrashesThirdCallAfter(GoldenDevice):
 
 def crashes_third_call_after_scale(options: dict[str, Any]) -> CrashesThirdCallAfter:
     return CrashesThirdCallAfter("SCALE")
+
+
+class CrashesOn(GoldenDevice):
+    """Correct results, except that every ``run`` of the ``trigger`` op aborts, with or without history."""
+
+    def __init__(self, trigger: str) -> None:
+        self.trigger = trigger
+        self.name = f"tests.plugins.stateful_crash:crashes_on_{trigger.lower()}"
+
+    def run(self, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        if case.op == self.trigger:
+            os.abort()
+        return super().run(case, inputs)
+
+
+def crashes_on_hardsigmoid(options: dict[str, Any]) -> CrashesOn:
+    return CrashesOn("HARDSIGMOID")
