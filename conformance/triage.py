@@ -213,10 +213,14 @@ def param_domain(case: OpCase, draws: int = PARAM_DRAWS) -> dict[str, list[Any]]
 
     from conformance import cases
 
-    signature = next((s for s in catalogue.get(case.op).all_signatures
-                      if tuple(s.srcs) == tuple(t.dtype for t in case.inputs) and s.dst == case.dst), None)
-    if signature is None:
+    srcs = tuple(t.dtype for t in case.inputs)
+    # the exact signature, else the longest whose sources begin the case's: an optional input that a param
+    # adds (FLASH_ATTN_EXT's sinks, SOFT_MAX's) is not part of the catalogue's signatures
+    candidates = [s for s in catalogue.get(case.op).all_signatures
+                  if s.dst == case.dst and tuple(s.srcs) == srcs[:len(s.srcs)]]
+    if not candidates:
         return {}
+    signature = max(candidates, key=lambda s: len(s.srcs))
     seen: dict[str, list[Any]] = {name: [] for name, _ in case.params}
 
     @settings(max_examples=draws, derandomize=True, phases=[Phase.generate], database=None, deadline=None,

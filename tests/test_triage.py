@@ -203,3 +203,16 @@ def test_clusters_are_unexpected_failures_by_device_op_outcome_and_dtypes() -> N
     assert sorted((c.outcome, c.signature, tuple(c.case_ids)) for c in found) == [
         ("crash", "dst=f32,src0=f32", ("C",)), ("fail", "dst=f16,src0=f16", ("D",)),
         ("fail", "dst=f32,src0=f32", ("A", "B"))]
+
+
+def test_params_are_varied_where_an_optional_input_is_outside_the_signatures() -> None:
+    """FLASH_ATTN_EXT with sinks has an F32 fourth input that no catalogue signature lists: its params are
+    still learned from the signature its first sources match (on Vulkan's sink case none were varied)."""
+    from conformance.triage import param_domain
+    from golden.case import parse_case_id
+
+    case = parse_case_id("FLASH_ATTN_EXT(type0=f32,ne0=[128,8,3,1],type1=f16,ne1=[128,2,1,1],type2=f16,"
+                         "ne2=[64,2,1,1],type3=f32,ne3=[3,1,1,1],dst=f32,scale=1.5,max_bias=0.0,logit_softcap=50.0,"
+                         "prec=f32,mask=False,sinks=True,data=wide:1)")
+    domain = param_domain(case, draws=60)
+    assert len(domain["scale"]) > 1 and set(domain["prec"]) == {"default", "f32"}
