@@ -83,3 +83,60 @@ def test_v_as_a_view_of_k_is_not_padded_rows() -> None:
     assert bug.matches(dataclasses.replace(mla, inputs=(q, k, own_v, *rest)), "Vulkan0", "0.25.1")
     padded_k = dataclasses.replace(k, layout=dataclasses.replace(k.layout, pad=(2, 0, 1, 0)))
     assert bug.matches(dataclasses.replace(mla, inputs=(q, padded_k, v, *rest)), "Vulkan0", "0.25.1")
+
+
+def _bug(bug_id: str) -> known_bugs.KnownBug:
+    return next(b for b in BUGS if b.id == bug_id)
+
+
+# src1 layouts replayed alone on Vulkan0 0.25.1 (docs/findings-vulkan.md, "Settling round 3's unlisted
+# clusters"): read in place with the packed batch stride (NaN) or copied to a packed buffer first (pass)
+_MM = "MUL_MAT(type0={t0},ne0={ne0},type1=f32,ne1={ne1},lay1={lay},dst=f32,data=uniform:0)"
+SRC1_GAP_FAILS = [
+    _MM.format(t0="f16", ne0="[1,1,2,1]", ne1="[1,1,2,1]", lay="perm[0,1,3,2]/pad[0,2,3,3]"),
+    _MM.format(t0="q4_0", ne0="[32,8,2,1]", ne1="[32,4,2,1]", lay="perm[0,1,3,2]/pad[0,2,3,3]"),
+    _MM.format(t0="f32", ne0="[64,8,2,1]", ne1="[64,16,2,1]", lay="perm[0,1,3,2]/pad[0,0,1,0]"),
+    _MM.format(t0="f32", ne0="[64,8,1,2]", ne1="[64,4,1,2]", lay="pad[0,1,0,0]"),
+]
+SRC1_COPIED_PASSES = [
+    _MM.format(t0="f16", ne0="[1,1,2,2]", ne1="[1,1,2,2]", lay="perm[0,1,3,2]/pad[0,2,3,3]"),
+    _MM.format(t0="f16", ne0="[1,1,1,2]", ne1="[1,1,1,2]", lay="perm[0,1,3,2]/pad[0,2,3,3]"),
+    _MM.format(t0="f32", ne0="[64,8,2,2]", ne1="[64,4,2,2]", lay="pad[0,0,1,0]"),
+    _MM.format(t0="f32", ne0="[64,8,2,1]", ne1="[64,4,2,1]", lay="pad[1,1,0,0]"),
+    _MM.format(t0="f32", ne0="[64,8,2,1]", ne1="[64,4,2,1]", lay="perm[0,2,1,3]/pad[0,1,1,0]"),
+]
+
+
+@pytest.mark.parametrize("case_id", SRC1_GAP_FAILS)
+def test_src1_plane_gap_covers_planes_read_in_place(case_id: str) -> None:
+    assert _bug("vulkan-mul-mat-src1-plane-gap").matches(parse_case_id(case_id), "Vulkan0", "0.25.1")
+
+
+@pytest.mark.parametrize("case_id", SRC1_COPIED_PASSES)
+def test_src1_plane_gap_leaves_copied_src1_out(case_id: str) -> None:
+    assert not _bug("vulkan-mul-mat-src1-plane-gap").matches(parse_case_id(case_id), "Vulkan0", "0.25.1")
+
+
+_FA = ("FLASH_ATTN_EXT(type0=f32,ne0=[128,{nq},{hq},1],type1={kv},ne1=[128,{nkv},{hk},1],type2={kv},"
+       "ne2=[128,{nkv},{hk},1],type3=f16,ne3=[{nkv},{nq},{mh},1],dst=f32,scale=0.0883883461356163,max_bias=0.0,"
+       "logit_softcap=0.0,prec={prec},mask=True,sinks=False,data=uniform:0)")
+
+
+def _fa(nq: int = 1, hq: int = 8, hk: int = 2, nkv: int = 64, mh: int = 1, kv: str = "f16",
+        prec: str = "default") -> str:
+    return _FA.format(nq=nq, hq=hq, hk=hk, nkv=nkv, mh=mh, kv=kv, prec=prec)
+
+
+# shapes whose fully masked rows gave -FLT_MAX on Vulkan0 0.25.1, and shapes where they gave 0
+MASKED_ROW_FAILS = [_fa(), _fa(hq=6, nkv=33), _fa(hq=2, hk=1), _fa(nq=4), _fa(nq=8, hq=16), _fa(nkv=256)]
+MASKED_ROW_PASSES = [_fa(nkv=32), _fa(hq=2, hk=2), _fa(mh=8), _fa(prec="f32"), _fa(nq=16)]
+
+
+@pytest.mark.parametrize("case_id", MASKED_ROW_FAILS)
+def test_f16_masked_row_covers_grouped_query_shapes(case_id: str) -> None:
+    assert _bug("vulkan-flash-attn-ext-f16-kv-masked-row").matches(parse_case_id(case_id), "Vulkan0", "0.25.1")
+
+
+@pytest.mark.parametrize("case_id", MASKED_ROW_PASSES)
+def test_f16_masked_row_leaves_passing_shapes_out(case_id: str) -> None:
+    assert not _bug("vulkan-flash-attn-ext-f16-kv-masked-row").matches(parse_case_id(case_id), "Vulkan0", "0.25.1")

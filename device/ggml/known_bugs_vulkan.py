@@ -63,9 +63,14 @@ def _groups_uneven(case: OpCase) -> bool:
 
 
 def _src1_planes_gapped(case: OpCase) -> bool:
-    """An unpermuted src1 padded in dim 1: a gap between its dim-2 planes (nb12 > ne11·nb11)."""
+    """An src1 that ggml_vk_dim01_contiguous accepts (packed rows, and ne13 = 1 or nb13 = nb12·ne12), so
+    it is read in place with a batch stride of ne10·ne11 elements, but whose planes are not that far
+    apart (nb12 != ne11·nb11): permuted or not. Other strided src1 are copied to a packed buffer first."""
     src1 = case.inputs[1]
-    return src1.layout.perm == (0, 1, 2, 3) and src1.layout.pad[1] > 0 and src1.ne[2] * src1.ne[3] > 1
+    ne, nb = src1.ne, logical_nb(src1)
+    read_in_place = (rows_unit_stride(src1) and nb[1] == dtypes.row_size(src1.dtype, ne[0])
+                     and (ne[3] == 1 or nb[3] == nb[2] * ne[2]))
+    return read_in_place and ne[2] * ne[3] > 1 and nb[2] != ne[1] * nb[1]
 
 
 def _planes_gapped(spec: TensorSpec) -> bool:
@@ -144,6 +149,16 @@ def flash_attn_kv_rows_padded(case: OpCase) -> bool:
     rows_gapped = LAYOUT_KINDS["rows_gapped"]
     k, v = case.inputs[1], case.inputs[2]
     return rows_gapped(k) or (v.layout.alias is None and rows_gapped(v))
+
+
+def flash_attn_grouped_query_rows(case: OpCase) -> bool:
+    """ggml-vulkan's grouped-query form of FLASH_ATTN_EXT (``vulkan-flash-attn-ext-f16-kv-masked-row``):
+    q heads a multiple (above 1) of K's, K and V with the same head count, and one mask shared by all
+    heads (mask ne2 = 1); the query heads that share a K head then become rows of one workgroup."""
+    if not case.param("mask"):
+        return False
+    q, k, v, mask = case.inputs[:4]
+    return q.ne[2] > k.ne[2] and q.ne[2] % k.ne[2] == 0 and k.ne[2] == v.ne[2] and mask.ne[2] == 1
 
 
 def _window_before_the_input(case: OpCase) -> bool:
@@ -469,9 +484,13 @@ BUGS: list[KnownBug] = [
     KnownBug(
         id="vulkan-mul-mat-src1-plane-gap", devices="Vulkan*", op="MUL_MAT", releases=R0251,
         applies=_src1_planes_gapped,
-        reason="src1 whose dim-2 planes are not packed (nb12 > ne11·nb11) is read as if they were: the "
-               "padding between planes (NaN bytes here) comes out as NaN or wrong sums; also with "
-               "GGML_VK_DISABLE_F16=1; ggml:CPU passes",
+        reason="src1 whose planes are not packed (nb12 != ne11·nb11) but which ggml_vk_dim01_contiguous accepts "
+               "(rows packed, ne13 = 1 or nb13 = nb12·ne12) is read in place with the packed batch stride "
+               "ne10·ne11: the padding between planes (NaN bytes here) comes out as NaN, -65504 or wrong sums; "
+               "F32, F16, Q4_0 and Q8_0 weights, mat-vec and matrix paths, unpermuted or with planes permuted "
+               "(perm[0,1,3,2] with ne13 = 1: dev seed 24011, 7 fails), also ne12 = 1 with a gap before each "
+               "dim-3 plane; also with GGML_VK_DISABLE_F16=1. Padded rows, or a gap that breaks "
+               "nb13 = nb12·ne12, send src1 through a copy and pass (18 such replays); ggml:CPU passes",
         repro="MUL_MAT(type0=f32,ne0=[8,3,2,1],type1=f32,ne1=[8,4,2,1],lay1=pad[0,1,0,0],dst=f32,data=dense:4)"),
     KnownBug(
         id="vulkan-mul-mat-src0-plane-gap", devices="Vulkan*", op="MUL_MAT", releases=R0251,
