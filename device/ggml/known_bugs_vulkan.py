@@ -630,14 +630,16 @@ def _has_argsort(case: GraphCase) -> bool:
 GRAPH_BUGS: list[GraphKnownBug] = [
     GraphKnownBug(
         id="vulkan-rms-norm-mul-fusion-heap-corruption", devices="Vulkan*", releases=R0251,
-        applies=_rms_norm_feeds_mul, outcomes=("crash",), corrupts_process=True,
+        applies=_rms_norm_feeds_mul, outcomes=("crash", "timeout"), corrupts_process=True,
         reason="RMS_NORM+MUL(+ADD) graphs of two shapes computed in turn in one process, each once fused and once "
                "with fusion blocked, corrupt the heap (lavapipe's device memory): 'malloc(): unsorted double linked "
                "list corrupted' and the like, 10-30 graph cases into a worker, on whichever case comes next. "
                "Reproduced outside the harness by a C program on ggml's public API (under glibc's malloc checking: "
                "aborts in 3 of 3 tries; survives 40 passes with GGML_VK_DISABLE_FUSION=1, on ggml's CPU, and with "
                "only fused or only blocked builds). Every result computed before the abort was right; each such "
-               "case gets a fresh worker after it",
+               "case gets a fresh worker after it. A corrupt heap can also hang the process instead (dev seed "
+               "24026: GRAPH[llama_layer](type=f16,hd=64,...,attn=softmax,...,data=uniform:594) gave no answer "
+               "in 600 s in a fresh worker; replayed alone it passes in 2.5 s 6 of 10 times and crashes 4 of 10)",
         repro="repro/vulkan_rms_norm_fusion_heap.c (LD_PRELOAD=libc_malloc_debug.so.0 "
               "GLIBC_TUNABLES=glibc.malloc.check=3 ./a.out .backends/ggml-0.25.1-vulkan 40 harness); cases "
               "GRAPH[rms_norm_mul_add](type=f32,ne=[45,1,1,1],w=full,order=xw,eps=9.999999747378752e-06,b=row,"
