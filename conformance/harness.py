@@ -477,19 +477,13 @@ class Harness:
             summary["message"] = alone.message[:MESSAGE_LIMIT]
         record.extra = {**(record.extra or {}), "alone": summary}
         record.message = f"{record.message} (alone in a fresh worker: {alone.outcome.value})"[:MESSAGE_LIMIT * 2]
-        if alone.outcome is Outcome.CRASH or alone.outcome is Outcome.TIMEOUT:
-            self._restart_worker(record)
         if not explained_alone:
             return None
         return self.after_history_bug_of(case)
 
     def after_history_bug_of(self, case: OpCase) -> KnownBug | None:
         """The device's after-history entry for ``case`` (:class:`KnownBug.after_history`), if any."""
-        release = self.inventory.get("ggml_version")
-        name = self.inventory.get("name")
-        if not isinstance(release, str) or not isinstance(name, str):
-            name, release = self.device_spec.text, ""
-        return known_bugs.find_after_history(case, name, release, self._bugs)
+        return known_bugs.find_after_history(case, *self._bug_identity(), self._bugs)
 
     def _restart_worker(self, record: CaseRecord) -> None:
         """A fresh device process for the next case (a worker's; an in-process device has none)."""
@@ -553,12 +547,16 @@ class Harness:
 
     def known_bugs_of(self, case: OpCase) -> list[KnownBug]:
         """The device's known kernel bugs covering ``case`` (ggml devices: by device name and release)."""
+        return known_bugs.find_all(case, *self._bug_identity(), self._bugs)
+
+    def _bug_identity(self) -> tuple[str, str]:
+        """The device name and release known bugs are matched on: a ggml device's, or for a plug-in its
+        spec and no release (an expectations entry matches the spec)."""
         release = self.inventory.get("ggml_version")
         name = self.inventory.get("name")
         if not isinstance(release, str) or not isinstance(name, str):
-            # not a ggml device (a plug-in): an expectations entry matches its spec, and names no release
-            name, release = self.device_spec.text, ""
-        return known_bugs.find_all(case, name, release, self._bugs)
+            return self.device_spec.text, ""
+        return name, release
 
     def _judge(
         self, case: OpCase, resolution: Resolution, inputs: list[np.ndarray], exact_inputs: list[np.ndarray],
