@@ -145,6 +145,12 @@ def _check_op_values(values: list[str] | None) -> object:
     return parse_ops(values)
 
 
+def _check_shard(text: str | None) -> object:
+    from conformance.shard import parse_shard
+
+    return parse_shard(text)
+
+
 def _check_from_model(run: str | None) -> object:
     from conformance.model_cases import check_from_model
 
@@ -178,6 +184,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "not depend on it)", default=1, type=int, metavar="N", check=check_threads),
     RunOption("--hypothesis-db", "keep hypothesis' example database here (failures replay first next time)",
               metavar="DIR"),
+    RunOption("--shard", "run only shard K of N of the selection (K from 1 to N): each test belongs to one shard by a "
+              "hash of its id without the device, the same every night; conform report names the shards missing "
+              "from a merge", metavar="K/N", check=_check_shard),
     RunOption("--from-model", "also draw op cases around each distinct node signature of a conform model run "
               "(its output folder, model.json or node-cases.txt): the signature first, then other data and "
               "neighbouring sizes (tests test_from_model[...])", metavar="RUN", type=os.path.abspath,

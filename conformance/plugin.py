@@ -11,6 +11,8 @@ Options:
   --op OP               only the tests of these ops, exactly (MUL, not MUL_MAT; repeatable, or MUL,ADD)
   --conform-profile P   hypothesis profile: dev (fast), ci, nightly (same as --hypothesis-profile)
   --hypothesis-db DIR   where hypothesis keeps failing examples, replayed first next run
+  --shard K/N           only shard K of N of the selection (conformance/shard.py); the results header
+                        records it, and a shard that holds no test of the selection ends as passed
 
 The results footer of each process carries pytest's own failure counts (a failed test may leave no
 failing record), the circuit breakers that tripped (see conformance.harness.Breaker) and each
@@ -171,6 +173,9 @@ class ConformSession:
         ).to_json()
         # entries of --expectations / $CONFORM_EXPECTATIONS: the report lists one that matched no case as stale
         header["expectations"] = next((h.loaded_expectations() for h in self.harnesses.values()), [])
+        shard = self.config.stash.get(_SHARD_KEY, None)
+        if shard is not None:
+            header["shard"] = shard
         self.writer.write(header)
 
     def note_report(self, report: pytest.TestReport) -> None:
@@ -207,6 +212,8 @@ class ConformSession:
                 h.close()
             except Exception:
                 pass
+        if self.writer is None and self.results_path and self.config.stash.get(_SHARD_KEY, None) is not None:
+            self._write_header()  # a shard that ran no case still says which shard it was (an empty one)
         if self.writer is not None:
             if exitstatus in _NORMAL_END:
                 self.writer.write(FooterRecord(
@@ -256,6 +263,8 @@ _NORMAL_END = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode
 
 
 _SESSION_KEY = pytest.StashKey[ConformSession]()
+# this process' shard of the selection, as the results header records it (see _shard_items)
+_SHARD_KEY = pytest.StashKey[dict[str, Any]]()
 
 
 def _xdist_workers(config: pytest.Config) -> int:
@@ -410,7 +419,14 @@ class _ReportCounter:
             state.note_report(report)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--op, then --shard (last, after -k: a shard is a part of the selection)."""
+    _select_ops(config, items)
+    _shard_items(config, items)
+
+
+def _select_ops(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``--op``: keep the tests of exactly these ops (``test_binary[mul-f32]``, not ``[mul_mat-...]``);
     tests that are not about one op (stateful sequences, transfers) go too."""
     from conformance.options import parse_ops
@@ -430,6 +446,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+def _shard_items(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--shard K/N``: keep this shard's tests, and note the shard for the results header."""
+    from conformance.shard import parse_shard, selection_fingerprint, shard_key
+
+    try:
+        shard = parse_shard(config.getoption("shard", None))
+    except ValueError as exc:
+        raise pytest.UsageError(f"conform: {exc}") from None
+    if shard is None:
+        return
+    keys = [shard_key(item.nodeid, getattr(item, "path", None), _device_ids(item)) for item in items]
+    keep = [item for item, key in zip(items, keys, strict=True) if shard.holds(key)]
+    config.stash[_SHARD_KEY] = {"index": shard.index, "count": shard.count, "tests": len(keep),
+                                "selected": len(items), "selection": selection_fingerprint(keys)}
+    if len(keep) < len(items):
+        kept = {id(item) for item in keep}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
+        items[:] = keep
+
+
+def _device_ids(item: pytest.Item) -> list[str]:
+    """The device parameter's id in this item's node id, where the plug-in added one."""
+    spec = getattr(getattr(item, "callspec", None), "params", {}).get("conform_device")
+    return [spec.text.replace(":", "_")] if isinstance(spec, DeviceSpec) else []
+
+
+def _empty_shard(config: pytest.Config) -> dict[str, Any] | None:
+    """This process' shard when it holds none of a selection that has tests (its pytest found none)."""
+    shard = config.stash.get(_SHARD_KEY, None)
+    return shard if shard is not None and shard["tests"] == 0 and shard["selected"] > 0 else None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist (controller): the workers collected and sharded; the controller keeps their shard for its exit."""
+    shard = getattr(node, "workeroutput", {}).get("conform_shard")
+    if shard is not None:
+        node.config.stash[_SHARD_KEY] = shard
+
+
 def _item_op(item: pytest.Item) -> str | None:
     """The catalogue op a test item is about: its ``op`` parameter, or its ``case``'s op."""
     params = getattr(getattr(item, "callspec", None), "params", {})
@@ -442,6 +498,12 @@ def _item_op(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and _empty_shard(session.config) is not None:
+        # more shards than the selection fills: an empty shard did its part (a CI matrix job stays green)
+        exitstatus = session.exitstatus = pytest.ExitCode.OK
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and _SHARD_KEY in session.config.stash:
+        workeroutput["conform_shard"] = session.config.stash[_SHARD_KEY]
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         _mark_junit_partial(session.config)
     state = session.config.stash.get(_SESSION_KEY, None)
@@ -461,6 +523,10 @@ def _mark_junit_partial(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    shard = config.stash.get(_SHARD_KEY, None)
+    if shard is not None:
+        terminalreporter.write_line(f"conform: shard {shard['index']}/{shard['count']} holds {shard['tests']} of "
+                                    f"the {shard['selected']} selected tests (selection {shard['selection']})")
     state = config.stash.get(_SESSION_KEY, None)
     if state is None:
         return

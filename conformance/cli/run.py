@@ -105,7 +105,7 @@ def _check_expectations(args: argparse.Namespace) -> None:
     """Expectations files and known-bug timeout, checked before pytest starts: one line, not pytest's usage error."""
     from conformance.options import OPTIONS_BY_FLAG
 
-    for flag in ("--expectations", "--known-bug-timeout"):
+    for flag in ("--expectations", "--known-bug-timeout", "--shard"):
         option = OPTIONS_BY_FLAG[flag]
         try:
             if option.check is not None:
