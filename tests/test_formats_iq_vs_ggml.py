@@ -9,15 +9,15 @@ import pytest
 
 from device.base import DeviceError
 from device.ggml import quant as ggml_quant
-from golden.formats import iquants, mxfp4
+from golden.formats import iquants, mxfp4, ternary
 
 try:
     ggml_quant.functions()
 except (OSError, ImportError, DeviceError) as exc:
     pytest.skip(f"ggml CPU libraries not loadable: {exc}", allow_module_level=True)
 
-FORMATS = {**iquants.FORMATS, **mxfp4.FORMATS}
-TYPE_ID = {"iq4_nl": 20, "mxfp4": 39}  # enum ggml_type (ggml.h)
+FORMATS = {**iquants.FORMATS, **mxfp4.FORMATS, **ternary.FORMATS}
+TYPE_ID = {"iq4_nl": 20, "mxfp4": 39, "tq2_0": 35}  # enum ggml_type (ggml.h)
 
 
 def ggml_to_float(raw: np.ndarray, name: str, n: int) -> np.ndarray:
@@ -39,11 +39,16 @@ def _special_blocks(name: str, nblocks: int, rng: np.random.Generator) -> np.nda
     raw = rng.integers(0, 256, (nblocks, fmt.block_bytes), dtype=np.uint8)
     if name == "mxfp4":
         raw[:256, 0] = np.arange(256)  # every E8M0 exponent, subnormal 0/1 and 255 included
+    elif name == "tq2_0":
+        specials = np.array([0x0000, 0x8000, 0x0001, 0x83FF, 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFFFF, 0x7BFF],
+                            np.uint16)
+        raw[: specials.size, -2:] = specials.view(np.uint8).reshape(-1, 2)
     else:  # f16 scales: +-0, subnormal, inf, NaN with payloads, largest finite
         specials = np.array([0x0000, 0x8000, 0x0001, 0x83FF, 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFFFF, 0x7BFF],
                             np.uint16)
         raw[: specials.size, :2] = specials.view(np.uint8).reshape(-1, 2)
-    raw[:16, -16:] = (np.arange(16, dtype=np.uint8) * 0x11)[:, None]  # every code in both nibbles
+    qs = {"iq4_nl": 2, "mxfp4": 1, "tq2_0": 0}[name]  # where the quant bytes start
+    raw[:16, qs : qs + 16] = (np.arange(16, dtype=np.uint8) * 0x11)[:, None]  # every code in both nibbles
     return raw.reshape(-1)
 
 
@@ -56,7 +61,7 @@ def test_dequantize_matches_to_float_on_any_bytes(name: str) -> None:
     np.testing.assert_array_equal(fmt.dequantize(raw, n).view(np.uint32), ggml_to_float(raw, name, n).view(np.uint32))
 
 
-@pytest.mark.parametrize("name", sorted(FORMATS))
+@pytest.mark.parametrize("name", ["iq4_nl", "mxfp4"])
 def test_every_code_decodes_to_the_table_value(name: str) -> None:
     """A unit scale and each of the 16 codes: the library's table is the module's table."""
     fmt = FORMATS[name]
@@ -78,6 +83,8 @@ def test_gguf_py_agrees() -> None:
     rng = np.random.default_rng(5)
     for name, fmt in FORMATS.items():
         raw = rng.integers(0, 256, 64 * fmt.block_bytes, dtype=np.uint8)
+        if name == "tq2_0":
+            raw.reshape(64, -1)[:, -1] &= 0x7B
         if name == "iq4_nl":  # finite scales: gguf-py computes in its own order, NaN payloads may differ
             raw.reshape(64, -1)[:, 1] &= 0x7B
         ours = fmt.dequantize(raw, 64 * fmt.block_elements)
