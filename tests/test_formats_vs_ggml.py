@@ -1,0 +1,82 @@
+"""golden.formats against ggml itself (the wheel's libraries through ctypes), bit for bit.
+
+* ``dequantize`` == ``ggml_get_type_traits(t)->to_float`` on random bytes (so random, zero,
+  subnormal, inf and NaN f16 scales all occur), for every type ggml has a to_float for.
+* ``quantize(x, t, "reference")`` == ``ggml_quantize_chunk`` (or ``from_float_ref`` where the chunk
+  quantizer has no case), ``"x86"`` == the CPU backend's ``from_float``, on data with NaN, ±inf,
+  ±0 and subnormals mixed in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from device.base import DeviceError
+from device.ggml import quant as ggml_quant
+from golden import formats
+
+try:
+    FNS = ggml_quant.functions()
+except (OSError, ImportError, DeviceError) as exc:
+    pytest.skip(f"ggml CPU libraries not loadable: {exc}", allow_module_level=True)
+
+TO_FLOAT_TYPES = [name for name, f in formats.FORMATS.items() if f.has_to_float]
+
+
+def _ggml_quantize(fmt: formats.Format, x: np.ndarray, path: str) -> np.ndarray:
+    x = np.ascontiguousarray(x, np.float32)
+    out = np.zeros(x.size // fmt.block_size * fmt.type_size, np.uint8)
+    if path == "chunk":
+        FNS.quantize_chunk(fmt.ggml_type, x.ctypes.data, out.ctypes.data, 0, x.shape[0], x.shape[1], None)
+    elif path == "ref":
+        FNS.type_traits(fmt.ggml_type).contents.from_float_ref(x.ctypes.data, out.ctypes.data, x.size)
+    else:
+        FNS.type_traits_cpu(fmt.ggml_type).contents.from_float(x.ctypes.data, out.ctypes.data, x.size)
+    return out
+
+
+def _special(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+    x = (rng.standard_normal(shape) * rng.uniform(1e-3, 1e3, (shape[0], 1))).astype(np.float32)
+    u = rng.random(shape)
+    nan_payload = np.array(0x7F812345, np.uint32).view(np.float32)
+    for low, high, value in ((0, 0.005, np.nan), (0.005, 0.01, nan_payload), (0.01, 0.02, np.inf),
+                             (0.02, 0.03, -np.inf), (0.03, 0.06, 0.0), (0.06, 0.08, -0.0), (0.08, 0.1, 1e-40)):
+        x[(u >= low) & (u < high)] = value
+    x[:4] = 0.0  # whole zero blocks
+    x[4:6] = 2.0**-130  # tiny blocks whose reciprocal scale overflows
+    return x
+
+
+def test_registry_agrees_with_ggml_type_traits() -> None:
+    for fmt in formats.FORMATS.values():
+        traits = FNS.type_traits(fmt.ggml_type).contents
+        assert (traits.type_name.decode(), traits.blck_size, traits.type_size) == (
+            fmt.ggml_name, fmt.block_size, fmt.type_size)
+        assert bool(traits.to_float) == fmt.has_to_float, fmt.name
+
+
+@pytest.mark.parametrize("qtype", TO_FLOAT_TYPES)
+def test_dequantize_random_bytes_matches_to_float(qtype: str) -> None:
+    fmt = formats.get(qtype)
+    rng = np.random.default_rng(7)
+    nblocks = 3000 if fmt.block_size == 32 else 400
+    raw = rng.integers(0, 256, nblocks * fmt.type_size, dtype=np.uint8)
+    n = nblocks * fmt.block_size
+    expected = np.empty(n, np.float32)
+    FNS.type_traits(fmt.ggml_type).contents.to_float(raw.ctypes.data, expected.ctypes.data, n)
+    np.testing.assert_array_equal(formats.dequantize(raw, qtype, n).view(np.uint32), expected.view(np.uint32))
+
+
+@pytest.mark.parametrize("qtype", formats.QUANTIZABLE)
+@pytest.mark.parametrize("data", ["normal", "special"])
+def test_quantize_matches_ggml_paths(qtype: str, data: str) -> None:
+    fmt = formats.get(qtype)
+    rng = np.random.default_rng(11)
+    shape = (64, 512)
+    x = rng.standard_normal(shape).astype(np.float32) if data == "normal" else _special(rng, shape)
+    reference_path = "ref" if qtype in ("q8_1", "q8_k") else "chunk"
+    checks = [("x86", "cpu")] + ([] if qtype == "q8_k" else [("reference", reference_path)])  # q8_K: no ref hook
+    for rounding, path in checks:
+        np.testing.assert_array_equal(formats.quantize(x, qtype, rounding), _ggml_quantize(fmt, x, path),
+                                      err_msg=f"{qtype} {rounding}")
