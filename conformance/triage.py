@@ -884,6 +884,12 @@ def cmd_triage(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         raise usage_error(str(exc)) from None
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise usage_error(f"--budget must be a number of seconds above 0 (got {args.budget:g})")
+    from results.load import ReportInputError, check_outputs_are_not_inputs
+
+    try:  # appending TOML to a results file would leave it unreadable
+        check_outputs_are_not_inputs([args.write], args.results)
+    except ReportInputError as exc:
+        raise usage_error(f"--write {exc}") from None
     records: list[dict[str, Any]] = []
     for path in args.results:
         try:
