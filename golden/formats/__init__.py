@@ -15,13 +15,12 @@ import numpy as np
 
 from golden.formats.format import ROUNDINGS, Format, Rounding
 
-_MODULES: tuple[str, ...] = ("legacy", "kquants")
-_MORE_MODULES: tuple[str, ...] = ()  # further format modules of this package, gathered the same way
+_MODULES: tuple[str, ...] = ("legacy", "kquants", "iquants", "ternary", "mxfp4")
 
 
 def _gather() -> dict[str, Format]:
     formats: dict[str, Format] = {}
-    for module in _MODULES + _MORE_MODULES:
+    for module in _MODULES:
         for fmt in importlib.import_module(f"{__name__}.{module}").FORMATS:
             if fmt.name in formats:
                 raise RuntimeError(f"quant format {fmt.name} is defined twice (second time in {module})")

@@ -16,6 +16,7 @@ ROUNDINGS: tuple[Rounding, ...] = ("reference", "x86")
 
 Dequantize = Callable[[np.ndarray, int], np.ndarray]
 Quantize = Callable[[np.ndarray, Rounding], np.ndarray]
+BlockBody = Callable[[np.ndarray, np.ndarray], None]  # (raw blocks, float32 out rows) -> None, in place
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,15 @@ class Format:
     dequantize: Dequantize  # (raw uint8 blocks, n elements) -> float32[n], bit for bit with to_float
     quantize: Quantize | None = None  # (float rows, rounding) -> flat raw blocks; None: ggml has none at run time
     has_to_float: bool = True  # False for the vec_dot-only types (Q8_1, Q8_K): ggml has no to_float
+
+    @classmethod
+    def of_blocks(
+        cls, name: str, ggml_name: str, ggml_type: int, block_size: int, type_size: int, body: BlockBody,
+        chunk_blocks: int, quantize: Quantize | None = None, has_to_float: bool = True,
+    ) -> Format:
+        """A format whose dequantize runs ``body`` over chunks of blocks (:func:`block_dequantizer`)."""
+        dequantize = block_dequantizer(name, block_size, type_size, body, chunk_blocks)
+        return cls(name, ggml_name, ggml_type, block_size, type_size, dequantize, quantize, has_to_float)
 
     def row_size(self, ne0: int) -> int:
         """``ggml_row_size``: bytes of ``ne0`` elements (a multiple of the block)."""
@@ -69,6 +79,31 @@ def f16_column(blocks: np.ndarray, offset: int) -> np.ndarray:
 
 def chunked(nblocks: int, chunk_blocks: int) -> range:
     return range(0, nblocks, chunk_blocks)
+
+
+def nibbles(qs: np.ndarray) -> np.ndarray:
+    """(blocks, k) qs bytes -> (blocks, 2k) uint8: the low nibbles (elements 0..k-1), then the high (ggml's order)."""
+    half = qs.shape[1]
+    q = np.empty((qs.shape[0], 2 * half), np.uint8)
+    np.bitwise_and(qs, np.uint8(0x0F), out=q[:, :half])
+    np.right_shift(qs, np.uint8(4), out=q[:, half:])
+    return q
+
+
+
+def block_dequantizer(fmt_name: str, block_size: int, type_size: int, body: BlockBody, chunk_blocks: int) -> Dequantize:
+    """A ``dequantize(raw, n)`` that runs ``body`` over chunks of blocks (inf/NaN scales behave as in C)."""
+
+    def dequantize(raw: np.ndarray, n: int) -> np.ndarray:
+        blocks = block_rows(raw, fmt_name, block_size, type_size, n)
+        out = np.empty((blocks.shape[0], block_size), np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for start in chunked(blocks.shape[0], chunk_blocks):
+                body(blocks[start : start + chunk_blocks], out[start : start + chunk_blocks])
+        return out.reshape(-1)
+
+    dequantize.__name__ = f"dequantize_{fmt_name}"
+    return dequantize
 
 
 def check_rounding(rounding: str) -> None:

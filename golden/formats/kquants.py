@@ -16,7 +16,7 @@ Layouts (f16 fields little-endian). "Element e" counts 0..255 within the super-b
   e = 128·h + 32·k + l takes nibble k // 2 of ``ql[64·h + 32·(k % 2) + l]`` and bits 2k..2k+1 of
   ``qh[32·h + l]`` as bits 4..5; q − 32; sub-block e // 16. Value = ``(d·sc)·q``.
 * Q8_K, 292 bytes: f32 ``d``, ``qs[256]`` int8, ``bsums[16]`` int16 (sums of 16 quants). The vec_dot
-  type of every K-quant; ggml has no ``to_float`` for it, :func:`dequantize_q8_k` is ``d·q``.
+  type of every K-quant; ggml has no ``to_float`` for it, its dequantize is ``d·q``.
 
 Every product and difference is one f32 rounding, in the C order (libggml-base has no FMA), so
 dequantization is bit for bit ``to_float`` for any bytes, inf and NaN scales included.
@@ -26,20 +26,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from golden.formats.format import Format, Rounding, block_rows, check_rounding, chunked, f16_column, float_blocks
+from golden.formats.format import (
+    Format,
+    Rounding,
+    check_rounding,
+    chunked,
+    f16_column,
+    float_blocks,
+)
 
 QK_K = 256
 _CHUNK_BLOCKS = 1024  # 1 MiB of f32 output a chunk
-
-
-def _dequantize(raw: np.ndarray, n: int, name: str, type_size: int, body: object) -> np.ndarray:
-    blocks = block_rows(raw, name, QK_K, type_size, n)
-    out = np.empty((blocks.shape[0], QK_K), np.float32)
-    with np.errstate(invalid="ignore", over="ignore"):  # inf/NaN scales behave as in C
-        for start in chunked(blocks.shape[0], _CHUNK_BLOCKS):
-            stop = start + _CHUNK_BLOCKS
-            body(blocks[start:stop], out[start:stop])  # type: ignore[operator]
-    return out.reshape(-1)
 
 
 _TWO_BIT_SHIFTS = np.arange(0, 8, 2, dtype=np.uint8)[None, None, :, None]
@@ -159,29 +156,6 @@ def _q8_k_body(blocks: np.ndarray, out: np.ndarray) -> None:
     _apply(out, blocks[:, 4:260].view(np.int8), d, None, QK_K)
 
 
-def dequantize_q2_k(raw: np.ndarray, n: int) -> np.ndarray:
-    return _dequantize(raw, n, "q2_k", 84, _q2_k_body)
-
-
-def dequantize_q3_k(raw: np.ndarray, n: int) -> np.ndarray:
-    return _dequantize(raw, n, "q3_k", 110, _q3_k_body)
-
-
-def dequantize_q4_k(raw: np.ndarray, n: int) -> np.ndarray:
-    return _dequantize(raw, n, "q4_k", 144, _q4_k_body)
-
-
-def dequantize_q5_k(raw: np.ndarray, n: int) -> np.ndarray:
-    return _dequantize(raw, n, "q5_k", 176, _q5_k_body)
-
-
-def dequantize_q6_k(raw: np.ndarray, n: int) -> np.ndarray:
-    return _dequantize(raw, n, "q6_k", 210, _q6_k_body)
-
-
-def dequantize_q8_k(raw: np.ndarray, n: int) -> np.ndarray:
-    """``d·q`` (ggml has no Q8_K ``to_float``; this is the value its vec_dot multiplies)."""
-    return _dequantize(raw, n, "q8_k", 292, _q8_k_body)
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,10 +207,10 @@ def quantize_q8_k(x: np.ndarray, rounding: Rounding = "reference") -> np.ndarray
 
 
 FORMATS: tuple[Format, ...] = (
-    Format("q2_k", "q2_K", 10, QK_K, 84, dequantize_q2_k),
-    Format("q3_k", "q3_K", 11, QK_K, 110, dequantize_q3_k),
-    Format("q4_k", "q4_K", 12, QK_K, 144, dequantize_q4_k),
-    Format("q5_k", "q5_K", 13, QK_K, 176, dequantize_q5_k),
-    Format("q6_k", "q6_K", 14, QK_K, 210, dequantize_q6_k),
-    Format("q8_k", "q8_K", 15, QK_K, 292, dequantize_q8_k, quantize_q8_k, has_to_float=False),
+    Format.of_blocks("q2_k", "q2_K", 10, QK_K, 84, _q2_k_body, _CHUNK_BLOCKS),
+    Format.of_blocks("q3_k", "q3_K", 11, QK_K, 110, _q3_k_body, _CHUNK_BLOCKS),
+    Format.of_blocks("q4_k", "q4_K", 12, QK_K, 144, _q4_k_body, _CHUNK_BLOCKS),
+    Format.of_blocks("q5_k", "q5_K", 13, QK_K, 176, _q5_k_body, _CHUNK_BLOCKS),
+    Format.of_blocks("q6_k", "q6_K", 14, QK_K, 210, _q6_k_body, _CHUNK_BLOCKS),
+    Format.of_blocks("q8_k", "q8_K", 15, QK_K, 292, _q8_k_body, _CHUNK_BLOCKS, quantize_q8_k, has_to_float=False),
 )

@@ -8,7 +8,7 @@ f16 ``d`` and ``m``; element ``j < 16`` in the low nibble of ``qs[j]``, ``j + 16
 * Q5_0, 22 bytes: ``d, qh[4], qs[16]``; value = ``(q − 16)·d``, q = nibble | qh bit << 4.
 * Q5_1, 24 bytes: ``d, m, qh[4], qs[16]``; value = ``q·d + m``.
 * Q8_1, 36 bytes: ``d, s, qs[32] int8``; ``s`` = f16(d·Σq), the block sum vec_dot uses. ggml has no
-  ``to_float`` for Q8_1 (it only ever holds converted activations); :func:`dequantize_q8_1` is ``q·d``.
+  ``to_float`` for Q8_1 (it only ever holds converted activations); its dequantize is ``q·d``.
 
 The quantizers are ggml's ``quantize_row_*_ref``; for Q4_1/Q5_0/Q5_1 the CPU backend's ``from_float``
 is that same code, for Q8_1 it is the AVX2 path whose quants and ``d`` are Q8_0's x86 ones (see
@@ -25,11 +25,11 @@ from golden import quant
 from golden.formats.format import (
     Format,
     Rounding,
-    block_rows,
     check_rounding,
     chunked,
     f16_column,
     float_blocks,
+    nibbles,
 )
 
 # The C conversions, shared with golden.quant (one definition of each).
@@ -44,14 +44,6 @@ _FLT_MAX = np.float32(np.finfo(np.float32).max)
 # dequantization
 
 
-def _nibbles(qs: np.ndarray) -> np.ndarray:
-    """(blocks, 16) qs bytes -> (blocks, 32) uint8: the low nibbles (elements 0..15), then the high."""
-    q = np.empty((qs.shape[0], QK), np.uint8)
-    np.bitwise_and(qs, np.uint8(0x0F), out=q[:, : QK // 2])
-    np.right_shift(qs, np.uint8(4), out=q[:, QK // 2 :])
-    return q
-
-
 def _with_fifth_bits(q: np.ndarray, qh: np.ndarray) -> np.ndarray:
     """OR bit ``j`` of each block's little-endian uint32 ``qh`` into quant ``j`` as its bit 4."""
     high = np.unpackbits(qh, axis=1, bitorder="little")
@@ -60,30 +52,20 @@ def _with_fifth_bits(q: np.ndarray, qh: np.ndarray) -> np.ndarray:
     return q
 
 
-def _dequantize(raw: np.ndarray, n: int, name: str, type_size: int, body: object) -> np.ndarray:
-    blocks = block_rows(raw, name, QK, type_size, n)
-    out = np.empty((blocks.shape[0], QK), np.float32)
-    with np.errstate(invalid="ignore", over="ignore"):  # inf/NaN scales behave as in C
-        for start in chunked(blocks.shape[0], _CHUNK_BLOCKS):
-            stop = start + _CHUNK_BLOCKS
-            body(blocks[start:stop], out[start:stop])  # type: ignore[operator]
-    return out.reshape(-1)
-
-
 def _q4_1_body(blocks: np.ndarray, out: np.ndarray) -> None:
-    np.copyto(out, _nibbles(blocks[:, 4:20]), casting="unsafe")
+    np.copyto(out, nibbles(blocks[:, 4:20]), casting="unsafe")
     np.multiply(out, f16_column(blocks, 0)[:, None], out=out)
     np.add(out, f16_column(blocks, 2)[:, None], out=out)
 
 
 def _q5_0_body(blocks: np.ndarray, out: np.ndarray) -> None:
-    np.copyto(out, _with_fifth_bits(_nibbles(blocks[:, 6:22]), blocks[:, 2:6]), casting="unsafe")
+    np.copyto(out, _with_fifth_bits(nibbles(blocks[:, 6:22]), blocks[:, 2:6]), casting="unsafe")
     np.subtract(out, np.float32(16), out=out)
     np.multiply(out, f16_column(blocks, 0)[:, None], out=out)
 
 
 def _q5_1_body(blocks: np.ndarray, out: np.ndarray) -> None:
-    np.copyto(out, _with_fifth_bits(_nibbles(blocks[:, 8:24]), blocks[:, 4:8]), casting="unsafe")
+    np.copyto(out, _with_fifth_bits(nibbles(blocks[:, 8:24]), blocks[:, 4:8]), casting="unsafe")
     np.multiply(out, f16_column(blocks, 0)[:, None], out=out)
     np.add(out, f16_column(blocks, 2)[:, None], out=out)
 
@@ -93,21 +75,6 @@ def _q8_1_body(blocks: np.ndarray, out: np.ndarray) -> None:
     np.multiply(out, f16_column(blocks, 0)[:, None], out=out)
 
 
-def dequantize_q4_1(raw: np.ndarray, n: int) -> np.ndarray:
-    return _dequantize(raw, n, "q4_1", 20, _q4_1_body)
-
-
-def dequantize_q5_0(raw: np.ndarray, n: int) -> np.ndarray:
-    return _dequantize(raw, n, "q5_0", 22, _q5_0_body)
-
-
-def dequantize_q5_1(raw: np.ndarray, n: int) -> np.ndarray:
-    return _dequantize(raw, n, "q5_1", 24, _q5_1_body)
-
-
-def dequantize_q8_1(raw: np.ndarray, n: int) -> np.ndarray:
-    """``q·d`` (ggml has no Q8_1 ``to_float``; this is the value its vec_dot multiplies)."""
-    return _dequantize(raw, n, "q8_1", 36, _q8_1_body)
 
 
 # --------------------------------------------------------------------------------------------
@@ -148,7 +115,7 @@ def _block_signed_max(blocks: np.ndarray) -> np.ndarray:
     return signed
 
 
-def _pack_nibbles(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+def _packnibbles(low: np.ndarray, high: np.ndarray) -> np.ndarray:
     return np.bitwise_or(np.bitwise_and(low, np.uint8(0x0F)), np.left_shift(high, np.uint8(4)))
 
 
@@ -193,7 +160,7 @@ def _q5_0_quantize_body(blocks: np.ndarray, out: np.ndarray) -> None:
     q = np.minimum(_low_byte_int8(_cvt_to_int32(scaled + np.float32(16.5))), np.int8(31)).view(np.uint8)
     _put_f16(out, 0, d)
     out[:, 2:6] = _pack_fifth_bits(q)
-    out[:, 6:22] = _pack_nibbles(q[:, : QK // 2], q[:, QK // 2 :])
+    out[:, 6:22] = _packnibbles(q[:, : QK // 2], q[:, QK // 2 :])
 
 
 def _q5_1_quantize_body(blocks: np.ndarray, out: np.ndarray) -> None:
@@ -204,7 +171,7 @@ def _q5_1_quantize_body(blocks: np.ndarray, out: np.ndarray) -> None:
     _put_f16(out, 0, d)
     _put_f16(out, 2, smallest)
     out[:, 4:8] = _pack_fifth_bits(q)
-    out[:, 8:24] = _pack_nibbles(q[:, : QK // 2], q[:, QK // 2 :])
+    out[:, 8:24] = _packnibbles(q[:, : QK // 2], q[:, QK // 2 :])
 
 
 def quantize_q4_1(x: np.ndarray, rounding: Rounding = "reference") -> np.ndarray:
@@ -260,9 +227,9 @@ def _delegate(qtype: str) -> Format:
 
 FORMATS: tuple[Format, ...] = (
     _delegate("q4_0"),
-    Format("q4_1", "q4_1", 3, QK, 20, dequantize_q4_1, quantize_q4_1),
-    Format("q5_0", "q5_0", 6, QK, 22, dequantize_q5_0, quantize_q5_0),
-    Format("q5_1", "q5_1", 7, QK, 24, dequantize_q5_1, quantize_q5_1),
+    Format.of_blocks("q4_1", "q4_1", 3, QK, 20, _q4_1_body, _CHUNK_BLOCKS, quantize_q4_1),
+    Format.of_blocks("q5_0", "q5_0", 6, QK, 22, _q5_0_body, _CHUNK_BLOCKS, quantize_q5_0),
+    Format.of_blocks("q5_1", "q5_1", 7, QK, 24, _q5_1_body, _CHUNK_BLOCKS, quantize_q5_1),
     _delegate("q8_0"),
-    Format("q8_1", "q8_1", 9, QK, 36, dequantize_q8_1, quantize_q8_1, has_to_float=False),
+    Format.of_blocks("q8_1", "q8_1", 9, QK, 36, _q8_1_body, _CHUNK_BLOCKS, quantize_q8_1, has_to_float=False),
 )

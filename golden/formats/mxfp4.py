@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from golden.formats._common import Format, blocks_of, nibbles_split
+from golden.formats.format import Format, block_rows, nibbles
 
 
 def _e2m1_doubled() -> np.ndarray:
@@ -33,13 +33,11 @@ def e8m0_half(e: np.ndarray) -> np.ndarray:
 
 
 def dequantize_mxfp4(raw: np.ndarray, n: int) -> np.ndarray:
-    blocks = blocks_of(raw, n, 32, 17, "mxfp4")
+    blocks = block_rows(raw, "mxfp4", 32, 17, n)
     d = e8m0_half(blocks[:, 0])[:, None]
-    values = KVALUES_MXFP4[nibbles_split(blocks[:, 1:])]
+    values = KVALUES_MXFP4[nibbles(blocks[:, 1:])]
     with np.errstate(over="ignore"):  # 12 * 2**127 is inf in f32, as in C
         return (values * d).reshape(-1)
 
 
-FORMATS: dict[str, Format] = {
-    "mxfp4": Format("mxfp4", 32, 17, dequantize_mxfp4, None),
-}
+FORMATS: tuple[Format, ...] = (Format("mxfp4", "mxfp4", 39, 32, 17, dequantize_mxfp4),)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from golden.formats._common import Format, blocks_of
+from golden.formats.format import Format, block_rows
 
 _SHIFTS = np.array([0, 2, 4, 6], np.uint8)
 
 
 def dequantize_tq2_0(raw: np.ndarray, n: int) -> np.ndarray:
-    blocks = blocks_of(raw, n, 256, 66, "tq2_0")
+    blocks = block_rows(raw, "tq2_0", 256, 66, n)
     d = np.ascontiguousarray(blocks[:, 64:]).view("<f2").astype(np.float32)  # [nblocks, 1]
     qs = blocks[:, :64].reshape(-1, 2, 1, 32)  # [block, half, 1, m]
     codes = (qs >> _SHIFTS[None, None, :, None]) & 3  # [block, half, l, m]
@@ -24,6 +24,4 @@ def dequantize_tq2_0(raw: np.ndarray, n: int) -> np.ndarray:
         return (values * d).reshape(-1)
 
 
-FORMATS: dict[str, Format] = {
-    "tq2_0": Format("tq2_0", 256, 66, dequantize_tq2_0, None),
-}
+FORMATS: tuple[Format, ...] = (Format("tq2_0", "tq2_0", 35, 256, 66, dequantize_tq2_0),)
