@@ -7,8 +7,8 @@ devices a host runs it on and whatever else the selection holds. The hash is SHA
 ``hash()``, which changes with every process.
 
 Each shard's results header records which shard it is, how many tests of the selection it holds, and
-a fingerprint of the whole selection, so ``conform report`` can tell which shards of one selection are
-missing (``results/shards.py``).
+a fingerprint of the whole selection, so that shards of one selection can be told apart from another's
+(``conform report`` does not yet name the shards missing from a merge).
 """
 
 from __future__ import annotations
