@@ -185,7 +185,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--hypothesis-db", "keep hypothesis' example database here (failures replay first next time)",
               metavar="DIR"),
     RunOption("--shard", "run only shard K of N of the selection (K from 1 to N): each test belongs to one shard by a "
-              "hash of its id without the device, the same every night; the results header records the shard", metavar="K/N", check=_check_shard),
+              "hash of its id without the device, the same every night; the results header records the shard",
+              metavar="K/N", check=_check_shard),
     RunOption("--from-model", "also draw op cases around each distinct node signature of a conform model run "
               "(its output folder, model.json or node-cases.txt): the signature first, then other data and "
               "neighbouring sizes (tests test_from_model[...])", metavar="RUN", type=os.path.abspath,
