@@ -48,7 +48,8 @@ def argmax_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne0 = draw(row_size())
     ne1 = draw(st.integers(1, max(1, min(32, MAX_ELEMENTS // ne0))))
     src = spec(sig.srcs[0], (ne0, ne1, 1, 1), draw(_layout(op)))
-    return long_row_branch(draw, finish(draw, OpCase(op, (src,), dst=sig.dst)))
+    # one signature only: a larger share keeps the 4,096-row regime in each 30-example draw
+    return long_row_branch(draw, finish(draw, OpCase(op, (src,), dst=sig.dst)), every=3)
 
 
 @st.composite
