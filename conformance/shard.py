@@ -8,7 +8,7 @@ devices a host runs it on and whatever else the selection holds. The hash is SHA
 
 Each shard's results header records which shard it is, how many tests of the selection it holds, and
 a fingerprint of the whole selection, so that shards of one selection can be told apart from another's
-(``conform report`` does not yet name the shards missing from a merge).
+(``conform report`` names the shards missing from a merge: ``results/shards.py``).
 """
 
 from __future__ import annotations

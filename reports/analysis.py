@@ -56,6 +56,7 @@ from reports.repro import header_inventory
 from reports.runstatus import RunStatus, run_status
 from results.load import FAILING_OUTCOMES, ResultsFile, as_float, load_artefact
 from results.outcome import Outcome
+from results.shards import missing_shard_reasons
 from results.view import CaseView
 
 
@@ -342,10 +343,11 @@ class ReportData:
     total_cases: int
     listed_without_cases: list[str] = field(default_factory=list)  # header devices no record names
     input_warnings: list[str] = field(default_factory=list)  # inputs dropped as duplicates
+    missing_shards: list[str] = field(default_factory=list)  # one line per sharded selection lacking a shard
 
     @property
     def is_partial(self) -> bool:
-        return any(run.results.is_partial for run in self.runs)
+        return bool(self.missing_shards) or any(run.results.is_partial for run in self.runs)
 
     @property
     def unexpected_failures(self) -> int:
@@ -638,6 +640,7 @@ def analyse(
         baseline=baseline,
         total_cases=total,
         listed_without_cases=_listed_without_cases(files, columns),
+        missing_shards=missing_shard_reasons(files),
     )
 
 

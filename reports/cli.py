@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 
+from reports.analysis import ReportData
 from reports.csv_export import write_support_csv
 from reports.html import build_report
 from reports.model_html import is_model_input, load_model_results
@@ -52,6 +53,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warn_about_inputs(data: ReportData) -> None:
+    """One stderr line per input problem: duplicates, missing shards, partial or failed runs, memory growth."""
+    for warning in data.input_warnings:
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
+    for gap in data.missing_shards:
+        print(f"{PROG}: warning: partial merge: {gap}", file=sys.stderr)
+    for run in data.runs:
+        for reason in run.results.partial_reasons():
+            print(f"{PROG}: warning: {run.path}: partial run: {reason}", file=sys.stderr)
+        for problem in [*run.status.problems(), *run.status.memory_warnings]:
+            print(f"{PROG}: warning: {run.path}: {problem}", file=sys.stderr)
+
+
 def report_main(argv: list[str] | None = None) -> int:
     """Run ``conform report``; ``argv`` is what follows ``report`` (default: ``sys.argv[1:]``)."""
     args = _parser().parse_args(argv)
@@ -68,13 +82,7 @@ def report_main(argv: list[str] | None = None) -> int:
         data = build_report(results, args.output, model_paths=models, baseline_paths=args.baseline,
                             expectations_path=args.expectations, max_examples_per_cluster=args.max_failures,
                             other_outputs=[args.csv] if args.csv else [])
-        for warning in data.input_warnings:
-            print(f"{PROG}: warning: {warning}", file=sys.stderr)
-        for run in data.runs:
-            for reason in run.results.partial_reasons():
-                print(f"{PROG}: warning: {run.path}: partial run: {reason}", file=sys.stderr)
-            for problem in [*run.status.problems(), *run.status.memory_warnings]:
-                print(f"{PROG}: warning: {run.path}: {problem}", file=sys.stderr)
+        _warn_about_inputs(data)
         csv_rows = write_support_csv(data.files, args.csv) if args.csv else None
     except ReportInputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
