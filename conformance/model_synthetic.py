@@ -1,8 +1,9 @@
 """Tiny synthetic models for ``conform model --arch``: seeded random weights written to a GGUF with gguf-py.
 
 Two layers, a 128-token vocabulary and no tokenizer (``tokenizer.ggml.model = no_vocab``: libllama then
-takes token ids as they are). Matrices are stored as F16, Q4_0 or Q8_0 (``weights``); norms and the
-token embedding stay F32. Sizes are multiples of 32 so every matrix row is whole Q4_0/Q8_0 blocks.
+takes token ids as they are). Matrices are stored in one type or in a mix as llama-quantize makes it
+(``weights``: F16, the 32- and 256-element block formats, ``q4_k_m`` ...); norms and the token embedding
+stay F32. Sizes are multiples of 32 (of 256 where a type has super-blocks) so every row is whole blocks.
 Weights are scaled by 1/sqrt(fan-in) so activations stay O(1) through both layers.
 """
 
@@ -14,7 +15,22 @@ from pathlib import Path
 
 import numpy as np
 
-WEIGHT_TYPES = ("f16", "q4_0", "q8_0")
+# one type for every matrix
+SINGLE_TYPES = ("f16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "tq2_0")
+# the mixes users download, as llama-quantize's rules give them for a two-layer model (every layer is one
+# of the first or last eighth, so attn_v and ffn_down take the larger type throughout): (default type,
+# {tensor stem or "output": type}); "mxfp4" is gpt-oss's: experts MXFP4, the rest Q8_0
+MIXES: dict[str, tuple[str, dict[str, str]]] = {
+    "q4_k_m": ("q4_k", {"attn_v": "q6_k", "ffn_down": "q6_k", "ffn_down_exps": "q6_k", "output": "q6_k"}),
+    "q5_k_m": ("q5_k", {"attn_v": "q6_k", "ffn_down": "q6_k", "ffn_down_exps": "q6_k", "output": "q6_k"}),
+    "q3_k_m": ("q3_k", {"attn_v": "q5_k", "ffn_down": "q5_k", "ffn_down_exps": "q5_k", "attn_output": "q4_k",
+                        "output": "q6_k"}),
+    "q2_k": ("q2_k", {"attn_v": "q3_k", "ffn_down": "q3_k", "ffn_down_exps": "q3_k", "output": "q6_k"}),
+    "mxfp4": ("q8_0", {"ffn_gate_exps": "mxfp4", "ffn_up_exps": "mxfp4", "ffn_down_exps": "mxfp4"}),
+}
+WEIGHT_TYPES = SINGLE_TYPES + tuple(m for m in MIXES if m not in SINGLE_TYPES)
+# where a row is not whole 256-blocks llama-quantize falls back to a 32-block type
+_FALLBACK = {"q2_k": "iq4_nl", "q3_k": "iq4_nl", "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,21 @@ class TinyShape:
 
 
 TINY = TinyShape()
+TINY_K = TinyShape(n_embd=256, n_ff=256)  # rows of whole 256-element super-blocks for the K and ternary types
+
+
+def tensor_type(weights: str, stem: str) -> str:
+    """The type a matrix ``stem`` (``attn_v``, ``output``...) is stored in under ``weights``."""
+    default, overrides = MIXES.get(weights, (weights, {}))
+    return overrides.get(stem, default)
+
+
+def shape_for(weights: str) -> TinyShape:
+    from golden import dtypes
+
+    default, overrides = MIXES.get(weights, (weights, {}))
+    types = {default, *overrides.values()} - {"f16"}
+    return TINY_K if any(dtypes.block_size(t) == 256 for t in types) else TINY
 
 
 def _arch_tensors(arch: str, s: TinyShape) -> dict[str, tuple[int, ...]]:
@@ -94,16 +125,39 @@ def _metadata(arch: str, s: TinyShape, add: Callable[[str, object], None]) -> No
 
 
 def write_tiny_model(path: str | Path, arch: str, weights: str = "q8_0", seed: int = 0,
-                     shape: TinyShape = TINY) -> Path:
-    """Write a synthetic ``arch`` model to ``path``; returns the path. KeyError for an unknown arch."""
-    import gguf
+                     shape: TinyShape | None = None) -> Path:
+    """Write a synthetic ``arch`` model to ``path``; returns the path. KeyError for an unknown arch.
 
+    Matrices are quantized by ggml's own reference quantizer (``ggml_quantize_chunk``, the one that
+    writes model files) through ctypes: the test data is ggml's, the judgement never uses ggml. That
+    runs in a child interpreter: the wheel's ggml loaded here would sit beside the ggml a later
+    ``--ggml-lib`` loads in this process, and two ggml registries in one process abort."""
     if arch not in ARCHITECTURES:
         raise KeyError(f"unknown architecture {arch!r} (synthetic models: {', '.join(ARCHITECTURES)})")
     if weights not in WEIGHT_TYPES:
         raise KeyError(f"unknown weight type {weights!r} (one of {', '.join(WEIGHT_TYPES)})")
-    qtype = {"f16": gguf.GGMLQuantizationType.F16, "q4_0": gguf.GGMLQuantizationType.Q4_0,
-             "q8_0": gguf.GGMLQuantizationType.Q8_0}[weights]
+    import json
+    import os
+    import subprocess
+    import sys
+
+    shape = shape or shape_for(weights)
+    request = json.dumps({"path": str(path), "arch": arch, "weights": weights, "seed": seed,
+                          "shape": shape.__dict__})
+    env = {k: v for k, v in os.environ.items() if k != "GGML_LIB_DIR"}  # the wheel's quantizer: any release's
+    proc = subprocess.run([sys.executable, "-m", "conformance.model_synthetic", request], capture_output=True,
+                          text=True, env=env, timeout=600)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"writing the synthetic {arch} {weights} model failed: {tail}")
+    return Path(path)
+
+
+def _write_tiny_model(path: str | Path, arch: str, weights: str, seed: int, shape: TinyShape) -> Path:
+    import gguf
+
+    from device.ggml.quant import ggml_quantize
+    from golden import dtypes
     rng = np.random.default_rng(seed)
     path = Path(path)
     file_arch = GGUF_ARCH.get(arch, arch)
@@ -126,12 +180,18 @@ def write_tiny_model(path: str | Path, arch: str, weights: str = "q8_0", seed: i
             writer.add_tensor(name, (base + 0.1 * rng.standard_normal(np_shape)).astype(np.float32))
             return
         data = (rng.standard_normal(np_shape) / np.sqrt(np_shape[-1])).astype(np.float32)
+        stem = name.removesuffix(".weight").split(".")[-1]
+        qtype = tensor_type(weights, stem)
+        if qtype != "f16" and np_shape[-1] % dtypes.block_size(qtype):
+            qtype = _FALLBACK[qtype]
         if name == "token_embd.weight" or name.endswith("ffn_gate_inp.weight"):
             writer.add_tensor(name, data)  # F32: looked up by rows / the router stays exact
-        elif qtype == gguf.GGMLQuantizationType.F16:
+        elif qtype == "f16":
             writer.add_tensor(name, data.astype(np.float16))
         else:
-            writer.add_tensor(name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
+            row_bytes = dtypes.row_size(qtype, np_shape[-1])
+            raw = ggml_quantize(data.reshape(-1, np_shape[-1]), qtype).reshape(*np_shape[:-1], row_bytes)
+            writer.add_tensor(name, raw, raw_dtype=gguf.GGMLQuantizationType(dtypes.GGML_TYPE_ID[qtype]))
 
     tensor("token_embd.weight", (shape.n_vocab, shape.n_embd))
     for layer in range(shape.n_layer):
@@ -146,3 +206,12 @@ def write_tiny_model(path: str | Path, arch: str, weights: str = "q8_0", seed: i
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+if __name__ == "__main__":  # the child write_tiny_model runs: one JSON request on the command line
+    import json
+    import sys
+
+    _request = json.loads(sys.argv[1])
+    _write_tiny_model(_request["path"], _request["arch"], _request["weights"], _request["seed"],
+                      TinyShape(**_request["shape"]))

@@ -142,9 +142,9 @@ def golden_inputs(case: OpCase, inputs: list[np.ndarray]) -> list[np.ndarray]:
     out = []
     for spec, x in zip(case.inputs, inputs, strict=True):
         if dtypes.is_quantized(spec.dtype):
-            from golden import quant
+            from golden import formats
 
-            x = quant.dequantize(np.asarray(x, np.uint8).ravel(), spec.dtype, spec.nelements).reshape(spec.np_shape)
+            x = formats.dequantize(np.asarray(x, np.uint8).ravel(), spec.dtype, spec.nelements).reshape(spec.np_shape)
         out.append(np.asarray(x) if spec.dtype in dtypes.INDEX_TYPES else np.asarray(x, dtype=np.float64))
     return out
 

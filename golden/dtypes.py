@@ -38,11 +38,28 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
     DType("i64", 27, 8, 1, "int", np.dtype("<i8")),
     DType("q4_0", 2, 2 + 16, 32, "quant", None),  # f16 scale + 32 4-bit quants
     DType("q8_0", 8, 2 + 32, 32, "quant", None),  # f16 scale + 32 int8 quants
+    # the other block formats golden/formats/ reads (layouts there; checked against it by the tests)
+    DType("q4_1", 3, 20, 32, "quant", None),
+    DType("q5_0", 6, 22, 32, "quant", None),
+    DType("q5_1", 7, 24, 32, "quant", None),
+    DType("q8_1", 9, 36, 32, "quant", None),
+    DType("q2_k", 10, 84, 256, "quant", None),
+    DType("q3_k", 11, 110, 256, "quant", None),
+    DType("q4_k", 12, 144, 256, "quant", None),
+    DType("q5_k", 13, 176, 256, "quant", None),
+    DType("q6_k", 14, 210, 256, "quant", None),
+    DType("q8_k", 15, 292, 256, "quant", None),
+    DType("iq4_nl", 20, 18, 32, "quant", None),
+    DType("tq2_0", 35, 66, 256, "quant", None),
+    DType("mxfp4", 39, 17, 32, "quant", None),
 )}
 
 ALL_TYPES: tuple[str, ...] = tuple(DTYPES)
 FLOAT_TYPES: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d.kind == "float")
 QUANT_TYPES: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d.kind == "quant")
+# the quantized types the op tier draws (its quantized signatures) and the CANN weight transforms know;
+# every other quant type is read where a model or a test file holds it
+DRAWN_QUANT_TYPES: tuple[str, ...] = ("q4_0", "q8_0")
 INDEX_TYPES: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d.kind == "int")  # stay integers end to end
 GGML_TYPE_ID: dict[str, int] = {n: d.ggml_type for n, d in DTYPES.items()}
 STORAGE_DTYPE: dict[str, np.dtype[Any]] = {n: d.storage for n, d in DTYPES.items() if d.storage is not None}

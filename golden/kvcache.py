@@ -101,7 +101,7 @@ SPECS.add(OpSpec(
            for t in _ROW_TYPES},
         **{t: Tolerance("written rows within one quant step of the exact source (the block's amax/127 for Q8_0, "
                         "|max|/8 for Q4_0, + the F16 scale); other rows byte-exact")
-           for t in dtypes.QUANT_TYPES},
+           for t in dtypes.DRAWN_QUANT_TYPES},
     },
     validate=check_set_rows, input_layouts=InputLayouts.ROWS, inplace_inputs=(0,), structured_inputs=True,
     own_verdict=True,

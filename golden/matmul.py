@@ -155,6 +155,87 @@ _QUANT_MATMUL = Tolerance(
     "(≤ ½ step + F16 scale rounding per block), CANN casts it to F16 — then accumulates in f32 "
     "(K·2^-24·Σ|a||b|); ggml CPU ci: ≤ 0.26 of the allowance", ulp=0.5, model=quant_matmul_model(),
     model_name="quant_matmul", typical=quant_matmul_typical, typical_name="√K·u·Σ|a||b| + √Σ(|a|·e_src1)²")
+def _activation_error(abs_b: np.ndarray, block: int, scale_eps: float) -> np.ndarray:
+    """Per element of src1, the larger of its rounding into ``block``-element int8 blocks (½·amax/127, plus
+    the scale's own rounding amax·scale_eps) and into F16 (2^-11·|b|, or half an F16 subnormal step)."""
+    k = abs_b.shape[-1]
+    blocks = abs_b.reshape(abs_b.shape[:-1] + (k // block, block))
+    amax = np.repeat(blocks.max(axis=-1), block, axis=-1)
+    return np.maximum(amax * (0.5 / 127 + scale_eps), F16_EPS * abs_b + 2.0**-25)
+
+
+def _min_sum_error(abs_a: np.ndarray, abs_b: np.ndarray) -> np.ndarray:
+    """Q8_1 keeps each 32-block's sum d·Σq as F16, and a weight format with a per-block minimum m adds
+    m·s to the dot product: |m| ≤ the block's max|a| (m is the block's smallest value, the quants are
+    non-negative), |Δs| ≤ 2^-11·Σ_block|b| (+ the quantization, counted in _activation_error)."""
+    k = abs_a.shape[-1]
+    a_max = abs_a.reshape(abs_a.shape[:-1] + (k // 32, 32)).max(axis=-1)
+    b_sum = abs_b.reshape(abs_b.shape[:-1] + (k // 32, 32)).sum(axis=-1)
+    return F16_EPS * mul_mat(a_max, b_sum)
+
+
+def block_quant_matmul_model(block: int, scale_eps: float, min_sum: bool, rss: bool = False) -> ErrorModel:
+    """MUL_MAT with quantized weights of any format, against the exact product of the dequantized weights
+    and src1. The one freedom: the device may round src1 first, into the weights' activation format
+    (``block``-element int8 blocks with a scale rounded by ``scale_eps``) or into F16; ``min_sum`` adds
+    the F16 block sum of Q8_1 for formats with a minimum. Then f32 accumulation (K·2^-24·Σ|a||b|).
+    ``rss``: the typical (root-sum-square) form of the same terms, for the aggregate criterion."""
+
+    def model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np.ndarray:
+        a, b = (np.asarray(v, np.float64) for v in inputs[:2])
+        k = a.shape[-1]
+        abs_a, abs_b = finite_abs(a), finite_abs(b)
+        error = _activation_error(abs_b, block, scale_eps)
+        with np.errstate(invalid="ignore", over="ignore"):
+            if rss:
+                allowed = (np.sqrt(mul_mat(abs_a * abs_a, error * error))
+                           + np.sqrt(k) * F32_EPS * abs_dot(abs_a, abs_b) + np.sqrt(k + 1) * 2.0**-150)
+            else:
+                allowed = abs_dot(abs_a, error) + k * F32_EPS * abs_dot(abs_a, abs_b) + (k + 1) * 2.0**-150
+            if min_sum:
+                allowed = allowed + _min_sum_error(abs_a, abs_b)
+        return allowed
+
+    sums = " + Q8_1's F16 block sums" if min_sum else ""
+    model.__name__ = f"quant_matmul(max({block}-block int8, F16) rounding of src1{sums} + K·2^-24)·Σ|a||b|"
+    return model
+
+
+# weight format -> (its activation format on ggml's CPU (type_traits_cpu vec_dot_type), elements per
+# activation block, that block scale's unit roundoff, whether the format has a per-block minimum that a
+# Q8_1 activation block's F16 sum multiplies: ggml-vulkan's integer-dot path converts src1 to Q8_1)
+WEIGHT_ACTIVATIONS: dict[str, tuple[str, int, float, bool]] = {
+    "q4_1": ("q8_1", 32, F16_EPS, True), "q5_0": ("q8_0", 32, F16_EPS, False),
+    "q5_1": ("q8_1", 32, F16_EPS, True), "iq4_nl": ("q8_0", 32, F16_EPS, False),
+    "mxfp4": ("q8_0", 32, F16_EPS, False),
+    # Q8_K: 256-element blocks with an f32 scale; its amax over 256 covers a backend's Q8_1 over 32
+    "q2_k": ("q8_k", 256, F32_EPS, True), "q3_k": ("q8_k", 256, F32_EPS, False),
+    "q4_k": ("q8_k", 256, F32_EPS, True), "q5_k": ("q8_k", 256, F32_EPS, True),
+    "q6_k": ("q8_k", 256, F32_EPS, False), "tq2_0": ("q8_k", 256, F32_EPS, False),
+}
+
+
+def _format_row(weights: str, routed_pairs: bool = False) -> Tolerance:
+    act, block, scale_eps, min_sum = WEIGHT_ACTIVATIONS[weights]
+    model = block_quant_matmul_model(block, scale_eps, min_sum)
+    typical = block_quant_matmul_model(block, scale_eps, min_sum, rss=True)
+    if routed_pairs:
+        model, typical = routed(model), routed(typical)
+    scale = "F16" if scale_eps == F16_EPS else "f32"
+    sums = ("; its minimum times Q8_1's F16 block sum adds 2^-11·max_block|a|·Σ_block|b| (ggml-vulkan's integer "
+            "dot converts src1 to Q8_1)") if min_sum else ""
+    return Tolerance(
+        f"exact on the dequantized {weights.upper()} weights; the device may round src1 first — ggml's CPU into "
+        f"{act.upper()} ({block}-element int8 blocks: ≤ ½·amax/127 + amax·{'2^-11' if scale == 'F16' else '2^-24'} "
+        f"from the {scale} scale), CANN into F16{sums} — then accumulates in f32 (K·2^-24·Σ|a||b|)",
+        ulp=0.5, model=model, model_name=f"quant_matmul[{act}]", typical=typical,
+        typical_name="√K·u·Σ|a||b| + √Σ(|a|·e_src1)²")
+
+
+FORMAT_MATMUL_ROWS: dict[str, Tolerance] = {
+    f"{w}_{src1}_to_f32": _format_row(w) for w in WEIGHT_ACTIVATIONS for src1 in ("f32", "f16")}
+
+
 _DOT_TYPICAL: dict[str, Any] = {"typical": dot_product_typical, "typical_name": "√K·u·Σ|a||b| + (u+e)·√Σ(ab)²"}
 _GAMMA_K = "γ_K dot-product bound: K products and sums in f32 in any order, FMA or not (K·2^-24·Σ|a||b|)"
 SPECS.add(OpSpec(
@@ -188,7 +269,8 @@ SPECS.add(OpSpec(
                    "nightly",
                    ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL),
                "q4_0_f32_to_f32": _QUANT_MATMUL, "q8_0_f32_to_f32": _QUANT_MATMUL,
-               "q4_0_f16_to_f32": _QUANT_MATMUL, "q8_0_f16_to_f32": _QUANT_MATMUL},
+               "q4_0_f16_to_f32": _QUANT_MATMUL, "q8_0_f16_to_f32": _QUANT_MATMUL,
+               **FORMAT_MATMUL_ROWS},
     input_layouts=InputLayouts.ROWS, specials=(0.0, -0.0),
     notes="dst ne [a.ne1, b.ne1, b.ne2, b.ne3]; dims 2/3 of a broadcast blockwise (GQA). Rows of both "
           "srcs must be contiguous (nb0 = element size; a transposed operand is rejected by ggml), so "
@@ -286,7 +368,8 @@ SPECS.add(OpSpec(
                                 "of the allowance", ulp=0.5,
                                 model=routed(dot_product_model(1.0)), model_name="routed dot_product",
                                 typical=routed(dot_product_typical), typical_name="routed √K·u·Σ|a||b|"),
-               "q4_0_f32_i32_to_f32": _ROUTED_QUANT, "q8_0_f32_i32_to_f32": _ROUTED_QUANT},
+               "q4_0_f32_i32_to_f32": _ROUTED_QUANT, "q8_0_f32_i32_to_f32": _ROUTED_QUANT,
+               **{f"{w}_f32_i32_to_f32": _format_row(w, routed_pairs=True) for w in WEIGHT_ACTIVATIONS}},
     validate=check_mul_mat_id, input_layouts=InputLayouts.ROWS, specials=(0.0, -0.0), structured_inputs=True,
     notes="dst ne [N, n_expert_used, n_tokens, 1]. ids are drawn with repeats within a token, unused experts, "
           "n_expert_used 1..8 and n_tokens 1..8 and 33..64 (kernels switch on both). Expert rows must be "

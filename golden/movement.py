@@ -220,7 +220,9 @@ SPECS.add(OpSpec(
     signatures=(sig("f32", "i32"), sig("f16", "i32", dst="f32"), sig("bf16", "i32", dst="f32")),
     quantized_signatures=(sig("q4_0", "i32", dst="f32"), sig("q8_0", "i32", dst="f32")),
     tolerance={"*": Tolerance("bit-exact: rows are copied, and F16/BF16 widen to F32 exactly (Q4_0/Q8_0 "
-                              "dequantize exactly: (q−8)·d or q·d with the F16 scale widened)")},
+                              "dequantize exactly: (q−8)·d or q·d with the F16 scale widened; every other block "
+                              "format's scale·quant products are exact in f32 and at most one rounding follows, "
+                              "so FMA or not gives ggml's to_float bytes)")},
     validate=checks.rows_in_range, structured_inputs=True,
     notes="indices I32 [n_rows, ne2, ne3, 1] with duplicates, batched over dims 2 and 3; out-of-range "
           "indices are rejected before the device (ggml asserts)"))

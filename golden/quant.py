@@ -59,7 +59,7 @@ import numpy as np
 
 from golden import dtypes
 
-QTYPES: tuple[str, ...] = dtypes.QUANT_TYPES
+QTYPES: tuple[str, ...] = dtypes.DRAWN_QUANT_TYPES
 BLOCK_BYTES: dict[str, int] = {q: dtypes.type_size(q) for q in QTYPES}
 QK = dtypes.block_size("q4_0")  # elements per block, QK4_0 == QK8_0
 MATRIX_ROW_PADDING = 512  # ggml-cann/common.h
@@ -70,7 +70,7 @@ _HOST_RECORD = {
 }
 
 # Bytes per element of the plain types, for cann_alloc_size on non-quantized tensors.
-_PLAIN_TYPE_BYTES: dict[str, int] = {n: dtypes.type_size(n) for n in dtypes.ALL_TYPES if n not in QTYPES}
+_PLAIN_TYPE_BYTES: dict[str, int] = {n: dtypes.type_size(n) for n in dtypes.ALL_TYPES if not dtypes.is_quantized(n)}
 
 Rounding = Literal["reference", "x86"]
 
@@ -86,6 +86,8 @@ def row_size(qtype: str, ne0: int) -> int:
     """``ggml_row_size``: bytes of ``ne0`` elements (ne0 a multiple of 32 for quantized types)."""
     if qtype in _PLAIN_TYPE_BYTES:
         return _PLAIN_TYPE_BYTES[qtype] * ne0
+    if dtypes.is_quantized(qtype) and qtype not in BLOCK_BYTES:
+        return dtypes.row_size(qtype, ne0)  # a block format golden/formats/ reads
     block_bytes = _check_qtype(qtype)
     if ne0 % QK:
         raise ValueError(f"{qtype} rows need ne0 % {QK} == 0, got {ne0}")

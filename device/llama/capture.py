@@ -25,12 +25,14 @@ import numpy as np
 from device.base import DeviceError
 from device.ggml import lib as ggml_lib
 from device.llama import lib as llama_lib
+from golden import dtypes
 
-# ggml type ids of the types the golden reads (stable across releases)
-GGML_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0", 24: "i8", 25: "i16", 26: "i32", 27: "i64", 30: "bf16"}
+# ggml type ids of the types the golden reads (stable across releases), from the one dtype table
+GGML_TYPES = {d.ggml_type: name for name, d in dtypes.DTYPES.items()}
 NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "i8": np.int8,
                 "i16": np.int16}
-BLOCK = {"q4_0": (32, 18), "q8_0": (32, 34)}  # elements and bytes per block
+# elements and bytes per block of each block format
+BLOCK = {name: (d.block_size, d.type_size) for name, d in dtypes.DTYPES.items() if d.kind == "quant"}
 
 
 class ModelLoadError(DeviceError):

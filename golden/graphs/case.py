@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from golden import catalogue, dtypes, quant
+from golden import catalogue, dtypes, formats
 from golden.case import OpCase, _fmt, _split_top, parse_value
 from golden.graphs.graph import Graph, GraphInput, GraphNode, Pattern
 from golden.graphs.registry import get_pattern
@@ -121,7 +121,7 @@ def exact_graph_inputs(case: GraphCase, inputs: list[np.ndarray]) -> list[np.nda
     out = []
     for i, x in zip(case.graph.inputs, inputs, strict=True):
         if dtypes.is_quantized(i.spec.dtype):
-            x = quant.dequantize(np.asarray(x, np.uint8).ravel(), i.spec.dtype, i.spec.nelements)
+            x = formats.dequantize(np.asarray(x, np.uint8).ravel(), i.spec.dtype, i.spec.nelements)
             out.append(np.asarray(x, np.float64).reshape(i.spec.np_shape))
         else:
             out.append(np.asarray(x) if i.spec.dtype in dtypes.INDEX_TYPES else np.asarray(x, np.float64))

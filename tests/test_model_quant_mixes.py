@@ -1,0 +1,117 @@
+"""Models stored in the formats users download: every node of a synthetic model in a llama-quantize mix
+(Q4_K_M, Q2_K, gpt-oss's MXFP4 experts) or a single block format is judged by the golden, and a fault in
+one quantized product is named at its node.
+
+Runs ggml 0.25.1's libllama from ``.backends/ggml-0.25.1-vulkan`` (``scripts/setup-vulkan.sh``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from golden import dtypes, formats
+from golden.catalogue import get
+
+ROOT = Path(__file__).parent.parent
+LIB = ROOT / ".backends" / "ggml-0.25.1-vulkan"
+needs_libllama = pytest.mark.skipif(
+    not any(LIB.glob("libllama*.so")),
+    reason="no libllama in .backends/ggml-0.25.1-vulkan (scripts/setup-vulkan.sh puts it there)")
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+
+
+def test_the_dtype_table_holds_every_format_the_golden_reads() -> None:
+    for name, fmt in formats.FORMATS.items():
+        d = dtypes.DTYPES[name]
+        assert (d.ggml_type, d.block_size, d.type_size, d.kind) == (fmt.ggml_type, fmt.block_size, fmt.type_size,
+                                                                     "quant"), name
+    assert set(dtypes.QUANT_TYPES) == set(formats.FORMATS)
+
+
+def test_every_weight_format_has_its_own_product_row() -> None:
+    """A quantized product never falls back to the float γ_K row, which has no room for the activations'
+    conversion to the weights' vec_dot_type (Q8_1, Q8_K...)."""
+    from golden.matmul import WEIGHT_ACTIVATIONS
+
+    weights = [name for name, fmt in formats.FORMATS.items() if fmt.has_to_float]
+    assert set(weights) == set(WEIGHT_ACTIVATIONS) | {"q4_0", "q8_0"}
+    mul_mat, mul_mat_id = get("MUL_MAT"), get("MUL_MAT_ID")
+    for w in weights:
+        for src1 in ("f32", "f16"):
+            assert mul_mat.tolerance_key("f32", f"{w}_{src1}_to_f32") == f"{w}_{src1}_to_f32"
+        assert mul_mat_id.tolerance_key("f32", f"{w}_f32_i32_to_f32") == f"{w}_f32_i32_to_f32"
+
+
+def _conform_model(tmp_path: Path, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "model", *args, "--no-cpu", "--out",
+                           str(tmp_path), "--ggml-lib", str(LIB)], capture_output=True, text=True, cwd=ROOT,
+                          env=_env(), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads((tmp_path / "model.json").read_text())
+
+
+def _weight_types(path: Path) -> set[str]:
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    return {gguf.GGMLQuantizationType(t.tensor_type).name.lower() for t in reader.tensors}
+
+
+@needs_libllama
+@pytest.mark.slow
+@pytest.mark.parametrize(("arch", "weights", "holds"), [
+    ("llama", "q4_k_m", {"q4_k", "q6_k"}),
+    ("llama", "q2_k", {"q2_k", "q3_k", "q6_k"}),
+    ("llama", "q4_1", {"q4_1"}),
+    ("mixtral", "mxfp4", {"mxfp4", "q8_0"}),
+])
+def test_every_node_of_a_quantized_mix_is_judged(tmp_path: Path, arch: str, weights: str, holds: set[str]) -> None:
+    result = _conform_model(tmp_path, "--arch", arch, "--weights", weights, "--seed", "4")
+    (model,) = tmp_path.glob("tiny-*.gguf")
+    assert holds <= _weight_types(model)
+    assert result["verdict"] == "pass" and set(result["counts"]) == {"pass"}, result["counts"]
+    products = {n["op"] for n in result["nodes"]}
+    assert ("MUL_MAT_ID" if arch == "mixtral" else "MUL_MAT") in products
+
+
+@needs_libllama
+@pytest.mark.slow
+def test_a_fault_in_one_quantized_product_is_named_at_its_node(tmp_path: Path) -> None:
+    """One element of each Q6_K product (attn_v, ffn_down of Q4_K_M) is off by half the output's largest value;
+    the first such node is the first failure, and only those nodes fail."""
+    code = textwrap.dedent(f"""
+        import json
+        from pathlib import Path
+        from conformance.model import check_model
+        from conformance.model_synthetic import write_tiny_model
+
+        path = write_tiny_model(Path({str(tmp_path)!r}) / "m.gguf", "llama", "q4_k_m", seed=2)
+        tampered = []
+        def tamper(node, write):
+            if node.op == "MUL_MAT" and node.srcs[0] is not None and node.srcs[0].dtype == "q6_k":
+                values = node.out.values().copy()
+                values.flat[3] += 0.5 * float(abs(values).max())
+                write(values)
+                tampered.append(node.index)
+        verdict = check_model(path, "CPU", {str(LIB)!r}, [[1, 5, 9, 17], [7]], Path({str(tmp_path / "out")!r}),
+                              with_cpu=False, tamper=tamper)
+        print(json.dumps({{"tampered": tampered, "verdict": verdict.as_dict()}}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=_env(),
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    tampered, verdict = result["tampered"], result["verdict"]
+    assert tampered, "no Q6_K product was computed"
+    assert verdict["first_failure"]["index"] == tampered[0]
+    failing = sorted(n["index"] for n in verdict["nodes"] if n["status"] == "FAIL")
+    assert failing == sorted(tampered)
