@@ -19,9 +19,12 @@ if TYPE_CHECKING:
     from results.record import CaseRecord
 
 from conformance.cli.common import (
+    OUTPUT_RULE,
+    Output,
     UsageError,
     add_parser,
     check_numbers,
+    check_outputs,
     common,
     declare,
     device_options,
@@ -56,6 +59,9 @@ def check_case(case_id: str) -> OpCase | SetGetCase | GraphCase:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
+    sequence_files = [item for item in args.sequence or [] if "(" not in item]
+    check_outputs([Output("--out", args.out, folder=True), Output("--emit-c", args.emit_c, folder=True)],
+                  [args.history, *sequence_files, *(args.expectations or [])])
     if args.emit_c is None:
         return _repro(args)
     if args.shrink:
@@ -418,7 +424,7 @@ def declare_parser(sub: Any) -> None:
                           "optionally shrinking it to the shortest sequence that still crashes (--shrink). "
                           "A failure a listed known bug gives (the entry lists that outcome) prints KNOWN with "
                           "the entry, as the suite counts it. Exit status: 0 pass or known, 1 a failure no entry "
-                          "explains (or, with --strict, any failure), 2 bad input.")
+                          "explains (or, with --strict, any failure), 2 bad input. Outputs: " + OUTPUT_RULE + ".")
     common(rep)
     rep.add_argument("case_id", nargs="?", default=None,
                      help="the case id a failure printed (with --history: which crash record to replay)")
@@ -434,8 +440,8 @@ def declare_parser(sub: Any) -> None:
                      help="with --sequence or --history: reduce the sequence to the shortest one whose last "
                           "case still crashes or times out, and print it")
     rep.add_argument("--out", default=None, metavar="DIR",
-                     help="save a failing case's inputs, golden and device output as an .npz under DIR/artefacts/ "
-                          "(default: nothing is written)")
+                     help="save a failing case's inputs, golden and device output as an .npz under DIR/artefacts/, "
+                          "a folder new or existing (default: nothing is written)")
     rep.add_argument("--emit-c", default=None, metavar="DIR",
                      help="record every ggml call the device worker makes and write DIR/repro.c (a standalone C "
                           "program replaying them, inputs in DIR/blobs) and DIR/build.sh (ggml devices only)")
