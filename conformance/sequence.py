@@ -21,6 +21,7 @@ from device.spec import DeviceSpec
 from golden.case import OpCase
 from golden.graphs.case import GraphCase
 from results.outcome import Outcome
+from results.record import CaseRecord, ExpectedFailure
 
 SequenceCase = OpCase | SetGetCase | GraphCase
 
@@ -30,6 +31,13 @@ class Step:
     case_id: str
     outcome: Outcome
     message: str
+    # the listed entry that gives this outcome for this case (as the suite counts it), or None
+    expected: ExpectedFailure | None = None
+
+    @property
+    def unexpected(self) -> bool:
+        """A failure no listed entry explains."""
+        return self.outcome.failing and self.expected is None
 
 
 @dataclass(frozen=True)
@@ -53,8 +61,9 @@ class SequenceRunner:
     """Replays sequences of cases on ``spec``, each on a fresh device process."""
 
     def __init__(self, spec: DeviceSpec, options: dict[str, Any], timeout: float,
-                 on_step: Callable[[int, int, Step], None] | None = None) -> None:
+                 on_step: Callable[[int, int, Step], None] | None = None, expectations: Sequence[str] = ()) -> None:
         self.spec = spec
+        self.expectations = tuple(expectations)
         self.options = options
         self.timeout = timeout
         self.on_step = on_step
@@ -62,7 +71,8 @@ class SequenceRunner:
 
     def replay(self, cases: Sequence[SequenceCase]) -> Replay:
         self.replays += 1
-        harness = Harness(self.spec, self.options, timeout=self.timeout, keep_artefacts=False, crashes_alone=False)
+        harness = Harness(self.spec, self.options, timeout=self.timeout, keep_artefacts=False, crashes_alone=False,
+                          expectations=self.expectations)
         steps: list[Step] = []
         try:
             for case in cases:
@@ -72,7 +82,8 @@ class SequenceRunner:
                     record = harness.evaluate_set_get(case)
                 else:
                     record = harness.evaluate(case)
-                step = Step(record.case_id, record.outcome, record.message)
+                step = Step(record.case_id, record.outcome, record.message,
+                            _covering_entry(harness, case, record, after_others=bool(steps)))
                 steps.append(step)
                 if self.on_step is not None:
                     self.on_step(len(steps), len(cases), step)
@@ -81,6 +92,19 @@ class SequenceRunner:
         finally:
             harness.close()
         return Replay(tuple(steps), len(cases))
+
+
+def _covering_entry(harness: Harness, case: SequenceCase, record: CaseRecord,
+                    after_others: bool) -> ExpectedFailure | None:
+    """The entry that gives the record's outcome: the harness's own match (the suite's rule: the entry must
+    list this outcome), else, for a crash or timeout after other cases of the process, the device's
+    after-history entry (state earlier cases left) where it lists that outcome."""
+    if record.expected is not None or not (after_others and record.outcome.process_died):
+        return record.expected
+    if not isinstance(case, OpCase):
+        return None
+    bug = harness.after_history_bug_of(case)
+    return ExpectedFailure.of(bug) if bug is not None and record.outcome.value in bug.outcomes else None
 
 
 def shrink(runner: SequenceRunner, cases: Sequence[SequenceCase], target: Outcome) -> list[SequenceCase]:

@@ -869,7 +869,9 @@ def add_parser(sub: Any, formatter: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", default="conform-triage", metavar="DIR", help="folder for triage.md and the C programs")
     p.add_argument("--include", default=None, metavar="DIR",
                    help="ggml's include/ for the C programs' build line (default: the libggml-python wheel's)")
-    p.add_argument("--write", default=None, metavar="FILE", help="append the accepted entries to this TOML file")
+    p.add_argument("--write", default=None, metavar="FILE",
+                   help="append the accepted entries to this TOML file (new, or one that parses as TOML; never a "
+                        "results file it reads)")
     p.add_argument("--json", action="store_true", help="also write triage.json")
     return p
 
@@ -884,12 +886,6 @@ def cmd_triage(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         raise usage_error(str(exc)) from None
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise usage_error(f"--budget must be a number of seconds above 0 (got {args.budget:g})")
-    from results.load import ReportInputError, check_outputs_are_not_inputs
-
-    try:  # appending TOML to a results file would leave it unreadable
-        check_outputs_are_not_inputs([args.write], args.results)
-    except ReportInputError as exc:
-        raise usage_error(f"--write {exc}") from None
     records: list[dict[str, Any]] = []
     for path in args.results:
         try:

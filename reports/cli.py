@@ -29,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="Build a self-contained HTML report (support matrix, per-op error, failure clusters, "
@@ -39,7 +39,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="results files (.jsonl); several merge. A conform model result (its model.json or "
                         "output folder) adds the Models section")
     parser.add_argument("-o", "--output", required=True, metavar="HTML",
-                        help="the report file to write (never one of the inputs)")
+                        help="the report file to write: never one of the inputs, and an existing file only if it is a "
+                        "conform report")
     parser.add_argument("--baseline", action="append", metavar="OLD", default=None,
                         help="a results file of an earlier run to compare with (clusters, per-op pass rate and "
                         "error); repeat it for several")
@@ -68,7 +69,7 @@ def _warn_about_inputs(data: ReportData) -> None:
 
 def report_main(argv: list[str] | None = None) -> int:
     """Run ``conform report``; ``argv`` is what follows ``report`` (default: ``sys.argv[1:]``)."""
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.max_failures < 0:
         print(f"{PROG}: error: --max-failures must be 0 or more", file=sys.stderr)
         return EXIT_BAD_INPUT

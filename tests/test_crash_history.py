@@ -256,3 +256,22 @@ def test_a_sequence_replays_graph_cases_too() -> None:
     code, out = conform("repro", "--device", "ggml:CPU", "--sequence", graph_ids[0], IDS[0], graph_ids[1])
     assert code == 0 and "does not reproduce a crash" in out, out
     assert "3/3 PASS" in out and graph_ids[1] in out, out
+
+
+def test_a_known_crash_replayed_from_its_history_names_the_entry(crash_results: Path, tmp_path: Path) -> None:
+    """The suite counts this crash as known (an after-history entry lists it), and so does the replay:
+    the entry that covers the last outcome is named, exit 0; --strict makes it 1."""
+    entries = tmp_path / "history.toml"
+    entries.write_text(AFTER_HISTORY_ENTRY.format(repro=IDS[-1]))
+    code, out = conform("repro", IDS[-1], "--history", str(crash_results), "--shrink", "--expectations", str(entries))
+    assert code == 0, out
+    assert "shortest sequence that still ends in CRASH: 4 of 7 case(s)" in out
+    assert "KNOWN: known bug plugin-state-left-by-scale" in out and "gives CRASH here" in out
+    assert f"7/7 KNOWN       {IDS[-1]}  (known bug plugin-state-left-by-scale)" in out
+    code, out = conform("repro", "--history", str(crash_results), "--expectations", str(entries), "--strict")
+    assert code == 1 and "KNOWN: known bug plugin-state-left-by-scale" in out, out
+
+
+def test_an_unknown_crash_replay_says_no_entry_covers_it(crash_results: Path) -> None:
+    code, out = conform("repro", "--history", str(crash_results))
+    assert code == 1 and f"UNEXPECTED: no listed entry gives CRASH for {IDS[-1]}" in out, out

@@ -30,13 +30,14 @@ class ModelUsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from conformance.cli.common import DefaultsFormatter, OneLineParser
+    from conformance.cli.common import OUTPUT_RULE, DefaultsFormatter, OneLineParser
     from conformance.model_synthetic import ARCHITECTURES, WEIGHT_TYPES
 
     p = OneLineParser(prog="conform model", formatter_class=DefaultsFormatter,
                       description="Run a model through libllama on a device, judge every node it computes against "
                                   "the golden (first failing node with a conform repro line and an .npz), then "
-                                  "its logits end to end next to ggml:CPU. Exit status: 0 pass, 1 fail, 2 bad input.")
+                                  "its logits end to end next to ggml:CPU. Exit status: 0 pass, 1 fail, 2 bad input. "
+                                  "Outputs: " + OUTPUT_RULE + ".")
     p.add_argument("gguf", nargs="?", default=None, help="a GGUF model file (or use --arch for a synthetic one)")
     p.add_argument("--arch", default=None, choices=ARCHITECTURES,
                    help="a synthetic tiny model of this architecture (2 layers, 128-token vocabulary, seeded weights)")
@@ -222,6 +223,23 @@ def _crash_record(folder: Path, device_spec: str, model: Path, crash: Crash) -> 
     return record
 
 
+MODEL_OUTPUTS = ("model.json", "nodes.tsv", "node-cases.txt", "progress.log", "child-result.pickle")
+
+
+def _check_outputs(out: Path, gguf: str | None, device_specs: list[str]) -> None:
+    """The shared rule (conformance/cli/common.py): the output folder is a folder, and nothing written in it
+    (a folder per device where there are several) is the model read; one line, exit 2."""
+    from conformance.cli.common import Output, UsageError, check_outputs, is_conform_html
+
+    folders = [out] if len(device_specs) == 1 else [out, *(out / s.partition(":")[2] for s in device_specs)]
+    outputs = [Output("--out", folder, folder=True, contents=MODEL_OUTPUTS) for folder in folders]
+    outputs.append(Output("--out", out / "model.html", "a conform HTML report", is_conform_html))
+    try:
+        check_outputs(outputs, [gguf])
+    except UsageError as exc:
+        raise ModelUsageError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from conformance.model import ModelVerdict
     from conformance.model_synthetic import write_tiny_model
@@ -238,6 +256,7 @@ def run(args: argparse.Namespace) -> int:
         raise ModelUsageError(f"--threads {args.threads}: at least 1")
     steps = _tokens(args.tokens, args.decode)
     out = Path(args.out or f"conform-out/model-{time.strftime('%Y%m%d-%H%M%S')}")
+    _check_outputs(out, args.gguf, device_specs)
     out.mkdir(parents=True, exist_ok=True)
     if args.arch is not None:
         path = write_tiny_model(out / f"tiny-{args.arch}-{args.weights}-s{args.seed}.gguf", args.arch, args.weights,

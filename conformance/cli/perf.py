@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     pass
 
-from conformance.cli.common import UsageError, check_numbers, common, device_options
+from conformance.cli.common import (
+    OUTPUT_RULE,
+    Output,
+    UsageError,
+    check_numbers,
+    check_outputs,
+    common,
+    device_options,
+    is_conform_html,
+)
 from conformance.cli.report import write_report
 
 
@@ -52,13 +61,15 @@ def cmd_perf(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out or f"conform-out/perf-{stamp}")
+    results = out / "results.jsonl"
+    # perf results are never appended to, nor replaced; the report is replaced only where it is one
+    check_outputs([Output("--out", out, folder=True),
+                   Output("--out", results, "perf results are never appended to: give another --out"),
+                   Output("--out", out / "report.html", "a conform HTML report", is_conform_html)], args.baseline)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create the output folder {str(out)!r}: {exc.strerror or exc}") from None
-    results = out / "results.jsonl"
-    if results.exists():
-        raise UsageError(f"{results} exists: give another --out (perf results are never appended to)")
     settings = PerfSettings(warmup=args.warmup, min_repeats=min(5, args.repeats), max_repeats=args.repeats,
                             target_s=args.target)
     names = ", ".join(d.text for d in devices)
@@ -75,11 +86,14 @@ def cmd_perf(args: argparse.Namespace) -> int:
 
 def declare_parser(sub: Any) -> None:
     """This subcommand's arguments on ``conform``'s parser."""
-    perf = sub.add_parser("perf", help="judge and time model-shaped cases on device(s), next to ggml:CPU")
+    perf = sub.add_parser("perf", help="judge and time model-shaped cases on device(s), next to ggml:CPU",
+                          description="Judge and time model-shaped cases on device(s), next to ggml:CPU. Outputs: "
+                                      + OUTPUT_RULE + ".")
     common(perf)
     perf.add_argument("--device", action="append", default=[], metavar="SPEC",
                       help="device to time (repeatable; ggml:CPU, the reference, always runs)")
-    perf.add_argument("--out", default=None, help="output folder (default conform-out/perf-<time>)")
+    perf.add_argument("--out", default=None,
+                      help="output folder, without a results.jsonl (default conform-out/perf-<time>)")
     perf.add_argument("--shapes", default="llama-7b", help="shape set: llama-7b (default) or llama-tiny")
     perf.add_argument("--ops", default=None, metavar="OP,...", help="only these ops (e.g. MUL_MAT,SOFT_MAX)")
     perf.add_argument("--warmup", type=int, default=2, help="untimed runs before timing (default 2)")

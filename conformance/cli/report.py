@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     pass
 
-from conformance.cli.common import UsageError
+from conformance.cli.common import Output, UsageError, check_outputs, is_conform_html, is_support_csv
 
 
 def write_report(results: list[str], html: str, baseline: list[str] | None = None) -> int:
@@ -29,7 +29,11 @@ def write_report(results: list[str], html: str, baseline: list[str] | None = Non
 
 def cmd_report(argv: list[str]) -> int:
     try:
-        from reports.cli import report_main
+        from reports.cli import build_parser, report_main
     except ImportError:
         raise UsageError("the report builder is not installed in this checkout") from None
+    args = build_parser().parse_args(argv)  # a usage mistake: the report's own one line, exit 2
+    check_outputs([Output("-o", args.output, "a conform HTML report", is_conform_html),
+                   Output("--csv", args.csv, "a support CSV", is_support_csv)],
+                  [*args.results, *(args.baseline or []), args.expectations])
     return report_main(argv)

@@ -11,14 +11,25 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from conformance.harness import Harness
-    from conformance.sequence import SequenceCase
+    from conformance.sequence import SequenceCase, Step
     from conformance.set_get import SetGetCase
     from device.spec import DeviceSpec
     from golden.case import OpCase
     from golden.graphs.case import GraphCase
     from results.record import CaseRecord
 
-from conformance.cli.common import UsageError, add_parser, check_numbers, common, device_options, limits
+from conformance.cli.common import (
+    OUTPUT_RULE,
+    Output,
+    UsageError,
+    add_parser,
+    check_numbers,
+    check_outputs,
+    common,
+    declare,
+    device_options,
+    limits,
+)
 
 
 def check_case(case_id: str) -> OpCase | SetGetCase | GraphCase:
@@ -48,6 +59,9 @@ def check_case(case_id: str) -> OpCase | SetGetCase | GraphCase:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
+    sequence_files = [item for item in args.sequence or [] if "(" not in item]
+    check_outputs([Output("--out", args.out, folder=True), Output("--emit-c", args.emit_c, folder=True)],
+                  [args.history, *sequence_files, *(args.expectations or [])])
     if args.emit_c is None:
         return _repro(args)
     if args.shrink:
@@ -113,9 +127,10 @@ def _repro(args: argparse.Namespace) -> int:
     device, harness = _repro_harness(args)
     try:
         record = harness.evaluate_set_get(case) if isinstance(case, SetGetCase) else harness.evaluate(case)
+        bound = _deviation_bound(harness, case, record)
     finally:
         harness.close()
-    print(f"{record.outcome.value.upper()}  {case.case_id}  on {device}")
+    print(f"{_verdict_word(record)}  {case.case_id}  on {device}")
     m = record.metrics
     if m and "max_abs" in m:
         print(f"  error_ratio {m['error_ratio']:.3g}  max_abs {m['max_abs']:.3g}  max_ulp {m['max_ulp']:.3g}  "
@@ -126,9 +141,58 @@ def _repro(args: argparse.Namespace) -> int:
         print("  stderr tail:\n" + "\n".join("    " + ln for ln in record.crash.stderr_tail.splitlines()[-10:]))
     if record.artefact:
         print(f"  artefact: {os.path.join(args.out, record.artefact)}")
-    if record.expected:
-        print(f"  known bug {record.expected.id} of this device and release: {record.expected.reason}")
-    return 1 if record.failing else 0
+    _print_entry(record, bound)
+    return _exit_status(record, args.strict)
+
+
+def _verdict_word(record: CaseRecord) -> str:
+    """PASS, KNOWN (a failure a listed entry gives, as the suite counts it), or the unexpected outcome."""
+    return "KNOWN" if _is_known(record) else record.outcome.value.upper()
+
+
+def _is_known(record: CaseRecord) -> bool:
+    # the harness sets ``expected`` only where an entry covering the case lists this very outcome (a
+    # crash-only entry does not explain a wrong value), the rule the suite's verdict uses
+    return record.failing and record.expected is not None
+
+
+def _exit_status(record: CaseRecord, strict: bool) -> int:
+    """0 pass or known (the suite's count), 1 an unexpected failure, or a known one under --strict."""
+    if not record.failing:
+        return 0
+    return 1 if record.expected is None or strict else 0
+
+
+def _deviation_bound(harness: Harness, case: object, record: CaseRecord) -> str | None:
+    """The documented deviation's own bound the case was judged against (an entry with a tolerance), if any."""
+    from golden.case import OpCase
+
+    if record.expected is None or not isinstance(case, OpCase):
+        return None
+    bug = next((b for b in harness.known_bugs_of(case) if b.id == record.expected.id), None)
+    if bug is None or bug.tolerance is None:
+        return None
+    ratio = (record.extra or {}).get("known_deviation_error_ratio")
+    within = f"error ratio {ratio:.3g} of it" if isinstance(ratio, (int, float)) else "within it"
+    return f"{bug.tolerance.reason} ({within})"
+
+
+def _print_entry(record: CaseRecord, bound: str | None = None) -> None:
+    """The listed entry that covers the record: its id, where it is written, what it says, its bound."""
+    entry = record.expected
+    if entry is None:
+        if record.failing:
+            print(f"  no listed entry gives {record.outcome.value.upper()} for this case: unexpected (exit status 1)")
+        return
+    where = f" ({entry.source})" if entry.source else ""
+    if not record.failing:  # an entry covers the case, yet it passed: the report lists it as stale
+        print(f"  known bug {entry.id}{where} covers this case, yet it passed: a stale entry for this release?")
+        return
+    gives = "/".join(o.upper() for o in entry.outcomes)
+    print(f"  known bug {entry.id}{where}, which gives {gives}: {entry.reason}")
+    if bound is not None:
+        print(f"  judged against the entry's own bound: {bound}")
+    print("  exit status 0 as the suite counts it (--strict: 1)")
 
 
 def _repro_graph(args: argparse.Namespace) -> int:
@@ -145,7 +209,7 @@ def _repro_graph(args: argparse.Namespace) -> int:
         record = evaluate_graph_case(harness, case)
     finally:
         harness.close()
-    print(f"{record.outcome.value.upper()}  {case.case_id}  on {device}")
+    print(f"{_verdict_word(record)}  {case.case_id}  on {device}")
     extra = record.extra or {}
     for verdict in extra.get("outputs", []) + extra.get("nodes", []):
         kind = "output" if verdict in extra.get("outputs", []) else "node  "
@@ -157,7 +221,8 @@ def _repro_graph(args: argparse.Namespace) -> int:
         print(f"  {record.message}")
     if record.crash is not None:
         print("  stderr tail:\n" + "\n".join("    " + ln for ln in record.crash.stderr_tail.splitlines()[-10:]))
-    return 1 if record.failing else 0
+    _print_entry(record)
+    return _exit_status(record, args.strict)
 
 
 def _sequence_case(case_id: str) -> SequenceCase:
@@ -182,7 +247,8 @@ def _repro_harness(args: argparse.Namespace) -> tuple[DeviceSpec, Harness]:
     device = _repro_device(args, None)
     check_spec(device, device_options(args))
     harness = Harness(device, device_options(args), out_dir=args.out or ".", timeout=args.case_timeout,
-                      keep_artefacts=args.out is not None, stage_memory_gib=args.stage_memory)
+                      keep_artefacts=args.out is not None, stage_memory_gib=args.stage_memory,
+                      expectations=_expectations(args))
     return device, harness
 
 
@@ -250,7 +316,7 @@ def _history_record(results: str, case_id: str | None) -> CaseRecord:
 
 
 def _repro_sequence(args: argparse.Namespace) -> int:
-    from conformance.sequence import SequenceRunner, Step, shrink
+    from conformance.sequence import SequenceRunner, shrink
     from device.registry import check_spec
     from results.outcome import Outcome
 
@@ -275,9 +341,12 @@ def _repro_sequence(args: argparse.Namespace) -> int:
 
     def show(index: int, total: int, step: Step) -> None:
         note = f"  {step.message}"[:200] if step.outcome.failing and step.message else ""
-        print(f"  {index}/{total} {step.outcome.value.upper():<11} {step.case_id}{note}", flush=True)
+        word = "KNOWN" if step.outcome.failing and not step.unexpected else step.outcome.value.upper()
+        known = f"  (known bug {step.expected.id})" if step.expected is not None and step.outcome.failing else ""
+        print(f"  {index}/{total} {word:<11} {step.case_id}{known}{note}", flush=True)
 
-    runner = SequenceRunner(device, device_options(args), args.case_timeout, on_step=show)
+    runner = SequenceRunner(device, device_options(args), args.case_timeout, on_step=show,
+                            expectations=_expectations(args))
     print(f"replaying {len(cases)} case(s) on {device}, in order, in a fresh device process", flush=True)
     replay = runner.replay(cases)
     died = replay.died_at
@@ -286,13 +355,14 @@ def _repro_sequence(args: argparse.Namespace) -> int:
         if not failing:
             print("every case passed: the sequence does not reproduce a crash or a wrong result")
             return 0
-        first = failing[0]
+        unexpected = [i for i in failing if replay.steps[i].unexpected]
+        first = (unexpected or failing)[0]  # the first failure no entry explains, else the first known one
         where = ("the sequence reproduces it" if first == len(cases) - 1
                  else "before the last case of the sequence")
         print(f"{replay.steps[first].outcome.value.upper()} at case {first + 1}/{len(cases)}: {where}")
         if args.shrink:
             print("(--shrink reduces sequences that end in a crash or timeout; this one ends in a wrong result)")
-        return 1
+        return _sequence_status(replay.steps[first] if unexpected else replay.steps[failing[-1]], args.strict)
     outcome = replay.steps[died].outcome
     if died < len(cases) - 1:
         print(f"{outcome.value.upper()} at case {died + 1}/{len(cases)}, before the last case of the sequence")
@@ -300,8 +370,10 @@ def _repro_sequence(args: argparse.Namespace) -> int:
         print(f"{outcome.value.upper()} at case {died + 1}/{len(cases)}: the sequence reproduces it")
     if target is not None and outcome is not target:
         print(f"(the record says {target.value.upper()})")
+    earlier = [step for step in replay.steps[:died] if step.unexpected]
+    last = earlier[0] if earlier else replay.steps[died]  # an unexpected wrong result before the crash counts
     if not args.shrink:
-        return 1
+        return _sequence_status(last, args.strict)
     cases = cases[: died + 1]
     print(f"shrinking {len(cases)} case(s) (delta debugging; every try replays in a fresh device process)...",
           flush=True)
@@ -314,7 +386,34 @@ def _repro_sequence(args: argparse.Namespace) -> int:
     from conformance.harness import sequence_repro_line
 
     print("reproduce: " + sequence_repro_line([c.case_id for c in shortest], device, device_options(args)))
-    return 1
+    return _sequence_status(last, args.strict)
+
+
+def _sequence_status(step: Step, strict: bool) -> int:
+    """A replay's verdict on the step it ends with: the entry that covers its outcome, by id, or UNEXPECTED."""
+    entry = step.expected
+    if step.unexpected or entry is None:
+        print(f"UNEXPECTED: no listed entry gives {step.outcome.value.upper()} for {step.case_id}")
+        return 1
+    where = f" ({entry.source})" if entry.source else ""
+    print(f"KNOWN: known bug {entry.id}{where} gives {step.outcome.value.upper()} here: {entry.reason}")
+    print("  exit status 0 as the suite counts it (--strict: 1)")
+    return 1 if strict else 0
+
+
+def _expectations(args: argparse.Namespace) -> tuple[str, ...]:
+    """--expectations files and $CONFORM_EXPECTATIONS, as the suite reads them (checked: one line if bad)."""
+    from conformance.options import OPTIONS_BY_FLAG
+    from device.expectation_file import paths_from_env
+
+    paths = (*(args.expectations or ()), *paths_from_env())
+    check = OPTIONS_BY_FLAG["--expectations"].check
+    try:
+        if check is not None:
+            check(list(args.expectations or []))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return paths
 
 
 def declare_parser(sub: Any) -> None:
@@ -323,7 +422,9 @@ def declare_parser(sub: Any) -> None:
               description="Rerun one case from the case id a failure printed and print its verdict, or replay "
                           "a sequence of cases in order in one fresh device process (--sequence, --history), "
                           "optionally shrinking it to the shortest sequence that still crashes (--shrink). "
-                          "Exit status: 0 pass, 1 the case (or sequence) fails, 2 bad input.")
+                          "A failure a listed known bug gives (the entry lists that outcome) prints KNOWN with "
+                          "the entry, as the suite counts it. Exit status: 0 pass or known, 1 a failure no entry "
+                          "explains (or, with --strict, any failure), 2 bad input. Outputs: " + OUTPUT_RULE + ".")
     common(rep)
     rep.add_argument("case_id", nargs="?", default=None,
                      help="the case id a failure printed (with --history: which crash record to replay)")
@@ -339,9 +440,12 @@ def declare_parser(sub: Any) -> None:
                      help="with --sequence or --history: reduce the sequence to the shortest one whose last "
                           "case still crashes or times out, and print it")
     rep.add_argument("--out", default=None, metavar="DIR",
-                     help="save a failing case's inputs, golden and device output as an .npz under DIR/artefacts/ "
-                          "(default: nothing is written)")
+                     help="save a failing case's inputs, golden and device output as an .npz under DIR/artefacts/, "
+                          "a folder new or existing (default: nothing is written)")
     rep.add_argument("--emit-c", default=None, metavar="DIR",
                      help="record every ggml call the device worker makes and write DIR/repro.c (a standalone C "
                           "program replaying them, inputs in DIR/blobs) and DIR/build.sh (ggml devices only)")
+    rep.add_argument("--strict", action="store_true",
+                     help="exit 1 on a known failure too (default: a known bug's failure exits 0, as in the suite)")
+    declare(rep, "--expectations")
     limits(rep)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from conformance.cli.common import DefaultsFormatter, UsageError
+from conformance.cli.common import DefaultsFormatter, Output, UsageError, check_outputs, is_toml
 
 
 def declare_parser(sub: Any) -> None:
@@ -17,4 +17,7 @@ def declare_parser(sub: Any) -> None:
 def cmd_triage(args: argparse.Namespace) -> int:
     from conformance.triage import cmd_triage as run_triage
 
+    # appending TOML to a results file would leave it unreadable; to any other file, it would corrupt it
+    check_outputs([Output("--write", args.write, "a TOML file of known-bug entries", is_toml),
+                   Output("--out", args.out, folder=True, contents=("triage.md", "triage.json"))], args.results)
     return run_triage(args, UsageError)
