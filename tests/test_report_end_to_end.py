@@ -113,3 +113,46 @@ def test_merged_report_renders_in_chromium(merged: tuple[Path, Path], tmp_path: 
         m = measure(merged[0], width, tmp_path)
         assert m["scrollWidth"] <= m["clientWidth"], json.dumps(m)[:500]
         assert m["plots"] and all(w > 0 and h > 0 for _, w, h in m["plots"])
+
+
+def _partial_baseline(results: Path, out: Path) -> Path:
+    """The first half of a run's results as a killed run leaves them: no footer, the last line cut off."""
+    lines = results.read_text(encoding="utf-8").splitlines()
+    cases = [line for line in lines if json.loads(line).get("type") == "case"]
+    kept = cases[: len(cases) // 2]
+    out.write_text("\n".join([lines[0], *kept]) + "\n" + cases[len(kept)][:60], encoding="utf-8")
+    return out
+
+
+def test_merged_report_over_a_partial_baseline_reads_at_both_widths(merged: tuple[Path, Path],
+                                                                      tmp_path: Path) -> None:
+    """The two runs (ggml:CPU and the planted fault) against a baseline of half a CPU run, killed: the
+    baseline section lists the plug-in's new clusters and support changes, and at 1024 and 1920 px the
+    page does not scroll sideways with every section open, the Summary fits, and the plots are drawn."""
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("no chromium binary on PATH (.ci/run installs Debian's chromium as root)")
+    html_path, faulty = merged
+    cpu = html_path.parent / "cpu" / "results.jsonl"
+    baseline = _partial_baseline(cpu, tmp_path / "baseline.jsonl")
+    assert load_results(baseline).is_partial
+    page = tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "report", str(cpu), str(faulty),
+                           "--baseline", str(baseline), "-o", str(page)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    def diff_rows(anchor: str) -> list[str]:
+        section = html[html.index(f'id="{anchor}"'):]
+        return re.findall(r"<tr><td>.*?</tr>", section[:section.index("</table>")])
+
+    new_clusters, support_changes = diff_rows("diff-new-clusters"), diff_rows("diff-support")
+    assert new_clusters and all(row.startswith("<tr><td>GELU_QUICK</td>") and FAULTY in row for row in new_clusters)
+    faulty_changes = [row for row in support_changes if FAULTY in row]
+    assert len(faulty_changes) == 2 and all(f'class="k-{CLAIMED_FAIL}"' in row for row in faulty_changes)
+    for width in (1024, 1920):
+        m = measure(page, width, tmp_path)
+        assert m["scrollWidth"] <= m["clientWidth"], f"{width} px: {json.dumps(m)[:500]}"
+        assert m["summaryRight"] <= m["clientWidth"] and m["summaryScroll"] <= m["summaryBox"], "Summary cut off"
+        assert m["sections"] > 0 and m["openedSections"] == m["sections"], "a collapsed section opens onto nothing"
+        assert m["plots"] and all(w > 0 and h > 0 for _, w, h in m["plots"])

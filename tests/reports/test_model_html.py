@@ -62,7 +62,8 @@ def test_the_model_section_renders_in_chromium(tmp_path: Path) -> None:
     binary = find_chromium()
     assert binary is not None
     dom = dump_dom(binary, page, "--window-size=1024,900")
-    assert dom.count("<tr") == 1 + 1 + 1 + 3  # logits header + row, nodes header + 3 nodes
+    # logits header + row, nodes header + 3 nodes, and a detail row under each of the 2 nodes with a detail
+    assert dom.count("<tr") == 1 + 1 + 1 + 3 + 2
     assert "first-failure" in dom and "FAIL at node 9" in dom
 
 
