@@ -162,8 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if interrupted:
         kept = [name for name, there in (("results", results.exists()), ("JUnit XML", True),
                                          ("report", report.exists() and report_code == 0)) if there]
-        print(f"conform: interrupted: the {_listed(kept)} hold what was measured so far (marked partial)",
-              file=sys.stderr)
+        print(f"conform: interrupted: the {_listed(kept)} {'hold' if len(kept) > 1 else 'holds'} what was "
+              "measured so far (marked partial)", file=sys.stderr)
         return 130
     if code in (0, 1):
         return code or report_code
