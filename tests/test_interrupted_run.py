@@ -165,3 +165,18 @@ def test_a_second_ctrl_c_leaves_a_junit_file_that_counts_the_interruption(tmp_pa
         "see the results for the cases measured)",
         "conform: interrupted: the results and JUnit XML hold what was measured so far (marked partial)",
     ], output
+
+
+def test_a_run_that_ends_normally_has_no_interruption_case(tmp_path: Path) -> None:
+    """The same plug-in path on a run that ends: the JUnit file is renamed into place whole, with every
+    test and no ``conform.interrupted`` case."""
+    junit = tmp_path / "junit.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "--op", "RELU",
+         "--device", "golden", "--conform-profile", "dev", "--junitxml", str(junit)],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert errors_and_failures(junit) == (0, 0)
+    names = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase")]
+    assert names and "interrupted" not in names and None not in names
+    assert [p.name for p in tmp_path.iterdir()] == ["junit.xml"]
