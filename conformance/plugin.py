@@ -16,8 +16,9 @@ Options:
 
 The results footer of each process carries pytest's own failure counts (a failed test may leave no
 failing record), the circuit breakers that tripped (see conformance.harness.Breaker) and each
-device's memory growth. An interrupted session writes no footer (its file reads as partial) and
-marks its JUnit XML with the property ``conform_partial``.
+device's memory growth. An interrupted session writes no footer (its file reads as partial); its
+JUnit XML holds one more test case, ``conform.interrupted``, counted as an error (CI dashboards count
+it), and the property ``conform_partial``. The JUnit file is renamed into place whole, or not at all.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import os
 import shlex
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -520,6 +521,47 @@ def _mark_junit_partial(config: pytest.Config) -> None:
     xml = config.stash.get(xml_key, None)
     if xml is not None:
         xml.add_global_property("conform_partial", "interrupted: the results are partial")
+
+
+INTERRUPTED_REASON = "the run was interrupted before every selected test ended"
+
+
+@pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_sessionfinish")
+def pytest_sessionfinish_junit_whole(session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+    """pytest's JUnit XML is written under a temporary name and renamed when whole, so a run stopped while
+    it writes (a second Ctrl-C) leaves no half file and no earlier run's file; an interrupted session's
+    file counts the interruption as an error (conformance.junit). The innermost wrapper: pytest's own
+    summary line, printed after, names the real file. (pytest registers only ``pytest_``-named functions;
+    ``specname`` names the hook.)"""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:
+        return (yield)
+    xml = session.config.stash.get(xml_key, None)
+    if xml is None:
+        return (yield)
+    from conformance.junit import is_complete, mark_interrupted
+
+    real = xml.logfile
+    writing = os.path.join(os.path.dirname(real), f".{os.path.basename(real)}.writing-{os.getpid()}")
+    try:
+        os.unlink(real)
+    except OSError:
+        pass
+    xml.logfile = writing
+    try:
+        result = yield
+        if is_complete(writing):
+            if exitstatus == pytest.ExitCode.INTERRUPTED:
+                mark_interrupted(writing, INTERRUPTED_REASON)
+            os.replace(writing, real)
+        return result
+    finally:
+        xml.logfile = real
+        try:
+            os.unlink(writing)
+        except OSError:
+            pass
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

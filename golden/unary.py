@@ -220,10 +220,23 @@ SPECS.add(OpSpec(
     notes="ggml_scale asserts ggml_is_padded_1d(a): rows may be padded, planes packed, no permute"))
 
 
+def _f32_bound(bound: float) -> float:
+    """A bound as ggml holds it: an f32 op param, so one beyond f32's range is that infinity."""
+    with np.errstate(over="ignore"):  # the overflow to ±inf is the rounding ggml's float does
+        return float(np.float32(bound))
+
+
+def _distance(values: np.ndarray, bound: float) -> np.ndarray:
+    """``|values - bound|``, with an infinity at distance 0 from itself (``inf - inf`` is NaN)."""
+    with np.errstate(invalid="ignore"):
+        gap = np.abs(values - bound)
+    return np.where(values == bound, 0.0, gap)
+
+
 def clamp(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """``MAX(MIN(x, hi), lo)`` with C comparisons: NaN -> hi (MIN(NaN, hi) picks hi); lo > hi -> lo."""
     x = _f64(x)
-    lo, hi = float(np.float32(lo)), float(np.float32(hi))
+    lo, hi = _f32_bound(lo), _f32_bound(hi)
     upper = np.where(x < hi, x, hi)  # MIN(a,b) = a < b ? a : b, so NaN < hi is false -> hi
     return np.where(upper > lo, upper, lo)
 
@@ -237,10 +250,10 @@ def clamp_undefined_choices(x: np.ndarray, lo: float, hi: float, device: np.ndar
     way. So a NaN input may give NaN, min or max, and min > max either bound; every other element is
     :func:`clamp` exactly."""
     x, d = _f64(x), _f64(device).reshape(np.shape(x))
-    lo, hi = float(np.float32(lo)), float(np.float32(hi))
+    lo, hi = _f32_bound(lo), _f32_bound(hi)
     golden = clamp(x, lo, hi)
     undefined = np.isnan(x) | (lo > hi)
-    nearest_bound = np.where(np.abs(d - lo) <= np.abs(d - hi), lo, hi)
+    nearest_bound = np.where(_distance(d, lo) <= _distance(d, hi), lo, hi)
     choice = np.where(np.isnan(x) & np.isnan(d), np.nan, nearest_bound)
     return np.where(undefined, choice, golden)
 

@@ -123,3 +123,12 @@ def test_conform_run_refuses_a_bad_run_in_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "results.jsonl").exists()
     plain = _pytest(tmp_path, "--from-model", str(tmp_path / "nope"))
     assert plain.returncode == 4 and "no such file or folder" in plain.stderr
+
+
+def test_from_model_clamp_to_infinity_raises_no_numpy_warning(tmp_path: Path) -> None:
+    """A model's CLAMP(min, inf) (the MoE weight norm's) judged with warnings as errors: the golden's
+    comparison of an infinite result with an infinite bound warned (inf - inf) and failed the test."""
+    run = _run_folder(tmp_path, ["CLAMP(type=f32,ne=[8,4,1,1],dst=f32,min=6.103515625e-05,max=inf,data=uniform:0)"])
+    proc = _pytest(tmp_path, "--from-model", str(run), "--device", "golden", "-W", "error::RuntimeWarning")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "1 passed" in proc.stdout and "Warning" not in proc.stdout + proc.stderr, proc.stdout[-2000:]

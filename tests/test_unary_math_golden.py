@@ -65,3 +65,19 @@ def test_softplus_row_admits_ggml_threshold_but_not_overflow() -> None:
     assert abs(x[0] - g[0]) <= allowed[0]  # ggml's threshold at 20
     assert abs(x[1] - g[1]) > allowed[1]  # a threshold at 10 is too early
     assert abs(x[2] - g[2]) <= allowed[2]  # ≥ 12 is fine, as the reason says
+
+
+def test_clamp_at_infinite_bounds_warns_nothing_and_keeps_the_device_bound() -> None:
+    """An infinite bound next to an infinite result is at distance 0 (inf - inf is NaN, and warned): where
+    ggml leaves CLAMP undefined (a NaN input) a device that chose min = -inf is judged by min, not max;
+    a bound beyond f32 is that infinity, as ggml's f32 op param holds it."""
+    import warnings
+
+    x = np.array([np.nan, 1.0, np.inf, -np.inf], dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        device = np.array([-np.inf, 1.0, np.inf, -np.inf])
+        chosen = unary.clamp_undefined_choices(x, -np.inf, np.inf, device)
+        assert chosen.tolist() == [-np.inf, 1.0, np.inf, -np.inf]
+        assert unary.clamp_undefined_choices(x, 0.0, np.inf, np.array([np.inf, 1.0, np.inf, 0.0]))[0] == np.inf
+        assert unary.clamp(x, -1e39, 1e39).tolist() == unary.clamp(x, -np.inf, np.inf).tolist()

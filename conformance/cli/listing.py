@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -55,14 +56,34 @@ def cmd_ops(args: argparse.Namespace) -> int:
     done = sum(r["implemented"] for r in rows)
     print(f"{done}/{len(rows)} ops of the CANN seed's supports_op have a golden model; under each op, its "
           "tolerance rows (destination dtype: bounds, and why)\n")
-    print(f"{'OP':<20} {'FAMILY':<10} {'GOLDEN':<16} SIGNATURES (sources→destination)")
+    op_width = max(len("OP"), *(len(r["op"]) for r in rows)) + 1
+    family_width = max(len("FAMILY"), *(len(r["family"]) for r in rows)) + 1
+    print(f"{'OP':<{op_width}} {'FAMILY':<{family_width}} {'GOLDEN':<16} SIGNATURES (sources→destination)")
     for r in rows:
         mark = "yes" if r["implemented"] else "NOT IMPLEMENTED"
-        print(f"{r['op']:<20} {r['family']:<10} {mark:<16} {' '.join(r['signatures'])}")
+        print(f"{r['op']:<{op_width}} {r['family']:<{family_width}} {mark:<16} {' '.join(r['signatures'])}")
         for dst, row in r["tolerance"].items():
-            bounds = " ".join(f"{k}={v}" for k, v in row.items() if k != "reason")
+            bounds = " ".join(f"{k}={readable_bound(v)}" for k, v in row.items() if k != "reason")
             print(f"    {dst:<6} {bounds}  ({row.get('reason', 'no reason given')})")
     return 0
+
+
+def readable_bound(value: object) -> str:
+    """A tolerance figure as the reasons write it: ``2^-150``, ``3·2^-24`` where the float is exactly a
+    small odd multiple of a power of two too small or large for plain digits, else a short ``%g``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    number = float(value)
+    if not math.isfinite(number) or number == 0 or 1e-4 <= abs(number) < 1e6:
+        return f"{number:g}"
+    mantissa, exponent = math.frexp(abs(number))  # |number| = mantissa · 2^exponent, 0.5 <= mantissa < 1
+    for bits in range(1, 5):  # an odd multiple m·2^k with m < 16
+        multiple = mantissa * 2**bits
+        if multiple == int(multiple) and int(multiple) % 2 == 1:
+            sign = "-" if number < 0 else ""
+            power = f"2^{exponent - bits}"
+            return f"{sign}{power}" if multiple == 1 else f"{sign}{int(multiple)}·{power}"
+    return f"{number:.4g}"
 
 
 def declare_parser(sub: Any) -> None:

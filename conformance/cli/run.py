@@ -78,7 +78,8 @@ def _output_folder(out: Path) -> tuple[Path, Path, Path]:
         kept = out / f"results-{dt.datetime.fromtimestamp(results.stat().st_mtime):%Y%m%d-%H%M%S}.jsonl"
         results.rename(kept)
         print(f"conform: kept the previous run's results as {kept}", flush=True)
-    junit.unlink(missing_ok=True)  # a JUnit file in the folder is this run's, or none
+    junit.unlink(missing_ok=True)  # a JUnit file or report in the folder is this run's, or none
+    (out / "report.html").unlink(missing_ok=True)
     return out, results, junit
 
 
@@ -148,22 +149,49 @@ def cmd_run(args: argparse.Namespace) -> int:
                               progress=lambda line: print(line, flush=True))
         code = max(code, perf_code)
     report_code = 0
+    report = out / "report.html"
     if not args.no_report:
         if results.exists():
-            report_code = write_report([str(results)], str(out / "report.html"))
+            report_code = write_report([str(results)], str(report))
         else:
             print("conform: no case was recorded, so there is no report", file=sys.stderr)
+    junit_note = _complete_junit(junit, code, interrupted)
     if results.exists():
         print(f"conform: results {results}")
-    if junit.exists():
-        print(f"conform: JUnit   {junit}")
+    print(f"conform: JUnit   {junit}{junit_note}")
     if interrupted:
-        print("conform: interrupted: the results, JUnit XML and report hold what was measured so far "
-              "(marked partial)", file=sys.stderr)
+        kept = [name for name, there in (("results", results.exists()), ("JUnit XML", True),
+                                         ("report", report.exists() and report_code == 0)) if there]
+        print(f"conform: interrupted: the {_listed(kept)} {'hold' if len(kept) > 1 else 'holds'} what was "
+              "measured so far (marked partial)", file=sys.stderr)
         return 130
     if code in (0, 1):
         return code or report_code
     return code
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _complete_junit(junit: Path, code: int, interrupted: bool) -> str:
+    """Make ``junit`` a whole JUnit file that counts a partial run as an error; the note its line ends with.
+
+    pytest writes it at its end (the plug-in renames it into place whole, an interrupted one with the
+    interruption as an error case). A pytest stopped before that (a second Ctrl-C) or dead of a signal
+    left none: conform writes one error case in its place, so CI still reads the run as failed."""
+    from conformance.junit import is_complete, write_interrupted_only
+
+    if is_complete(junit):
+        return ""
+    if interrupted:
+        reason = "the run was stopped before pytest wrote its JUnit XML"
+    elif code < 0:
+        reason = f"pytest was killed by signal {-code} before it wrote its JUnit XML"
+    else:
+        reason = f"pytest ended with exit status {code} before it wrote its JUnit XML"
+    write_interrupted_only(junit, reason)
+    return f" (written by conform: {reason}; see the results for the cases measured)"
 
 
 PYTEST_INTERRUPTED = 2

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
 from device.base import DeviceError, Unsupported
-from device.ggml import trace
+from device.ggml import startup_log, trace
 
 DEFAULT_GGML_VERSION = "0.20.2"  # the libggml-python wheel's, the harness's calibration release
 # releases whose ggml.h / ggml-backend.h / ggml-alloc.h were read for the prototypes below
@@ -429,6 +429,7 @@ class GgmlLib(GgmlApi):
         # user's own choice wins
         os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0")
         trace.record_library(files, version)
+        startup_log.install(self.base)  # before the backends load: their banner stays out of the output
         self.ggml_backend_load_all_from_path(str(self.lib_dir).encode())
 
     def devices(self) -> list[int]:
