@@ -1,4 +1,4 @@
-"""The IQ tables of golden/formats/tables and the grid formats' dequantizers, against the bound library.
+"""The IQ tables of golden/formats/tables and the newer formats' dequantizers, against the bound library.
 
 * Every grid entry: blocks whose indices run through the whole grid (unit scale, no sign flipped)
   decode in ``to_float`` to exactly ``grid[index]`` times the format's sub-block scale.
@@ -7,6 +7,7 @@
   adds ``∓IQ1S_DELTA``.
 * ``dequantize`` on random bytes with ±0, subnormal, inf, NaN (payloads, both signs) and the largest
   f16 as ``d``, bit for bit.
+* TQ1_0's base-3 digits and NVFP4's UE4M3 scales for every byte value.
 * gguf-py's dequantizers, an independent reading of the same formats, agree on finite scales.
 """
 
@@ -21,7 +22,7 @@ import pytest
 from device.base import DeviceError
 from device.ggml import quant as ggml_quant
 from golden import formats
-from golden.formats import grids
+from golden.formats import grids, mxfp4, ternary
 
 try:
     ggml_quant.functions()
@@ -183,9 +184,12 @@ def test_sign_tables_hold_an_even_number_of_negations() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# random bytes with special scales
+# random bytes with special scales, and every code of the small formats
 
-NEW_TYPES = ["iq4_xs", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m"]
+NEW_TYPES = ["iq4_xs", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "tq1_0", "nvfp4", "q1_0",
+             "q2_0"]
+D_OFFSET = {"tq1_0": 52}  # where the f16 d starts, when not at byte 0 (IQ1_M: spread over its scales)
+EVERY_BYTE = {"tq1_0": (0, 52), "q1_0": (2, 18), "q2_0": (2, 18), "nvfp4": (4, 36)}  # quant bytes: every value
 
 
 def _special_scale_blocks(name: str, nblocks: int, rng: np.random.Generator) -> np.ndarray:
@@ -193,12 +197,20 @@ def _special_scale_blocks(name: str, nblocks: int, rng: np.random.Generator) -> 
     raw = rng.integers(0, 256, (nblocks, fmt.type_size), dtype=np.uint8)
     specials = np.resize(F16_SPECIALS, nblocks // 2)  # half the blocks: a special d, the rest random
     rows = np.arange(specials.size) * 2
-    if name == "iq1_m":  # d's four nibbles are the top nibbles of the scale words
+    if name == "nvfp4":  # every UE4M3 byte in each of the four scale positions
+        raw[:256, 0:4] = (np.arange(256)[:, None] + 64 * np.arange(4)) % 256
+    elif name == "iq1_m":  # d's four nibbles are the top nibbles of the scale words
         words = raw[rows, 48:56].view("<u2") & np.uint16(0x0FFF)
         nibbles = (specials[:, None] >> np.array([0, 4, 8, 12], np.uint16)) & np.uint16(15)
         raw[rows, 48:56] = (words | (nibbles << np.uint16(12))).view(np.uint8)
     else:
-        raw[rows, :2] = specials.astype("<u2").view(np.uint8).reshape(-1, 2)
+        offset = D_OFFSET.get(name, 0)
+        raw[rows, offset : offset + 2] = specials.astype("<u2").view(np.uint8).reshape(-1, 2)
+    if name in EVERY_BYTE:
+        start, stop = EVERY_BYTE[name]
+        width = stop - start
+        count = -(-256 // width)
+        raw[1 : 2 * count : 2, start:stop] = np.resize(np.arange(256), count * width).reshape(count, width)
     return raw.reshape(-1)
 
 
@@ -209,11 +221,35 @@ def test_dequantize_matches_to_float_with_special_scales(name: str) -> None:
     raw = _special_scale_blocks(name, nblocks, np.random.default_rng(23))
     got = fmt.dequantize(raw, nblocks * fmt.block_size)
     expected = ggml_to_float(raw, name)
-    assert np.isnan(expected).any() and np.isinf(expected).any()  # the specials were reached
+    if name != "nvfp4":  # UE4M3 scales are finite
+        assert np.isnan(expected).any() and np.isinf(expected).any()  # the specials were reached
     np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
 
 
-@pytest.mark.parametrize("name", NEW_TYPES)
+def test_nvfp4_every_scale_byte_is_the_ue4m3_table() -> None:
+    """E2M1 code 2 (1.0, stored doubled) times each of the 256 scale bytes: twice the module's table."""
+    raw = np.full((64, 36), 0x22, np.uint8)
+    raw[:, 0:4] = np.arange(256).reshape(64, 4)
+    got = ggml_to_float(raw, "nvfp4").reshape(64, 4, 16)
+    np.testing.assert_array_equal(got, np.broadcast_to((2 * mxfp4.UE4M3_HALF).reshape(64, 4, 1), got.shape))
+
+
+def test_tq1_0_every_byte_gives_the_base3_digits() -> None:
+    """Byte b in every qs and qh position: to_float's digits are the module's, each −1, 0 or 1 (243..255 too)."""
+    raw = np.zeros((256, 54), np.uint8)
+    raw[:, :52] = np.arange(256)[:, None]
+    raw[:, 52:54] = F16_ONE
+    got = ggml_to_float(raw, "tq1_0").reshape(256, 256)
+    digits = ternary.TQ1_DIGITS
+    np.testing.assert_array_equal(got[:, :160].reshape(256, 5, 32), np.repeat(digits[:, :, None], 32, axis=2))
+    np.testing.assert_array_equal(got[:, 240:].reshape(256, 4, 4), np.repeat(digits[:, :4, None], 4, axis=2))
+    assert set(np.unique(digits)) == {-1, 0, 1}
+
+
+GGUF_TYPES = [name for name in NEW_TYPES if name not in ("q1_0", "q2_0")]  # gguf-py 0.19 has no Q1_0/Q2_0 dequantizer
+
+
+@pytest.mark.parametrize("name", GGUF_TYPES)
 def test_gguf_py_agrees_on_finite_scales(name: str) -> None:
     gguf = pytest.importorskip("gguf")
     fmt = formats.get(name)
@@ -221,8 +257,8 @@ def test_gguf_py_agrees_on_finite_scales(name: str) -> None:
     raw = np.random.default_rng(29).integers(0, 256, (nblocks, fmt.type_size), dtype=np.uint8)
     if name == "iq1_m":
         raw[:, 55] &= 0xBF  # bit 14 of d (bit 6 of the last scale word's top byte) clear: a finite scale
-    else:
-        raw[:, 1] &= 0x7B
+    elif name != "nvfp4":
+        raw[:, D_OFFSET.get(name, 0) + 1] &= 0x7B  # bits 10 and 15 of d clear: finite and positive
     ours = fmt.dequantize(raw.reshape(-1), nblocks * fmt.block_size)
     theirs = gguf.quants.dequantize(raw.reshape(1, -1), getattr(gguf.GGMLQuantizationType, name.upper()))
     np.testing.assert_array_equal(ours, np.asarray(theirs, np.float32).reshape(-1))
