@@ -36,6 +36,9 @@ F16_SPECIALS = np.array([0x0000, 0x8000, 0x0001, 0x83FF, 0x7C00, 0xFC00, 0x7E00,
 
 def ggml_to_float(raw: np.ndarray, name: str) -> np.ndarray:
     fmt = formats.get(name)
+    if not ggml_quant.has_type(fmt.ggml_name):
+        lib = ggml_quant.functions().lib
+        pytest.skip(f"ggml {lib.version} at {lib.lib_dir} predates {name} (no dequantize_row_{fmt.ggml_name})")
     data = np.ascontiguousarray(raw, np.uint8).reshape(-1)
     n = data.size // fmt.type_size * fmt.block_size
     out = np.empty(n, np.float32)
