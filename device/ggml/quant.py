@@ -156,3 +156,16 @@ def ggml_dequantize(raw: np.ndarray, qtype: str, n: int) -> np.ndarray:
     if n:
         fns.type_traits(type_id).contents.to_float(data.ctypes.data, out.ctypes.data, n)
     return out
+
+
+def has_type(ggml_name: str) -> bool:
+    """Whether the bound release has the quant type ``ggml_name`` (ggml's ``type_name``: q4_K, nvfp4 …).
+
+    Told by the ``dequantize_row_<name>`` libggml-base exports for every type with a ``to_float``: a
+    type newer than the release (NVFP4, Q1_0 and Q2_0 are absent from b8121, Q1_0 and Q2_0 from
+    b8390) has none, and its id must not reach ``ggml_get_type_traits``, which reads past its table
+    without a check. Types without a ``to_float`` (q8_1, q8_K) are in every release this binds.
+    """
+    if ggml_name in ("q8_1", "q8_K"):
+        return True
+    return hasattr(functions().lib.base, f"dequantize_row_{ggml_name}")

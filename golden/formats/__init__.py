@@ -15,7 +15,7 @@ import numpy as np
 
 from golden.formats.format import ROUNDINGS, Format, Rounding
 
-_MODULES: tuple[str, ...] = ("legacy", "kquants", "iquants", "ternary", "mxfp4")
+_MODULES: tuple[str, ...] = ("legacy", "kquants", "iquants", "ternary", "mxfp4", "lowbit")
 
 
 def _gather() -> dict[str, Format]:

@@ -1,18 +1,49 @@
-"""ggml's non-linear 4-bit format IQ4_NL (32 elements, 18 bytes): f16 ``d`` + 16 ``qs`` bytes.
+"""ggml's non-linear and grid ("i-quant") formats: IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+IQ3_S, IQ1_S, IQ1_M (ggml-common.h; their tables are :mod:`golden.formats.grids`').
 
-Element j < 16 is ``d * KVALUES_IQ4NL[qs[j] & 15]``, element j + 16 uses the high nibble; the product
-is one f32 multiplication of the widened f16 scale and the table value, as in
-``dequantize_row_iq4_nl`` (ggml-quants.c), so it is bit for bit on any bytes.
+Layouts (f16 and uint16 fields little-endian; "group" = 8 consecutive elements, the unit one grid
+index and one sign byte cover; ``sub`` = 32-element sub-block ``ib`` of the 256-element super-block):
+
+* IQ4_NL, 18 bytes / 32: ``d, qs[16]``; element j < 16 is ``d·kvalues_iq4nl[qs[j] & 15]``, j + 16 the
+  high nibble's.
+* IQ4_XS, 136 bytes / 256: ``d, scales_h (u16), scales_l[4], qs[128]``; sub ``ib``'s 6-bit scale is
+  nibble ``ib % 2`` of ``scales_l[ib / 2]`` | bits 2ib..2ib+1 of ``scales_h`` << 4;
+  ``dl = d·(ls − 32)``; its 16 qs bytes decode as IQ4_NL's with ``dl``.
+* IQ2_XXS, 66 bytes: ``d, qs[64]``; per sub 8 bytes: 4 grid indices (``iq2xxs_grid``), then a u32
+  whose bits 7l..7l+6 pick group l's ``ksigns_iq2xs`` entry and whose top 4 bits ``s`` give
+  ``db = d·(0.5 + s)·0.25``.
+* IQ2_XS, 74 bytes: ``d, qs[32] (u16), scales[8]``; a u16 is a 9-bit ``iq2xs_grid`` index and a
+  7-bit sign index; ``db = d·(0.5 + nibble)·0.25``, the low nibble of ``scales[ib]`` for groups 0, 1.
+* IQ2_S, 82 bytes: ``d, qs[32], signs[32], qh[8], scales[8]``; index = ``qs`` | bits 2l..2l+1 of
+  ``qh[ib]`` << 8 (``iq2s_grid``, 1024), the sign byte is stored whole; scales as IQ2_XS.
+* IQ3_XXS, 98 bytes: ``d, qs[64], scales_and_signs[32]``; two ``iq3xxs_grid`` indices (4 values
+  each) per group; the u32 of sub ``ib`` as IQ2_XXS's, with ``db = d·(0.5 + s)·0.5``.
+* IQ3_S, 110 bytes: ``d, qs[64], qh[8], signs[32], scales[4]``; index = ``qs[8ib + k]`` | bit k of
+  ``qh[ib]`` << 8 (``iq3s_grid``, 512); ``db = d·(1 + 2·nibble)``, nibble ``ib % 2`` of
+  ``scales[ib / 2]``.
+* IQ1_S, 50 bytes: ``d, qs[32], qh[8] (u16)``; index = ``qs[4ib + l]`` | bits 3l..3l+2 of ``qh[ib]``
+  << 8 (``iq1s_grid``, 2048 entries of −1/0/1); ``dl = d·(2·((qh >> 12) & 7) + 1)``, value
+  ``dl·(grid + delta)`` with ``delta = ∓IQ1S_DELTA`` by bit 15.
+* IQ1_M, 56 bytes: ``qs[32], qh[16], scales[8]`` (4 u16); ``d`` is the f16 made of the top nibbles of
+  the four u16; each sub has two 3-bit scales (bits 6(ib%2)..+2 and +3..+5 of u16 ``ib / 2``), one
+  per 16 elements; per group, 3 index bits and a delta sign bit from a nibble of ``qh``.
+
+Every product is one f32 rounding in the C order (libggml-base has no FMA): the scale first, then the
+grid value; a stored sign flips the sign bit (as the compiled C does, a NaN's included). So
+dequantization is bit for bit ``to_float`` on any bytes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from golden.formats.format import Format, block_rows, nibbles
+from golden.formats import grids
+from golden.formats.format import Format, block_rows, f16_column, nibbles
 
-# ggml-common.h ``kvalues_iq4nl``; tests/test_formats_iq_vs_ggml.py checks it against to_float.
-KVALUES_IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float32)
+QK_K = 256
+_CHUNK_BLOCKS = 1024  # 1 MiB of f32 output a chunk
+
+KVALUES_IQ4NL = grids.table("kvalues_iq4nl").astype(np.float32)
 
 
 def dequantize_iq4_nl(raw: np.ndarray, n: int) -> np.ndarray:
@@ -23,4 +54,141 @@ def dequantize_iq4_nl(raw: np.ndarray, n: int) -> np.ndarray:
         return (values * d).reshape(-1)
 
 
-FORMATS: tuple[Format, ...] = (Format("iq4_nl", "iq4_nl", 20, 32, 18, dequantize_iq4_nl),)
+def _u16(blocks: np.ndarray, start: int, stop: int) -> np.ndarray:
+    return np.ascontiguousarray(blocks[:, start:stop]).view("<u2")
+
+
+def _u32(blocks: np.ndarray, start: int, stop: int) -> np.ndarray:
+    return np.ascontiguousarray(blocks[:, start:stop]).view("<u4")
+
+
+def _iq4_xs_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    m = blocks.shape[0]
+    scales_h = _u16(blocks, 2, 4)  # (m, 1)
+    low = nibbles(blocks[:, 4:8]).reshape(m, 2, 4).transpose(0, 2, 1).reshape(m, 8)  # nibble ib % 2 of byte ib / 2
+    high = (scales_h >> np.arange(0, 16, 2, dtype=np.uint16)[None, :]) & np.uint16(3)
+    ls = low.astype(np.int16) | (high.astype(np.int16) << np.int16(4))
+    dl = f16_column(blocks, 0)[:, None] * (ls - np.int16(32)).astype(np.float32)  # (m, 8)
+    q = nibbles(blocks[:, 8:136].reshape(m * 8, 16)).reshape(m, 8, 32)
+    np.multiply(dl[:, :, None], KVALUES_IQ4NL[q], out=out.reshape(m, 8, 32))
+
+
+
+_SEVEN_BIT_SHIFTS = np.array([0, 7, 14, 21], np.uint32)
+
+
+def _signed_groups(db: np.ndarray, values: np.ndarray, sign_masks: np.ndarray, out: np.ndarray) -> None:
+    """out = db·values (one f32 rounding), then the sign bits of ``sign_masks`` flipped in place."""
+    np.multiply(db, values, out=out)
+    bits = out.view(np.uint32)
+    np.bitwise_xor(bits, sign_masks, out=bits)
+
+
+def _half_quarter_scales(d: np.ndarray, codes: np.ndarray, factor: float) -> np.ndarray:
+    """``d·(0.5 + code)·factor`` (IQ2_XXS, IQ2_XS, IQ2_S: 0.25; IQ3_XXS: 0.5), in the C's order."""
+    scaled = d.reshape((-1,) + (1,) * (codes.ndim - 1)) * (np.float32(0.5) + codes.astype(np.float32))
+    return scaled * np.float32(factor)
+
+
+def _iq2_xxs_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    m = blocks.shape[0]
+    sub = blocks[:, 2:66].reshape(m, 8, 8)
+    aux = np.ascontiguousarray(sub[:, :, 4:8]).view("<u4")  # (m, 8, 1)
+    db = _half_quarter_scales(f16_column(blocks, 0), aux[:, :, 0] >> np.uint32(28), 0.25)
+    sign_index = (aux >> _SEVEN_BIT_SHIFTS) & np.uint32(127)  # (m, 8, 4)
+    values = grids.float_grid("iq2xxs_grid")[sub[:, :, 0:4]]  # (m, 8, 4, 8)
+    _signed_groups(db[:, :, None, None], values, grids.sign_masks()[sign_index], out.reshape(m, 8, 4, 8))
+
+
+def _nibble_scales(scales: np.ndarray) -> np.ndarray:
+    """(m, 8) scale bytes -> (m, 8, 2): the low nibble (groups 0, 1 of the sub-block), then the high."""
+    return np.stack([scales & np.uint8(0x0F), scales >> np.uint8(4)], axis=2)
+
+
+def _iq2_xs_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    m = blocks.shape[0]
+    qs = _u16(blocks, 2, 66).reshape(m, 8, 2, 2)  # (sub, pair, group)
+    db = _half_quarter_scales(f16_column(blocks, 0), _nibble_scales(blocks[:, 66:74]), 0.25)
+    values = grids.float_grid("iq2xs_grid")[qs & np.uint16(511)]
+    signs = grids.sign_masks()[qs >> np.uint16(9)]
+    _signed_groups(db[:, :, :, None, None], values, signs, out.reshape(m, 8, 2, 2, 8))
+
+
+def _iq2_s_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    m = blocks.shape[0]
+    high = (blocks[:, 66:74, None] >> np.array([0, 2, 4, 6], np.uint8)) & np.uint8(3)  # (m, 8, 4)
+    index = blocks[:, 2:34].reshape(m, 8, 4).astype(np.uint16) | (high.astype(np.uint16) << np.uint16(8))
+    db = _half_quarter_scales(f16_column(blocks, 0), _nibble_scales(blocks[:, 74:82]), 0.25)
+    values = grids.float_grid("iq2s_grid")[index.reshape(m, 8, 2, 2)]
+    signs = grids.byte_sign_masks()[blocks[:, 34:66].reshape(m, 8, 2, 2)]
+    _signed_groups(db[:, :, :, None, None], values, signs, out.reshape(m, 8, 2, 2, 8))
+
+
+def _iq3_xxs_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    m = blocks.shape[0]
+    aux = _u32(blocks, 66, 98)  # (m, 8)
+    db = _half_quarter_scales(f16_column(blocks, 0), aux >> np.uint32(28), 0.5)
+    sign_index = (aux[:, :, None] >> _SEVEN_BIT_SHIFTS) & np.uint32(127)  # (m, 8, 4)
+    values = grids.float_grid("iq3xxs_grid")[blocks[:, 2:66]].reshape(m, 8, 4, 8)  # two indices a group
+    _signed_groups(db[:, :, None, None], values, grids.sign_masks()[sign_index], out.reshape(m, 8, 4, 8))
+
+
+def _iq3_s_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    m = blocks.shape[0]
+    high = (blocks[:, 66:74, None] >> np.arange(8, dtype=np.uint8)) & np.uint8(1)  # (m, sub, k)
+    index = blocks[:, 2:66].reshape(m, 8, 8).astype(np.uint16) | (high.astype(np.uint16) << np.uint16(8))
+    codes = nibbles(blocks[:, 106:110]).reshape(m, 2, 4).transpose(0, 2, 1).reshape(m, 8)  # nibble ib % 2
+    db = f16_column(blocks, 0)[:, None] * (np.int16(1) + np.int16(2) * codes.astype(np.int16)).astype(np.float32)
+    values = grids.float_grid("iq3s_grid")[index].reshape(m, 8, 4, 8)
+    signs = grids.byte_sign_masks()[blocks[:, 74:106].reshape(m, 8, 4)]
+    _signed_groups(db[:, :, None, None], values, signs, out.reshape(m, 8, 4, 8))
+
+
+def _shifted_grid(index: np.ndarray, delta_negative: np.ndarray) -> np.ndarray:
+    """``grid[j] + delta`` of ``iq1s_grid`` (exact in f32): (..., 8) for (...) indices and delta signs."""
+    delta = grids.iq1s_delta()
+    shift = np.where(delta_negative, -delta, delta).astype(np.float32)
+    return grids.float_grid("iq1s_grid")[index] + shift[..., None]
+
+
+def _odd_scales(d: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """``d·(2·code + 1)``: the integer first, then one f32 product (IQ1_S, IQ1_M)."""
+    odd = (np.int16(2) * codes.astype(np.int16) + np.int16(1)).astype(np.float32)
+    return d.reshape((-1,) + (1,) * (codes.ndim - 1)) * odd
+
+
+def _iq1_s_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    m = blocks.shape[0]
+    qh = _u16(blocks, 34, 50)  # (m, 8)
+    high = (qh[:, :, None] >> np.array([0, 3, 6, 9], np.uint16)) & np.uint16(7)
+    index = blocks[:, 2:34].reshape(m, 8, 4).astype(np.uint16) | (high << np.uint16(8))
+    dl = _odd_scales(f16_column(blocks, 0), (qh >> np.uint16(12)) & np.uint16(7))  # (m, 8)
+    shifted = _shifted_grid(index, np.broadcast_to(((qh & np.uint16(0x8000)) != 0)[:, :, None], index.shape))
+    np.multiply(dl[:, :, None, None], shifted, out=out.reshape(m, 8, 4, 8))
+
+
+def _iq1_m_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    m = blocks.shape[0]
+    sc = _u16(blocks, 48, 56)  # (m, 4)
+    d_bits = ((sc[:, 0] >> np.uint16(12)) | ((sc[:, 1] >> np.uint16(8)) & np.uint16(0x00F0))
+              | ((sc[:, 2] >> np.uint16(4)) & np.uint16(0x0F00)) | (sc[:, 3] & np.uint16(0xF000)))
+    d = d_bits.view("<f2").astype(np.float32)
+    fields = (sc[:, :, None] >> np.array([0, 3, 6, 9], np.uint16)) & np.uint16(7)  # (m, 4, 4): ib % 2, half
+    dl = _odd_scales(d, fields.reshape(m, 8, 2))  # (m, sub, half)
+    nib = (blocks[:, 32:48].reshape(m, 8, 2, 1) >> np.array([0, 4], np.uint8)) & np.uint8(0x0F)  # (m, 8, 2, 2)
+    index = blocks[:, 0:32].reshape(m, 8, 2, 2).astype(np.uint16) | ((nib & np.uint8(7)).astype(np.uint16) << 8)
+    shifted = _shifted_grid(index, (nib & np.uint8(8)) != 0)  # (m, 8, half, 2, 8)
+    np.multiply(dl[:, :, :, None, None], shifted, out=out.reshape(m, 8, 2, 2, 8))
+
+
+FORMATS: tuple[Format, ...] = (
+    Format("iq4_nl", "iq4_nl", 20, 32, 18, dequantize_iq4_nl),
+    Format.of_blocks("iq4_xs", "iq4_xs", 23, QK_K, 136, _iq4_xs_body, _CHUNK_BLOCKS),
+    Format.of_blocks("iq2_xxs", "iq2_xxs", 16, QK_K, 66, _iq2_xxs_body, _CHUNK_BLOCKS),
+    Format.of_blocks("iq2_xs", "iq2_xs", 17, QK_K, 74, _iq2_xs_body, _CHUNK_BLOCKS),
+    Format.of_blocks("iq2_s", "iq2_s", 22, QK_K, 82, _iq2_s_body, _CHUNK_BLOCKS),
+    Format.of_blocks("iq3_xxs", "iq3_xxs", 18, QK_K, 98, _iq3_xxs_body, _CHUNK_BLOCKS),
+    Format.of_blocks("iq3_s", "iq3_s", 21, QK_K, 110, _iq3_s_body, _CHUNK_BLOCKS),
+    Format.of_blocks("iq1_s", "iq1_s", 19, QK_K, 50, _iq1_s_body, _CHUNK_BLOCKS),
+    Format.of_blocks("iq1_m", "iq1_m", 29, QK_K, 56, _iq1_m_body, _CHUNK_BLOCKS),
+)

@@ -1,9 +1,17 @@
-"""MXFP4 (OCP microscaling FP4, 32 elements, 17 bytes): one E8M0 exponent byte ``e`` + 16 ``qs`` bytes.
+"""The FP4 (E2M1) formats: MXFP4 (32 elements, 17 bytes) and NVFP4 (64 elements, 36 bytes).
+
+MXFP4 (OCP microscaling FP4): one E8M0 exponent byte ``e`` + 16 ``qs`` bytes.
 
 Each nibble is an E2M1 code (sign, 2 exponent bits, 1 mantissa bit); ggml stores the E2M1 values
 doubled as int8 (``kvalues_mxfp4``) and halves the scale instead: ``d = 2**(e - 128)``, built from its
 bits (``e < 2`` gives the subnormals 2**-128 and 2**-127; ``e = 255`` is 2**127, not NaN). Element
 j < 16 is ``kvalues[qs[j] & 15] * d``, element j + 16 the high nibble's.
+
+NVFP4: four UE4M3 scale bytes ``d[4]`` (one per 16 elements), then 32 ``qs`` bytes. Sub-block ``s``'s
+element j < 8 is ``kvalues[qs[8s + j] & 15] * scale(d[s])``, element j + 8 the high nibble's, where
+``scale`` (``ggml_ue4m3_to_fp32``) halves the UE4M3 value to match the doubled table: bit 7 is
+ignored, exponent bits 6..3 (bias 7), mantissa bits 2..0, exponent 0 subnormal (``man·2**-9``), and
+the bytes 0x00 and 0x7F (UE4M3's NaN) read as 0; 0xFF, the same NaN with bit 7 set, reads as 240.
 """
 
 from __future__ import annotations
@@ -40,4 +48,28 @@ def dequantize_mxfp4(raw: np.ndarray, n: int) -> np.ndarray:
         return (values * d).reshape(-1)
 
 
-FORMATS: tuple[Format, ...] = (Format("mxfp4", "mxfp4", 39, 32, 17, dequantize_mxfp4),)
+def _ue4m3_half() -> np.ndarray:
+    """The 256 scale bytes' ``ggml_ue4m3_to_fp32`` values, from the format (every one exact in f32)."""
+    code = np.arange(256)
+    exponent, mantissa = (code >> 3) & 15, code & 7
+    raw = np.where(exponent == 0, mantissa * 2.0**-9, (1 + mantissa / 8) * 2.0 ** (exponent - 7))
+    return np.where((code == 0) | (code == 0x7F), 0.0, raw * 0.5).astype(np.float32)
+
+
+UE4M3_HALF = _ue4m3_half()
+
+
+_CHUNK_BLOCKS = 4096  # 1 MiB of f32 output a chunk
+
+
+def _nvfp4_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    m = blocks.shape[0]
+    view = out.reshape(m, 4, 16)
+    np.take(KVALUES_MXFP4, nibbles(blocks[:, 4:36].reshape(m * 4, 8)).reshape(m, 4, 16), out=view)
+    np.multiply(view, UE4M3_HALF[blocks[:, 0:4]][:, :, None], out=view)
+
+
+FORMATS: tuple[Format, ...] = (
+    Format("mxfp4", "mxfp4", 39, 32, 17, dequantize_mxfp4),
+    Format.of_blocks("nvfp4", "nvfp4", 40, 64, 36, _nvfp4_body, _CHUNK_BLOCKS),
+)
