@@ -182,6 +182,11 @@ MODEL = Replay(model="m.gguf")
     (CASE, 0, f"PASS  {CPU_PASSES}  on ggml:CPU\n  error_ratio 0.25  max_abs 1e-08\n", "", GOOD, "error_ratio 0.25"),
     (CASE, 1, f"FAIL  {CPU_PASSES}  on ggml:CPU\n  error_ratio 41  max_abs 0.6\n", "", BAD, "FAIL  error_ratio 41"),
     (CASE, 1, f"CRASH  {CPU_PASSES}  on ggml:CPU\n  the device process died (signal 6)\n", "", BAD, "CRASH"),
+    (CASE, 1, f"CRASH  {CPU_PASSES}  on ggml:Vulkan0\n  device worker died (signal SIGABRT): /x/ggml/src/ggml-vulkan/"
+     "ggml-vulkan.cpp:5496: GGML_ASSERT(misalign_bytes == 0) failed\n", "", BAD, "CRASH"),  # the backend aborts
+    (CASE, 1, f"CRASH  {CPU_PASSES}  on ggml:Vulkan0\n  device worker died (signal SIGABRT): /x/llama.cpp/ggml/src/"
+     "ggml.c:4996: GGML_ASSERT(mask->ne[1] >= GGML_PAD(q->ne[1], GGML_KQ_MASK_PAD)) failed\n", "", SKIP,
+     "op constructor refuses the case: ggml/src/ggml.c:4996"),  # the release's constructor: not the backend
     (CASE, 0, f"KNOWN  {CPU_PASSES}  on ggml:CPU\n  known bug x\n", "", BAD, "KNOWN"),  # a listed defect is there
     (CASE, 0, f"UNSUPPORTED  {CPU_PASSES}  on ggml:CPU\n  ggml 0.9.4 has no ggml_argsort_top_k()\n", "", SKIP,
      "declines the case: ggml 0.9.4 has no ggml_argsort_top_k()"),
