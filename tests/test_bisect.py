@@ -201,7 +201,7 @@ MODEL = Replay(model="m.gguf")
     (SEQUENCE, 0, "  1/2 PASS        A\n  2/2 UNSUPPORTED B\nevery case passed\n", "", SKIP, "2/2 UNSUPPORTED"),
     (MODEL, 1, "model m on ggml:Vulkan0\nfirst failing node: 7 attn (MUL_MAT, step 0): 3x\nverdict: FAIL\n", "", BAD,
      "first failing node: 7"),
-    (MODEL, 0, "model m on ggml:Vulkan0\nverdict: PASS  (results in x)\n", "", GOOD, "verdict: PASS"),
+    (MODEL, 0, "model m on ggml:Vulkan0\nverdict: pass  (results in /tmp/x)\n", "", GOOD, "verdict: pass"),
     (MODEL, 2, "", "conform model: llama_model_default_params() writes 72 bytes\n", SKIP, "writes 72 bytes"),
 ])
 def test_a_replays_output_is_read_as_a_verdict(replay: Replay, code: int, out: str, err: str, kind: str,
@@ -259,34 +259,48 @@ def test_run_exits_as_git_bisect_run_wants(tmp_path: Path) -> None:
     assert "the build command exited 3" in failed_build.stdout
 
 
-# ---- a real bisection: node-llama-cpp's Vulkan releases on lavapipe --------------------------------------
+# ---- real bisections: node-llama-cpp's Vulkan releases on lavapipe -----------------------------------------
 
 ROPE_INPLACE_VIEW = ("GRAPH[rope_inplace_view](type=f16,head_dim=64,n_head=2,n_kv=7,n_rot=32,mode=2,"
                      "freq_base=10000.0,data=uniform:1)")
-RELEASES = ("3.14.5", "3.15.1", "3.16.0", "3.17.1")
+# a query row masked throughout, 6 query heads on 2 K/V heads (known bug vulkan-flash-attn-ext-f16-kv-masked-row)
+FLASH_ATTN_MASKED_ROW = (
+    "FLASH_ATTN_EXT(type0=f32,ne0=[128,1,6,1],type1=f16,ne1=[128,33,2,1],type2=f16,ne2=[128,33,2,1],"
+    "type3=f16,ne3=[33,1,1,1],dst=f32,scale=0.0883883461356163,max_bias=0.0,logit_softcap=0.0,prec=default,"
+    "mask=True,sinks=False,data=uniform:0)")
+REAL_DEFECTS = [
+    # ggml-vulkan rotated an in-place ROPE on a strided view of the K cache wrong (llama.cpp #19292) up to b7836
+    pytest.param(ROPE_INPLACE_VIEW, ("3.14.5", "3.15.1", "3.16.0", "3.17.1"),
+                 "last bad: vulkan-3.15.1 (ggml 0.9.5, b7836), first good: vulkan-3.16.0 (ggml 0.9.7, b8095)"
+                 "  (the fix)",
+                 id="rope-inplace-view-fixed"),
+    # and gives -FLT_MAX for a fully masked query row under GQA from b8179 on; three of these report ggml 0.9.7
+    pytest.param(FLASH_ATTN_MASKED_ROW, ("3.16.0", "3.16.2", "3.17.1"),
+                 "last good: vulkan-3.16.2 (ggml 0.9.7, b8121), first bad: vulkan-3.17.1 (ggml 0.9.7, b8179)",
+                 id="flash-attn-masked-row-regressed"),
+]
 
 
-def _release_folders() -> list[Path]:
-    """Older releases under $CONFORM_RELEASES (default .backends) as vulkan-<V>/ (scripts/setup-vulkan.sh V)."""
+def _release_folders(versions: tuple[str, ...]) -> list[Path]:
+    """Older releases as vulkan-<V>/ under $CONFORM_RELEASES (default .backends: scripts/setup-vulkan.sh V)."""
     where = Path(os.environ.get("CONFORM_RELEASES", ROOT / ".backends"))
-    return [where / f"vulkan-{v}" for v in RELEASES if (where / f"vulkan-{v}" / "libggml-vulkan.so").exists()]
+    return [where / f"vulkan-{v}" for v in versions if (where / f"vulkan-{v}" / "libggml-vulkan.so").exists()]
 
 
 @pytest.mark.slow
-def test_the_release_that_fixed_the_inplace_rope_on_a_cache_view_is_named() -> None:
-    """ggml-vulkan rotated an in-place ROPE on a strided view of the K cache wrong (llama.cpp #19292) up to
-    b7836 and right from b8095: bisect names that pair over five releases, 0.25.1 last."""
-    folders = _release_folders()
+@pytest.mark.parametrize(("case_id", "versions", "boundary"), REAL_DEFECTS)
+def test_a_real_defect_is_bisected_to_its_release(case_id: str, versions: tuple[str, ...], boundary: str) -> None:
+    folders = _release_folders(versions)
     current = ROOT / ".backends" / "ggml-0.25.1-vulkan"
-    if len(folders) < len(RELEASES) or not (current / "libggml-vulkan.so").exists():
-        pytest.skip("needs node-llama-cpp Vulkan releases " + ", ".join(RELEASES) + " as $CONFORM_RELEASES/"
-                    "vulkan-<V> (bash scripts/setup-vulkan.sh V) and .backends/ggml-0.25.1-vulkan")
-    done = conform("bisect", ROPE_INPLACE_VIEW, "--device", "ggml:Vulkan0", "--case-timeout", "600",
-                   "--builds", *map(str, folders), str(current))
+    if len(folders) < len(versions) or not (current / "libggml-vulkan.so").exists():
+        pytest.skip(f"needs node-llama-cpp Vulkan {', '.join(versions)} as $CONFORM_RELEASES/vulkan-<V> "
+                    "(bash scripts/setup-vulkan.sh V) and .backends/ggml-0.25.1-vulkan (scripts/setup-vulkan.sh)")
+    done = conform("bisect", case_id, "--device", "ggml:Vulkan0", "--case-timeout", "600",
+                   "--builds", str(current), *map(str, folders))  # in any order: bisect orders them
     assert done.returncode == 0, done.stdout + done.stderr
-    last = done.stdout.splitlines()[-1]
-    assert last == ("last bad: vulkan-3.15.1 (ggml 0.9.5, b7836), first good: vulkan-3.16.0 (ggml 0.9.7, b8095)"
-                    "  (the fix)"), done.stdout
-    table = {ln.split()[0]: ln for ln in done.stdout.splitlines() if ln.startswith("  vulkan-")}
-    assert "bad   FAIL" in table["vulkan-3.14.5"] or "not probed" in table["vulkan-3.14.5"]
-    assert "good  PASS" in table["ggml-0.25.1-vulkan"] if "ggml-0.25.1-vulkan" in table else True
+    lines = done.stdout.splitlines()
+    assert lines[-1] == boundary, done.stdout
+    table = lines[lines.index("builds, oldest first:") + 1:-1]
+    assert [ln.split()[0] for ln in table] == [f"vulkan-{v}" for v in versions] + ["ggml-0.25.1-vulkan"]
+    good, bad = ("good  PASS", "bad   FAIL") if boundary.startswith("last good") else ("bad   FAIL", "good  PASS")
+    assert good in table[0] and bad in table[-1]  # both ends were judged, and disagree

@@ -38,6 +38,7 @@ GIT_BISECT_SKIP = 125  # git bisect run: "this commit cannot be tested"
 
 # a build tag in a library's file name: libggml.vulkan.b7836.so, libllama.vulkan.v0.5.0.so
 _BUILD_IN_NAME = re.compile(r"^lib(?:ggml|llama)\.(?:[A-Za-z0-9_-]+\.)?(b\d+|v\d+(?:\.\d+)*)\.so$")
+_GENERIC_FOLDERS = {"bin", "lib", "lib64", "build", "Release"}
 _BUILD_TAG = re.compile(r"^(b\d+|v\d+(?:\.\d+)*)$")
 # the verdict line of conform repro: OUTCOME  case-id  on device
 _OUTCOME_LINE = re.compile(r"^(PASS|FAIL|CRASH|TIMEOUT|ERROR|UNSUPPORTED|KNOWN)\b\s*(.*)$")
@@ -73,6 +74,8 @@ class Build:
 
     @property
     def name(self) -> str:
+        if self.folder.name in _GENERIC_FOLDERS:  # build/bin, libggml/lib64: the folder above says which build
+            return f"{self.folder.parent.name}/{self.folder.name}"
         return self.folder.name
 
     @property
@@ -177,6 +180,7 @@ class Replay:
 
     case_id: str | None = None
     sequence: tuple[str, ...] = ()
+    sequence_cases: int = 0  # how many case ids the sequence's arguments hold
     model: str | None = None
     device: str = "ggml:CPU"
     case_timeout: float = 120.0
@@ -187,7 +191,7 @@ class Replay:
         if self.model:
             return f"model {self.model}"
         if self.sequence:
-            return f"a sequence of {len(self.sequence)} argument(s)"
+            return f"a sequence of {self.sequence_cases} case(s)"
         return f"case {self.case_id}"
 
     def command(self, folder: Path, out: Path) -> list[str]:
@@ -203,7 +207,7 @@ class Replay:
 
     def wall_limit(self) -> float:
         """A replay that runs far past its cases' limits is stuck outside any case: skip the build."""
-        cases = max(1, len(self.sequence))
+        cases = max(1, self.sequence_cases)
         return 600.0 if self.model else 60.0 + 2 * self.case_timeout * cases
 
     def judge(self, returncode: int, stdout: str, stderr: str) -> Verdict:
@@ -219,6 +223,7 @@ class Replay:
             summary = next((ln for ln in lines if ln.startswith(("first failing node:", "model ")) and
                             ("CRASH" in ln or ln.startswith("first failing"))), "")
             verdict = next((ln for ln in reversed(lines) if ln.startswith("verdict:")), "")
+            verdict = re.sub(r"\s*\(results in [^)]*\)", "", verdict)  # a temporary folder, gone after the probe
             return Verdict(GOOD if returncode == 0 else BAD, (summary or verdict or f"exit {returncode}")[:240])
         if self.sequence:
             steps = [m for ln in lines if (m := _STEP_LINE.match(ln))]
@@ -407,16 +412,20 @@ def _replay_of(args: argparse.Namespace) -> Replay:
         from conformance.cli.repro import check_case
 
         check_case(args.case_id)  # a malformed id is the user's, not a build's: exit 2 before any replay
+    sequence_cases = 0
     if args.sequence:
-        from conformance.cli.repro import _sequence_ids
+        from conformance.cli.repro import _sequence_case, _sequence_ids
 
-        _sequence_ids(args.sequence)
+        ids = _sequence_ids(args.sequence)
+        for case_id in ids:
+            _sequence_case(case_id)
+        sequence_cases = len(ids)
     if args.model and not Path(args.model).is_file():
         raise UsageError(f"--model {args.model}: no such file")
     sequence = tuple(str(Path(s).resolve()) if Path(s).is_file() else s for s in args.sequence or ())
     model = str(Path(args.model).resolve()) if args.model else None
-    return Replay(case_id=args.case_id, sequence=sequence, model=model, device=args.device,
-                  case_timeout=args.case_timeout, threads=args.threads)
+    return Replay(case_id=args.case_id, sequence=sequence, sequence_cases=sequence_cases, model=model,
+                  device=args.device, case_timeout=args.case_timeout, threads=args.threads)
 
 
 def _run_one(args: argparse.Namespace, replay: Replay) -> int:
