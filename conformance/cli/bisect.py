@@ -45,6 +45,7 @@ _OUTCOME_LINE = re.compile(r"^(PASS|FAIL|CRASH|TIMEOUT|ERROR|UNSUPPORTED|KNOWN)\
 # a step line of conform repro --sequence:   3/7 OUTCOME  case-id  message
 # an abort in ggml.c itself (the op constructors and graph building), not in a backend
 _CONSTRUCTOR_ABORT = re.compile(r"ggml/src/ggml\.c:\d+: GGML_ASSERT\([^\n]{0,120}")
+_SEQUENCE_FAILED = re.compile(r"^(FAIL|CRASH|TIMEOUT|ERROR) at case \d+/\d+")
 _STEP_LINE = re.compile(r"^\s+(\d+)/(\d+) ([A-Z]+)\s")
 
 # run in a fresh interpreter: two builds' libggml-base cannot share one process
@@ -230,8 +231,13 @@ class Replay:
             if steps and steps[-1].group(3) == "UNSUPPORTED":
                 return Verdict(SKIP, f"the build declines the sequence's last case ({steps[-1].group(1)}/"
                                      f"{steps[-1].group(2)} UNSUPPORTED)")
-            said = next((ln for ln in reversed(lines) if " at case " in ln or ln.startswith("every case passed")), "")
-            return Verdict(GOOD if returncode == 0 else BAD, (said or f"exit {returncode}")[:240])
+            # by what the replay says, not its exit status: a failure a listed entry explains exits 0 (as the
+            # suite counts it) and is still the defect
+            failed = next((ln for ln in lines if _SEQUENCE_FAILED.match(ln)), "")
+            if failed:
+                return Verdict(BAD, failed[:240])
+            passed = next((ln for ln in lines if ln.startswith("every case passed")), "")
+            return Verdict(GOOD if returncode == 0 else BAD, (passed or f"exit {returncode}")[:240])
         found = next((m for ln in lines if (m := _OUTCOME_LINE.match(ln))), None)
         if found is None:
             return Verdict(SKIP, f"the replay printed no verdict (exit {returncode}): {_last_line(stderr)}"[:240])
