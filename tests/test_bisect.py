@@ -323,3 +323,43 @@ def test_every_option_of_bisect_has_help_and_the_exit_codes_are_said() -> None:
     text = " ".join(sub.format_help().split())
     for said in ("0 the boundary is named", "1 it lies among skipped builds", "2 bad input", "125 skip"):
         assert said in text, said
+
+
+@pytest.mark.slow
+def test_git_bisect_run_finds_the_commit_that_fixed_the_rope(tmp_path: Path) -> None:
+    """``git bisect run conform bisect --run ...`` over a git tree whose commits "build" one release each (the
+    build command links the release the commit names): git names the commit of 3.16.0 as the first fixed one,
+    and a commit whose build does not load is skipped (125), not judged."""
+    versions = ("3.14.5", "3.15.1", "3.16.0", "3.17.1")
+    folders = _release_folders(versions)
+    if len(folders) < len(versions) or shutil.which("git") is None:
+        pytest.skip(f"needs git and node-llama-cpp Vulkan {', '.join(versions)} as $CONFORM_RELEASES/vulkan-<V>")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    unloadable = fake_build(tmp_path / "no-version", None)
+    # the unloadable build in the middle (git tries it first), not next to the boundary (c3 -> c4)
+    order = [folders[0], folders[1], unloadable, folders[1], folders[2], folders[3]]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=tree, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                                   "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+                                   "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    git("init", "-q")
+    commits = []
+    for folder in order:
+        (tree / "which").write_text(str(folder))
+        git("add", "which")
+        git("commit", "-q", "-m", folder.name)
+        commits.append(git("rev-parse", "HEAD").strip())
+    git("bisect", "start", "--term-old=broken", "--term-new=fixed")
+    git("bisect", "fixed", commits[-1])
+    git("bisect", "broken", commits[0])
+    out = git("bisect", "run", sys.executable, "-m", "conformance.cli", "bisect", "--run", "--invert",
+              ROPE_INPLACE_VIEW, "--device", "ggml:Vulkan0", "--case-timeout", "600", "--ggml-lib", "build",
+              "--build-cmd", 'ln -sfn "$(cat which)" build')
+    assert f"{commits[4]} is the first fixed commit" in out, out
+    assert "no-version (no ggml_version, build ?)  skip (" in out  # its commit was tried and skipped (125)
