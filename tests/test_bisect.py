@@ -225,6 +225,7 @@ def test_an_interrupted_replay_stops_the_bisection() -> None:
 @pytest.mark.parametrize(("args", "said"), [
     (["bisect", CPU_PASSES], "needs --builds"),
     (["bisect", CPU_PASSES, "--builds", "/no/such/build"], "no such folder"),
+    (["bisect", CPU_PASSES, "--builds", f"{ROOT}=8095"], "must look like b7836"),
     (["bisect", CPU_PASSES, "--builds", str(ROOT / "docs")], "not a ggml build directory"),
     (["bisect", "SQRT(type=f32,ne=[4,3", "--builds", str(ROOT)], "SQRT"),
     (["bisect", "--builds", str(ROOT)], "exactly one of"),

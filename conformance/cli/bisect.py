@@ -125,12 +125,15 @@ def identify(given: str) -> Build:
     """``DIR`` or ``DIR=BUILD`` as the user gave it: the folder checked, its version and build read."""
     from device.ggml.lib import GgmlLibraryError, find_libraries
 
-    folder_text, _, tag = given.partition("=")
+    folder_text, tag = given, ""
+    before, equals, after = given.rpartition("=")
+    if equals and not Path(given).expanduser().is_dir():  # DIR=BUILD (a folder's own name may hold '=')
+        folder_text, tag = before, after
+        if not _BUILD_TAG.match(tag):
+            raise UsageError(f"--builds {given}: the build after '=' must look like b7836 or v0.5.0")
     folder = Path(folder_text).expanduser()
     if not folder.is_dir():
         raise UsageError(f"--builds {folder_text}: no such folder")
-    if tag and not _BUILD_TAG.match(tag):
-        raise UsageError(f"--builds {given}: the build after '=' must look like b7836 or v0.5.0")
     try:
         files = find_libraries(folder)
     except GgmlLibraryError as exc:
