@@ -4,6 +4,9 @@
 # prebuilt Vulkan libraries from the npm package @node-llama-cpp/linux-x64-vulkan, unpacked into
 # .backends/ggml-0.25.1-vulkan/ (ignored by git), with the same release's libllama for `conform model`.
 #
+# `setup-vulkan.sh V` fetches node-llama-cpp V's package instead (an older ggml-vulkan and libllama, e.g.
+# 3.15.1 = llama.cpp b7836) into .backends/vulkan-V/, for `conform bisect` (shared/reference/npm-ggml-releases.md).
+#
 # Idempotent. On success the last line on stdout is the folder to pass as --ggml-lib; everything
 # else goes to stderr. Where something cannot be had it prints one line "skip: <reason>" on stderr
 # and exits 3 (CI treats that as a skip, not a failure).
@@ -12,6 +15,11 @@ cd "$(dirname "$0")/.."
 
 NPM_PACKAGE="@node-llama-cpp/linux-x64-vulkan@3.22.1"  # ggml 0.25.1 (llama.cpp release v0.5.0 of node-llama-cpp)
 DEST=".backends/ggml-0.25.1-vulkan"
+if [ $# -gt 0 ]; then
+    [[ "$1" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "setup-vulkan: $1 is not a node-llama-cpp version (3.15.1)" >&2; exit 2; }
+    NPM_PACKAGE="@node-llama-cpp/linux-x64-vulkan@$1"
+    DEST=".backends/vulkan-$1"
+fi
 
 skip() { echo "skip: $*" >&2; exit 3; }
 

@@ -8,6 +8,7 @@
   conform report   build the HTML report / CSV from results files
   conform perf     judge and time model-shaped cases (a 7B llama layer) on device(s) and ggml:CPU
   conform model    run a model's forward pass on a device and judge every node against the golden model
+  conform bisect   replay a case, a sequence or a model on many builds and name the first bad (or fixed) one
 
 Bad input gets one line on stderr and exit code 2, never a traceback.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from conformance.cli import listing, perf, repro, run, triage
+from conformance.cli import bisect, listing, perf, repro, run, triage
 from conformance.cli.common import DefaultsFormatter, OneLineParser, UsageError
 from conformance.cli.report import cmd_report
 from conformance.cli.repro import check_case
@@ -33,6 +34,7 @@ def build_parser() -> OneLineParser:
     repro.declare_parser(sub)
     perf.declare_parser(sub)
     triage.declare_parser(sub)
+    bisect.declare_parser(sub)
     sub.add_parser("report", help="build reports from results files (see conform report --help)", add_help=False)
     sub.add_parser("model", help="judge every node of a model's forward pass (conform model --help)", add_help=False)
     return parser
@@ -71,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             return perf.cmd_perf(args)
         if args.command == "triage":
             return triage.cmd_triage(args)
+        if args.command == "bisect":
+            return bisect.cmd_bisect(args)
     except (UsageError, DeviceError) as exc:
         print(f"conform: {exc}", file=sys.stderr)
         return 2
