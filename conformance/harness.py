@@ -323,11 +323,12 @@ class Harness:
 
     def evaluate(self, case: OpCase,
                  perf: Callable[[OpCase, list[np.ndarray]], dict[str, Any] | None] | None = None,
-                 companion_of: str | None = None) -> CaseRecord:
+                 companion_of: str | None = None, given_inputs: list[np.ndarray] | None = None) -> CaseRecord:
         """Run and judge one case; always returns (and writes) a record, ERROR when a step raised.
         ``perf`` (perf mode, ``conformance/perf.py``) times the case once the device has answered;
         what it returns is the record's ``perf`` block. ``companion_of`` marks a known-bug companion
-        (:meth:`check_drawn`)."""
+        (:meth:`check_drawn`). ``given_inputs``: these tensors (logical values, quantized ones as raw
+        blocks) instead of the case's drawn data, e.g. a model node's own inputs from its .npz."""
         if self.clock is not None:
             self.clock.cases += 1
         self._lap(Stage.GENERATION)
@@ -336,7 +337,9 @@ class Harness:
             with stage_limit(self.timeout, "golden"):  # the inputs; the golden itself runs under run_stage
                 resolution = resolve(case, self.known_bugs_of)
                 step = "making the inputs"
-                made = make_inputs(case, resolution.entry)
+                made = make_inputs(case, resolution.entry) if given_inputs is None else given_inputs
+                if len(made) != len(case.inputs):
+                    raise ValueError(f"{len(made)} input tensors given, the case has {len(case.inputs)}")
                 inputs = [as_stored(x, t.dtype) for x, t in zip(made, case.inputs, strict=True)]
                 self._lap(Stage.INPUTS)
                 step = "preparing the golden's inputs"

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 # one type for every matrix
-SINGLE_TYPES = ("f16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "tq2_0")
+SINGLE_TYPES = ("f16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs",
+                "iq3_s", "iq3_xxs", "iq2_s", "iq2_xs", "iq1_s", "iq1_m", "tq1_0", "tq2_0")
 # the mixes users download, as llama-quantize's rules give them for a two-layer model (every layer is one
 # of the first or last eighth, so attn_v and ffn_down take the larger type throughout): (default type,
 # {tensor stem or "output": type}); "mxfp4" is gpt-oss's: experts MXFP4, the rest Q8_0
@@ -26,11 +27,14 @@ MIXES: dict[str, tuple[str, dict[str, str]]] = {
     "q3_k_m": ("q3_k", {"attn_v": "q5_k", "ffn_down": "q5_k", "ffn_down_exps": "q5_k", "attn_output": "q4_k",
                         "output": "q6_k"}),
     "q2_k": ("q2_k", {"attn_v": "q3_k", "ffn_down": "q3_k", "ffn_down_exps": "q3_k", "output": "q6_k"}),
+    "iq2_xxs": ("iq2_xxs", {"attn_v": "q4_k", "ffn_down": "iq3_xxs", "ffn_down_exps": "iq3_xxs", "output": "q5_k"}),
     "mxfp4": ("q8_0", {"ffn_gate_exps": "mxfp4", "ffn_up_exps": "mxfp4", "ffn_down_exps": "mxfp4"}),
 }
 WEIGHT_TYPES = SINGLE_TYPES + tuple(m for m in MIXES if m not in SINGLE_TYPES)
 # where a row is not whole 256-blocks llama-quantize falls back to a 32-block type
-_FALLBACK = {"q2_k": "iq4_nl", "q3_k": "iq4_nl", "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0"}
+_FALLBACK = {"q2_k": "iq4_nl", "q3_k": "iq4_nl", "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0",
+             **{t: "iq4_nl" for t in ("iq4_xs", "iq3_s", "iq3_xxs", "iq2_s", "iq2_xs", "iq2_xxs", "iq1_s", "iq1_m")},
+             "tq1_0": "q8_0", "tq2_0": "q8_0"}
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,19 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
     DType("iq4_nl", 20, 18, 32, "quant", None),
     DType("tq2_0", 35, 66, 256, "quant", None),
     DType("mxfp4", 39, 17, 32, "quant", None),
+    DType("iq2_xxs", 16, 66, 256, "quant", None),
+    DType("iq2_xs", 17, 74, 256, "quant", None),
+    DType("iq3_xxs", 18, 98, 256, "quant", None),
+    DType("iq1_s", 19, 50, 256, "quant", None),
+    DType("iq3_s", 21, 110, 256, "quant", None),
+    DType("iq2_s", 22, 82, 256, "quant", None),
+    DType("iq4_xs", 23, 136, 256, "quant", None),
+    DType("iq1_m", 29, 56, 256, "quant", None),
+    DType("tq1_0", 34, 54, 256, "quant", None),
+    # newer than 0.20.2 (0.25.1 has them): a release without one never hands the golden its bytes
+    DType("nvfp4", 40, 36, 64, "quant", None),
+    DType("q1_0", 41, 18, 128, "quant", None),
+    DType("q2_0", 42, 18, 64, "quant", None),
 )}
 
 ALL_TYPES: tuple[str, ...] = tuple(DTYPES)

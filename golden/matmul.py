@@ -212,6 +212,12 @@ WEIGHT_ACTIVATIONS: dict[str, tuple[str, int, float, bool]] = {
     "q2_k": ("q8_k", 256, F32_EPS, True), "q3_k": ("q8_k", 256, F32_EPS, False),
     "q4_k": ("q8_k", 256, F32_EPS, True), "q5_k": ("q8_k", 256, F32_EPS, True),
     "q6_k": ("q8_k", 256, F32_EPS, False), "tq2_0": ("q8_k", 256, F32_EPS, False),
+    "tq1_0": ("q8_k", 256, F32_EPS, False),
+    # the IQ formats' grid values and IQ1's delta meet Q8_K's exact int16 block sums: no F16 sum term
+    **{iq: ("q8_k", 256, F32_EPS, False)
+       for iq in ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_xs")},
+    "nvfp4": ("q8_0", 32, F16_EPS, False), "q1_0": ("q8_0", 32, F16_EPS, False),
+    "q2_0": ("q8_0", 32, F16_EPS, False),
 }
 
 

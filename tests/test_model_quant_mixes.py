@@ -72,6 +72,7 @@ def _weight_types(path: Path) -> set[str]:
     ("llama", "q4_k_m", {"q4_k", "q6_k"}),
     ("llama", "q2_k", {"q2_k", "q3_k", "q6_k"}),
     ("llama", "q4_1", {"q4_1"}),
+    ("llama", "iq2_xxs", {"iq2_xxs", "iq3_xxs", "q4_k", "q5_k"}),
     ("mixtral", "mxfp4", {"mxfp4", "q8_0"}),
 ])
 def test_every_node_of_a_quantized_mix_is_judged(tmp_path: Path, arch: str, weights: str, holds: set[str]) -> None:
@@ -115,3 +116,53 @@ def test_a_fault_in_one_quantized_product_is_named_at_its_node(tmp_path: Path) -
     assert verdict["first_failure"]["index"] == tampered[0]
     failing = sorted(n["index"] for n in verdict["nodes"] if n["status"] == "FAIL")
     assert failing == sorted(tampered)
+
+
+@needs_libllama
+@pytest.mark.slow
+def test_repro_judges_the_device_on_a_failing_nodes_own_inputs(tmp_path: Path) -> None:
+    """`conform repro --inputs NODE.npz` hands the device exactly the node's tensors (a quantized product,
+    its weights as raw blocks); a bad file is one line and exit 2."""
+    import numpy as np
+
+    code = textwrap.dedent(f"""
+        import json
+        from pathlib import Path
+        from conformance.model import check_model
+        from conformance.model_synthetic import write_tiny_model
+
+        path = write_tiny_model(Path({str(tmp_path)!r}) / "m.gguf", "llama", "q4_0", seed=2)
+        def tamper(node, write):
+            if node.op == "MUL_MAT" and node.srcs[0] is not None and node.srcs[0].dtype == "q4_0":
+                values = node.out.values().copy()
+                values.flat[0] += 0.5 * float(abs(values).max())
+                write(values)
+        verdict = check_model(path, "CPU", {str(LIB)!r}, [[1, 5, 9, 17]], Path({str(tmp_path / "out")!r}),
+                              with_cpu=False, tamper=tamper)
+        print(json.dumps(verdict.as_dict()["first_failure"]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=_env(),
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first = json.loads(proc.stdout.strip().splitlines()[-1])
+    npz = first["artefact"]
+    seen = tmp_path / "seen"
+    replay = subprocess.run([sys.executable, "-m", "conformance.cli", "repro", "--inputs", npz, "--device",
+                             "tests.plugins.records_inputs:records_inputs"], capture_output=True, text=True,
+                            cwd=ROOT, env=dict(_env(), CONFORM_TEST_INPUTS_DIR=str(seen)), timeout=300)
+    # the device is right on those inputs: the failure was the tampered output, not the kernel
+    assert replay.returncode == 0 and replay.stdout.startswith("PASS"), replay.stdout + replay.stderr
+    assert "on the node's own inputs" in replay.stdout and first["case_id"] in replay.stdout
+    (handed,) = sorted(seen.iterdir())
+    with np.load(npz) as node, np.load(handed) as got:
+        assert str(node["case_id"]).startswith("MUL_MAT(type0=q4_0")
+        for name in ("input0", "input1"):
+            assert np.array_equal(np.asarray(node[name]).ravel().view(np.uint8),
+                                  np.asarray(got[name]).ravel().view(np.uint8)), name
+
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, something=np.zeros(3))
+    refused = subprocess.run([sys.executable, "-m", "conformance.cli", "repro", "--inputs", str(bad)],
+                             capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=120)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "Traceback" not in refused.stderr

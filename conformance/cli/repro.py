@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from conformance.harness import Harness
     from conformance.sequence import SequenceCase, Step
@@ -61,7 +63,7 @@ def check_case(case_id: str) -> OpCase | SetGetCase | GraphCase:
 def cmd_repro(args: argparse.Namespace) -> int:
     sequence_files = [item for item in args.sequence or [] if "(" not in item]
     check_outputs([Output("--out", args.out, folder=True), Output("--emit-c", args.emit_c, folder=True)],
-                  [args.history, *sequence_files, *(args.expectations or [])])
+                  [args.history, args.inputs, *sequence_files, *(args.expectations or [])])
     if args.emit_c is None:
         return _repro(args)
     if args.shrink:
@@ -115,8 +117,11 @@ def _repro(args: argparse.Namespace) -> int:
         return _repro_sequence(args)
     if args.shrink:
         raise UsageError("--shrink needs a sequence to shrink: --sequence FILE|ID... or --history RESULTS")
+    given, node = None, None
+    if args.inputs:
+        args.case_id, given, node = _node_inputs(args.inputs, args.case_id)
     if not args.case_id:
-        raise UsageError("repro needs a case id (or --sequence / --history)")
+        raise UsageError("repro needs a case id (or --inputs NODE.npz, --sequence, --history)")
     from golden.graphs.case import GraphCase, is_graph_id
 
     if is_graph_id(args.case_id):
@@ -124,13 +129,22 @@ def _repro(args: argparse.Namespace) -> int:
     case = check_case(args.case_id)
     if isinstance(case, GraphCase):  # is_graph_id said no: cannot happen, but keeps the types honest
         return _repro_graph(args)
+    if given is not None:
+        if isinstance(case, SetGetCase):
+            raise UsageError(f"--inputs {args.inputs}: a set/get case takes no node inputs")
+        _check_node_inputs(args.inputs, case, given)
     device, harness = _repro_harness(args)
     try:
-        record = harness.evaluate_set_get(case) if isinstance(case, SetGetCase) else harness.evaluate(case)
+        if isinstance(case, SetGetCase):
+            record = harness.evaluate_set_get(case)
+        else:
+            record = harness.evaluate(case, given_inputs=given)
         bound = _deviation_bound(harness, case, record)
     finally:
         harness.close()
     print(f"{_verdict_word(record)}  {case.case_id}  on {device}")
+    if given is not None:
+        print(f"  on the node's own inputs from {args.inputs}" + (f" (node {node})" if node else ""))
     m = record.metrics
     if m and "max_abs" in m:
         print(f"  error_ratio {m['error_ratio']:.3g}  max_abs {m['max_abs']:.3g}  max_ulp {m['max_ulp']:.3g}  "
@@ -143,6 +157,46 @@ def _repro(args: argparse.Namespace) -> int:
         print(f"  artefact: {os.path.join(args.out, record.artefact)}")
     _print_entry(record, bound)
     return _exit_status(record, args.strict)
+
+
+def _node_inputs(path: str, case_id: str | None) -> tuple[str, list[np.ndarray], str | None]:
+    """A model node's .npz (``conform model`` writes one per failing node): its case id, input tensors
+    and node name; one line (UsageError) when the file is not one."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            names = sorted((k for k in npz.files if k.startswith("input")), key=lambda k: int(k[5:] or -1))
+            if "case_id" not in npz.files or not names:
+                raise UsageError(f"--inputs {path}: not a node file of conform model (no case_id and input0...)")
+            recorded = str(npz["case_id"])
+            inputs = [np.asarray(npz[k]) for k in names]
+            node = str(npz["node"]) if "node" in npz.files else None
+    except UsageError:
+        raise
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(f"--inputs {path}: cannot read it as an .npz ({_first_line(exc)})") from None
+    if case_id and case_id != recorded:
+        raise UsageError(f"--inputs {path} holds the inputs of {recorded}, not of the case id given")
+    return recorded, inputs, node
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _check_node_inputs(path: str, case: object, inputs: list[np.ndarray]) -> None:
+    """Each tensor has the size its input spec needs (raw bytes for a block format)."""
+    from golden import dtypes
+    from golden.case import OpCase
+
+    assert isinstance(case, OpCase)
+    if len(inputs) != len(case.inputs):
+        raise UsageError(f"--inputs {path}: {len(inputs)} tensors for a case of {len(case.inputs)} inputs")
+    for i, (x, spec) in enumerate(zip(inputs, case.inputs, strict=True)):
+        need = (spec.nelements // dtypes.block_size(spec.dtype) * dtypes.type_size(spec.dtype)
+                if dtypes.is_quantized(spec.dtype) else spec.nelements)
+        if x.size != need:
+            raise UsageError(f"--inputs {path}: input{i} has {x.size} values, the case's {spec.dtype} "
+                             f"input {i} needs {need}")
 
 
 def _verdict_word(record: CaseRecord) -> str:
@@ -430,6 +484,9 @@ def declare_parser(sub: Any) -> None:
                      help="the case id a failure printed (with --history: which crash record to replay)")
     rep.add_argument("--device", default=None, metavar="SPEC",
                      help="device (default: the record's with --history, else ggml:CPU)")
+    rep.add_argument("--inputs", default=None, metavar="NODE.npz",
+                     help="judge the device on exactly these tensors: a node file conform model wrote for a "
+                          "failing node (its case id comes from the file)")
     rep.add_argument("--sequence", nargs="+", default=None, metavar="FILE|ID",
                      help="replay these cases in order in one fresh device process: case ids, or files of one "
                           "case id per line (a crash or a wrong result that needs the cases before it)")

@@ -117,8 +117,13 @@ def _type_id(qtype: str) -> int:
     return dtypes.GGML_TYPE_ID[qtype]
 
 
+# ggml_quantize_chunk refuses these without an importance matrix (ggml_quantize_requires_imatrix)
+NEEDS_IMATRIX = frozenset({"iq2_xxs", "iq2_xs", "iq1_s", "iq1_m"})
+
+
 def ggml_quantize(x: np.ndarray, qtype: str, path: QuantPath = "chunk") -> np.ndarray:
-    """Quantize float rows (last dim a multiple of 32) with ggml itself: flat raw uint8 blocks."""
+    """Quantize float rows (last dim a multiple of the block) with ggml itself: flat raw uint8 blocks.
+    The types that need an importance matrix get a flat one (every column weighs the same)."""
     fns = functions()
     qk = dtypes.block_size(qtype) if dtypes.is_quantized(qtype) else 0
     type_id = _type_id(qtype)
@@ -131,7 +136,9 @@ def ggml_quantize(x: np.ndarray, qtype: str, path: QuantPath = "chunk") -> np.nd
     if values.size == 0:
         return out
     if path == "chunk":
-        written = fns.quantize_chunk(type_id, values.ctypes.data, out.ctypes.data, 0, nrows, n_per_row, None)
+        imatrix = np.ones(n_per_row, np.float32) if qtype in NEEDS_IMATRIX else None
+        written = fns.quantize_chunk(type_id, values.ctypes.data, out.ctypes.data, 0, nrows, n_per_row,
+                                     None if imatrix is None else imatrix.ctypes.data)
         if written != out.size:
             raise RuntimeError(f"ggml_quantize_chunk wrote {written} bytes, expected {out.size}")
     elif path == "cpu":
