@@ -78,7 +78,10 @@ def parse_ops(values: list[str] | None) -> frozenset[str]:
 # ---- the option table ----------------------------------------------------------------------------
 
 PROFILES = ("dev", "ci", "nightly")
-INTERNAL_PROFILES = ("ci-seeded",)  # the ci profile with randomness left on (the seed-stability checks)
+# ci-seeded: the ci profile with randomness left on (the seed-stability checks); ci-detect and dev-detect:
+# those profiles' draws without shrinking a failure found (the planted-fault checks ask only whether a
+# fault is caught)
+INTERNAL_PROFILES = ("ci-seeded", "ci-detect", "dev-detect")
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,12 @@ settings.register_profile(
 )
 # the ci profile's size with the randomness left on: --hypothesis-seed picks the draw (stability checks)
 settings.register_profile("ci-seeded", settings.get_profile("ci"), derandomize=False)
+# the ci profile's draws, in the same order, but a failure is reported as found, not shrunk: whether a planted
+# fault is caught is settled by the first failing draw (tests/test_planted_faults.py), and shrinking a
+# failure took most of such a check's time (benchmarks/bench_ci.py)
+_NO_SHRINK = [phase for phase in Phase if phase not in (Phase.shrink, Phase.explain)]
+settings.register_profile("ci-detect", settings.get_profile("ci"), phases=_NO_SHRINK)
+settings.register_profile("dev-detect", settings.get_profile("dev"), phases=_NO_SHRINK)
 settings.register_profile(
     "nightly", max_examples=400, deadline=None, suppress_health_check=_SUPPRESS, print_blob=True,
     phases=list(Phase),
