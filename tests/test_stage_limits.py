@@ -38,9 +38,12 @@ def test_stage_limit_interrupts_and_restores() -> None:
     with pytest.raises(StageLimitExceeded, match="golden ran past --case-timeout 0.2 s"):
         with stage_limit(0.2, "golden"):
             _slow(5.0)()
+    handler = signal.getsignal(signal.SIGALRM)
     with stage_limit(5.0, "golden"):  # a stage that finishes in time is untouched, and no alarm is left
         pass
-    time.sleep(0.3)
+    # no timer armed and the handler given back: read directly instead of sleeping past the limit
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is handler
 
 
 def test_a_golden_that_runs_out_of_time_is_recorded_and_the_run_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
