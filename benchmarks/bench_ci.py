@@ -2,7 +2,9 @@
 
 Subcommands (each prints a table; nothing here asserts a time):
   junit FILE...   pytest --junitxml output (one or more files, e.g. the harness tests and the
-                  conformance suite): the tests' summed time, each module's share, the 30 slowest tests
+                  conformance suite): the tests' summed time, each module's share, the 30 slowest tests;
+                  --marked IDS (a file of test ids, e.g. from `pytest -m slow --collect-only -q`): their
+                  summed time and share beside the rest's (the fast default's)
   durations LOG   pytest --durations=0 output (setup, call and teardown lines): the same tables, with
                   setup and teardown counted into their test
   steps LOG...    .ci/run and .ci/backends output: each step's (part's) minutes and share, from the
@@ -59,12 +61,18 @@ def module_of(test_id: str) -> str:
     return test_id.split("::", 1)[0]
 
 
-def print_tests(times: dict[str, float], top: int) -> None:
+def print_tests(times: dict[str, float], top: int, marked: Path | None = None) -> None:
     total = sum(times.values())
     if not times or total <= 0:
         print("no test times found", file=sys.stderr)
         raise SystemExit(2)
     print(f"{len(times)} tests, {total:.0f} s summed test time")
+    if marked is not None:
+        ids = {line.strip() for line in marked.read_text().splitlines() if "::" in line}
+        in_marked = {test_id: seconds for test_id, seconds in times.items() if test_id in ids}
+        seconds = sum(in_marked.values())
+        print(f"marked ({marked.name}): {len(in_marked)} tests, {seconds:.0f} s ({seconds / total:.1%}); "
+              f"the rest: {len(times) - len(in_marked)} tests, {total - seconds:.0f} s ({1 - seconds / total:.1%})")
     per_module: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
     for test_id, seconds in times.items():
@@ -124,6 +132,7 @@ def main(argv: list[str]) -> int:
     p_junit = sub.add_parser("junit")
     p_junit.add_argument("files", nargs="+", type=Path)
     p_junit.add_argument("--top", type=int, default=30)
+    p_junit.add_argument("--marked", type=Path)
     p_dur = sub.add_parser("durations")
     p_dur.add_argument("log", type=Path)
     p_dur.add_argument("--top", type=int, default=30)
@@ -133,14 +142,15 @@ def main(argv: list[str]) -> int:
     p_time.add_argument("label")
     p_time.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    inputs = [*getattr(args, "files", []), *getattr(args, "logs", []), *([args.log] if "log" in args else [])]
+    inputs = [*getattr(args, "files", []), *getattr(args, "logs", []), *([args.log] if "log" in args else []),
+              *([args.marked] if getattr(args, "marked", None) else [])]
     for path in inputs:
         if not path.is_file():
             print(f"bench_ci: no such file: {path}", file=sys.stderr)
             return 2
     try:
         if args.what == "junit":
-            print_tests(junit_times(args.files), args.top)
+            print_tests(junit_times(args.files), args.top, args.marked)
         elif args.what == "durations":
             print_tests(duration_times(args.log), args.top)
         elif args.what == "steps":
