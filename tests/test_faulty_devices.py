@@ -95,7 +95,9 @@ def _run_suite(tmp_path: Path, device: str, k: str, *extra: str) -> tuple[int, l
 
 
 def test_suite_reports_erf_gelu_quick_as_failing(tmp_path: Path) -> None:
-    code, records = _run_suite(tmp_path, f"{PLUGINS}:erf_gelu_quick", "gelu_quick and f32", "-x")
+    # dev-detect: the dev profile's draws, the failure not shrunk (shrinking this near-miss took minutes)
+    code, records = _run_suite(tmp_path, f"{PLUGINS}:erf_gelu_quick", "gelu_quick and f32", "-x",
+                               "--conform-profile", "dev-detect")
     cases = [r for r in records if r["type"] == "case"]
     assert code == 1
     assert any(r["outcome"] == "fail" and r["op"] == "GELU_QUICK" for r in cases)
