@@ -137,7 +137,10 @@ def pack(values: np.ndarray, spec: TensorSpec) -> np.ndarray:
         vn = st.view_ne
         grid[: vn[3], : vn[2], : vn[1], : data.shape[-1]] = data
         return base
-    stored = dtypes.to_storage(np.asarray(values).reshape(spec.np_shape), spec.dtype)
+    logical = np.asarray(values).reshape(spec.np_shape)
+    # stored elements, no copy where the values already are (to_storage's astype always copies)
+    stored = (dtypes.to_storage(logical, spec.dtype) if spec.dtype == "bf16"
+              else np.asarray(logical, dtype=dtypes.STORAGE_DTYPE[spec.dtype]))
     # logical -> pre-permute order: invert the permute's numpy axes
     axes = numpy_axes_for_permute(st.perm)
     inverse = np.argsort(axes)
@@ -167,14 +170,21 @@ def unpack(base: np.ndarray, spec: TensorSpec) -> np.ndarray:
 
 def strided_view(buf: np.ndarray, dtype: str, ne: Ne, nb: Ne, offset_bytes: int) -> np.ndarray:
     """Read a (possibly non-contiguous) plain-dtype tensor out of raw bytes by its ne/nb."""
+    return dtypes.from_storage(strided_stored(buf, dtype, ne, nb, offset_bytes), dtype)
+
+
+def strided_stored(buf: np.ndarray, dtype: str, ne: Ne, nb: Ne, offset_bytes: int) -> np.ndarray:
+    """:func:`strided_view`'s elements as stored (float32, float16, bf16 bits, integers), a copy of
+    their own: no float64 conversion, for a caller that wants the stored type back anyway."""
     store = dtypes.STORAGE_DTYPE[dtype]
-    flat = np.frombuffer(np.ascontiguousarray(buf).tobytes(), dtype=np.uint8)
+    flat = np.ascontiguousarray(buf).reshape(-1).view(np.uint8)
     arr = np.lib.stride_tricks.as_strided(
-        flat[offset_bytes:].view(np.uint8),
+        flat[offset_bytes:],
         shape=tuple(reversed(ne)) + (store.itemsize,),
         strides=tuple(reversed(nb)) + (1,),
+        writeable=False,
     )
-    return dtypes.from_storage(arr.copy().view(store)[..., 0], dtype)
+    return arr.copy().view(store)[..., 0]
 
 
 def can_repeat(small: Ne, big: Ne) -> bool:

@@ -163,7 +163,7 @@ class GgmlDevice:
             elapsed = prepared.compute()
             out = prepared.outputs[0]
             # the contract's array type for the tensor's dtype (read_tensor gives float64 values)
-            output = prepared.read(out).astype(output_dtype(tensor_dtype(out)), copy=False)
+            output = prepared.read(out, as_output=True).astype(output_dtype(tensor_dtype(out)), copy=False)
             backs, intact = prepared.inputs_back()
             # every byte read back as sent (padding included) says more than the values would: they
             # travel back only when some input changed, for the record's detail

@@ -96,7 +96,7 @@ def run_graph(device: GraphHost, case: GraphCase, inputs: list[np.ndarray]) -> G
             wanted = ([n.name for n in graph.nodes if graph.read_back(n.name)] if run is GraphRun.BLOCKED
                       else list(graph.outputs))
             result.nodes[run.value] = {
-                name: prepared.read(nodes[name]).astype(output_dtype(graph.node(name).dst), copy=False)
+                name: prepared.read(nodes[name], as_output=True).astype(output_dtype(graph.node(name).dst), copy=False)
                 for name in wanted
             }
             result.inputs_intact[run.value] = prepared.inputs_back()[1]

@@ -27,6 +27,7 @@ from device.ggml.lib import GgmlLib, TensorP
 from golden.geometry import pack
 
 GGML_STATUS_SUCCESS = 0
+_COMPARE_CHUNK = 1 << 22  # bytes of read-back compared at a time, through one reused buffer
 
 prototype("ggml_set_output", None, P_TENSOR)
 prototype("ggml_get_first_tensor", P_TENSOR, P_CTX)
@@ -127,17 +128,32 @@ class PreparedGraph:
             raise DeviceError(f"{self.device_name}: graph compute returned status {status}")
         return elapsed
 
-    def read(self, t: TensorP) -> np.ndarray:
-        return read_tensor(self.lib, t)
+    def read(self, t: TensorP, as_output: bool = False) -> np.ndarray:
+        return read_tensor(self.lib, t, as_output)
 
     def inputs_back(self) -> tuple[list[np.ndarray], list[bool]]:
-        """Each input's whole allocation read back, and whether it is byte for byte what was sent."""
+        """Each input's whole allocation read back, and whether it is byte for byte what was sent.
+
+        Compared a chunk at a time through one reused buffer: a padded input can be hundreds of MB,
+        whose one-piece read and ``np.array_equal`` (a bool per byte) cost seconds. An input that
+        came back intact is its sent bytes (the same bytes); only a changed one is read whole."""
         backs, intact = [], []
+        chunk = np.empty(min(_COMPARE_CHUNK, max((raw.nbytes for raw in self.sent), default=0)), dtype=np.uint8)
         for t, raw in zip(self.inputs, self.sent, strict=True):
-            back = np.empty(raw.nbytes, dtype=np.uint8)
-            self.lib.ggml_backend_tensor_get(t.base, back.ctypes.data, 0, back.nbytes)
-            backs.append(back)
-            intact.append(bool(np.array_equal(back, raw)))
+            same = True
+            for start in range(0, raw.nbytes, chunk.nbytes):
+                size = min(chunk.nbytes, raw.nbytes - start)
+                self.lib.ggml_backend_tensor_get(t.base, chunk.ctypes.data, start, size)
+                if not np.array_equal(chunk[:size], raw[start:start + size]):
+                    same = False
+                    break
+            if same:
+                backs.append(raw)
+            else:
+                back = np.empty(raw.nbytes, dtype=np.uint8)
+                self.lib.ggml_backend_tensor_get(t.base, back.ctypes.data, 0, back.nbytes)
+                backs.append(back)
+            intact.append(same)
         return backs, intact
 
     def free(self) -> None:
