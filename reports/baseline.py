@@ -291,8 +291,9 @@ def diff_against_baseline(files: list[ResultsFile], baseline_files: list[Results
     run_of, run_labels = _runs(baseline_files)
     before = _summarise(baseline_files, run_of)
     now = _summarise(files)
+    partial = [f"{f.path}: {reason}" for f in baseline_files for reason in f.partial_reasons()]
     diff = BaselineDiff(baseline_paths=[str(f.path) for f in baseline_files], baseline_runs=run_labels,
-                        partial_reasons=[f"{f.path}: {reason}" for f in baseline_files for reason in f.partial_reasons()])
+                        partial_reasons=partial)
 
     ran_now = {(op, spec) for (op, spec), figures in now.ops.items() if figures.ran}
     for match, figures in now.clusters.items():
