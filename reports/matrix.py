@@ -157,13 +157,17 @@ def classify_cell(stats: CellStats | None) -> str:
 
 GRAPH_FAMILY = "graph"
 MODEL_BLOCK_FAMILY = "model block"
+# Records of the harness' own tiers that are neither a catalogue op nor a graph pattern: the set/get
+# round trip (conformance/set_get.py's OP; reports does not import conformance).
+TIER_FAMILIES = {"SET_GET": "transfer"}
 
 
 @functools.cache
 def op_family(op: str) -> str:
     """The golden catalogue's family of an op (``unary``, ``binary``, ``norm``...); a graph pattern's
     record (its ``op`` is the pattern in upper case) is ``graph``, or ``model block`` for the patterns
-    that are whole model blocks (golden/graphs/patterns/blocks.py); ``other`` for a name neither knows
+    that are whole model blocks (golden/graphs/patterns/blocks.py); a set/get round trip ``transfer``;
+    ``other`` for a name none of them knows
     (results of another harness version)."""
     from golden import catalogue
 
@@ -174,6 +178,8 @@ def op_family(op: str) -> str:
     from golden.graphs.patterns import blocks
     from golden.graphs.registry import patterns
 
+    if op in TIER_FAMILIES:
+        return TIER_FAMILIES[op]
     name = op.lower()
     if name in {pattern.name for pattern in blocks.PATTERNS}:
         return MODEL_BLOCK_FAMILY

@@ -163,7 +163,7 @@ def test_a_bar_of_known_failures_only_is_calm() -> None:
 def test_graph_and_model_block_results_have_their_own_family(tmp_path: Path) -> None:
     assert op_family("RMS_NORM_MUL") == GRAPH_FAMILY == "graph"
     assert op_family("LLAMA_LAYER") == op_family("MOE_FFN") == MODEL_BLOCK_FAMILY == "model block"
-    assert op_family("ADD") == "binary" and op_family("NOT_AN_OP") == "other"
+    assert op_family("ADD") == "binary" and op_family("SET_GET") == "transfer" and op_family("NOT_AN_OP") == "other"
     cases = [make_case(op, outcome="pass", index=i) for i, op in enumerate(("ADD", "RMS_NORM_MUL", "LLAMA_LAYER"))]
     path = write_results(tmp_path / "r.jsonl", cases,
                          header_record=header(devices=["ggml:CPU"], run_id="run-1"),
