@@ -202,12 +202,13 @@ def layout_variants(case: OpCase, index: int) -> list[tuple[str, OpCase]]:
 
 
 def with_dim(case: OpCase, index: int, dim: int, value: int) -> OpCase:
-    """ne[dim] of input ``index`` set to ``value``, and of every input that had the same size there."""
+    """ne[dim] of input ``index`` set to ``value``, and of every input that had the same size there; the
+    inputs a param implies (a mask, sinks) follow the sizes they are made from."""
     size = case.inputs[index].ne[dim]
     inputs = tuple(
         dataclasses.replace(t, ne=tuple(value if d == dim else n for d, n in enumerate(t.ne)))  # type: ignore[arg-type]
         if t.ne[dim] == size else t for t in case.inputs)
-    return dataclasses.replace(case, inputs=inputs)
+    return refit_implied_inputs(dataclasses.replace(case, inputs=inputs))
 
 
 def dim_variants(case: OpCase, index: int, dim: int) -> list[tuple[int, OpCase]]:
@@ -470,6 +471,70 @@ def _dim_step(case: OpCase, index: int, dim: int, triage: Triage, finding: Findi
                                       f"(ne[{dim}] = {', '.join(str(v) for v, _ in sides)})"))
 
 
+# params that say whether an optional input is there (golden/attention.py, golden/softmax.py): turning one on
+# or off adds or drops that input, else the variant is no valid case (or, for SOFT_MAX, a mask read as sinks)
+def _fa_mask(case: OpCase) -> TensorSpec:
+    q, k = case.inputs[0], case.inputs[1]
+    return TensorSpec("f16", (k.ne[1], q.ne[1], 1, 1))  # [n_kv, n_q]: ggml_flash_attn_ext's smallest mask
+
+
+def _fa_sinks(case: OpCase) -> TensorSpec:
+    return TensorSpec("f32", (case.inputs[0].ne[2], 1, 1, 1))  # one logit per head
+
+
+def _soft_max_mask(case: OpCase) -> TensorSpec:
+    a = case.inputs[0]
+    return TensorSpec("f32", (a.ne[0], a.ne[1], 1, 1))
+
+
+def _soft_max_sinks(case: OpCase) -> TensorSpec:
+    return TensorSpec("f32", (case.inputs[0].ne[2], 1, 1, 1))
+
+
+# (op, param): the input's index (-1: last) and its spec when the param turns it on
+IMPLIED_INPUTS: dict[tuple[str, str], tuple[int, Callable[[OpCase], TensorSpec]]] = {
+    ("FLASH_ATTN_EXT", "mask"): (3, _fa_mask), ("FLASH_ATTN_EXT", "sinks"): (-1, _fa_sinks),
+    ("SOFT_MAX", "mask"): (1, _soft_max_mask), ("SOFT_MAX", "sinks"): (-1, _soft_max_sinks),
+}
+
+
+def refit_implied_inputs(case: OpCase) -> OpCase:
+    """The implied inputs resized to what they are made from (sinks: one per head; a mask: n_kv or the row
+    length by at least the rows), keeping their dtype and layout; other inputs as they are."""
+    inputs = list(case.inputs)
+    for (op, name), (index, make) in IMPLIED_INPUTS.items():
+        if op != case.op or not case.param(name, False):
+            continue
+        at = len(inputs) - 1 if index < 0 else index
+        wanted = make(case).ne
+        old = inputs[at].ne
+        if name == "mask":  # a taller mask and broadcast planes stay where they still divide
+            q = case.inputs[0]
+            planes = tuple(m if n % m == 0 else 1 for m, n in zip(old[2:], q.ne[2:], strict=True))
+            wanted = (wanted[0], max(wanted[1], old[1]), *planes)
+        inputs[at] = dataclasses.replace(inputs[at], ne=wanted)  # type: ignore[arg-type]
+    return dataclasses.replace(case, inputs=tuple(inputs))
+
+
+def param_variant(case: OpCase, name: str, value: Any) -> OpCase:
+    """``case`` with param ``name`` set to ``value``, adding or dropping the input the param implies (a mask
+    dropped takes ALiBi's max_bias to 0, which needs one)."""
+    params = tuple((k, value if k == name else w) for k, w in case.params)
+    variant = dataclasses.replace(case, params=params)
+    implied = IMPLIED_INPUTS.get((case.op, name))
+    if implied is None or bool(value) == bool(case.param(name)):
+        return variant
+    index, make = implied
+    inputs = list(case.inputs)
+    if value:
+        inputs.insert(len(inputs) if index < 0 else index, make(case))
+    else:
+        inputs.pop(index)
+        if name == "mask":
+            params = tuple((k, 0.0 if k == "max_bias" else w) for k, w in params)
+    return dataclasses.replace(variant, inputs=tuple(inputs), params=params)
+
+
 def _param_step(case: OpCase, triage: Triage, finding: Finding) -> None:
     if not case.params:
         return
@@ -479,8 +544,7 @@ def _param_step(case: OpCase, triage: Triage, finding: Finding) -> None:
         if not others:
             continue
         others = _spread(others, 8)
-        variants = [(v, dataclasses.replace(case, params=tuple((k, v if k == name else w) for k, w in case.params)))
-                    for v in others]
+        variants = [(v, param_variant(case, name, v)) for v in others]
         feature = f"param {name}"
         trials = _run_all(triage, feature, variants, finding)
         if trials is None:
