@@ -506,7 +506,7 @@ def refit_implied_inputs(case: OpCase) -> OpCase:
         if op != case.op or not case.param(name, False):
             continue
         at = len(inputs) - 1 if index < 0 else index
-        wanted = make(case).ne
+        wanted: tuple[int, ...] = make(case).ne
         old = inputs[at].ne
         if name == "mask":  # a taller mask and broadcast planes stay where they still divide
             q = case.inputs[0]
