@@ -1056,15 +1056,16 @@ def cmd_triage(args: argparse.Namespace, usage_error: type[Exception]) -> int:
                         "dtypes": {f"src{i}": t.dtype for i, t in enumerate(case.inputs)} | {"dst": case.dst}})
     if not records:
         raise usage_error("nothing to triage: give RESULTS files or --case ids")
-    options = {"ggml_lib": args.ggml_lib, "threads": 1}
+    # absolute: a worker restarted later must find the folder whatever its working directory
+    options = {"ggml_lib": os.path.abspath(args.ggml_lib) if args.ggml_lib else None, "threads": 1}
     out = Path(args.out)
     include = args.include or _wheel_include()
     if any(r["outcome"] == "?" for r in records):  # --case: the outcome is what the device gives now
         _classify_cases(records, options, args.case_timeout)
     clusters = clusters_of(records)
-    cases = sum(len(c.case_ids) for c in clusters)
+    cases, records = sum(len(c.case_ids) for c in clusters), sum(c.records for c in clusters)
     print(f"conform triage: {len(clusters)} cluster(s) of unexpected failures: {cases} distinct case(s) "
-          f"({sum(c.records for c in clusters)} records; the report counts records)", flush=True)
+          f"({records} record{'' if records == 1 else 's'}; the report counts records)", flush=True)
     findings = []
     taken = _listed_ids(args.write)
     for n, cluster in enumerate(clusters, 1):
