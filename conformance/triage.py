@@ -1063,9 +1063,9 @@ def cmd_triage(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     if any(r["outcome"] == "?" for r in records):  # --case: the outcome is what the device gives now
         _classify_cases(records, options, args.case_timeout)
     clusters = clusters_of(records)
-    cases, records = sum(len(c.case_ids) for c in clusters), sum(c.records for c in clusters)
+    cases, n_records = sum(len(c.case_ids) for c in clusters), sum(c.records for c in clusters)
     print(f"conform triage: {len(clusters)} cluster(s) of unexpected failures: {cases} distinct case(s) "
-          f"({records} record{'' if records == 1 else 's'}; the report counts records)", flush=True)
+          f"({n_records} record{'' if n_records == 1 else 's'}; the report counts records)", flush=True)
     findings = []
     taken = _listed_ids(args.write)
     for n, cluster in enumerate(clusters, 1):
