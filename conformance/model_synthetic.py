@@ -1,7 +1,7 @@
 """Tiny synthetic models for ``conform model --arch``: seeded random weights written to a GGUF with gguf-py.
 
 Two layers, a 128-token vocabulary and no tokenizer (``tokenizer.ggml.model = no_vocab``: libllama then
-takes token ids as they are). Matrices are stored as F16, Q4_0 or Q8_0 (``weights``); norms and the
+takes token ids as they are). Matrices are stored as F16, Q4_0, Q4_1 or Q8_0 (``weights``); norms and the
 token embedding stay F32. Sizes are multiples of 32 so every matrix row is whole Q4_0/Q8_0 blocks.
 Weights are scaled by 1/sqrt(fan-in) so activations stay O(1) through both layers.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-WEIGHT_TYPES = ("f16", "q4_0", "q8_0")
+WEIGHT_TYPES = ("f16", "q4_0", "q4_1", "q8_0")  # q4_1: a type the model tier's golden does not read yet
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def write_tiny_model(path: str | Path, arch: str, weights: str = "q8_0", seed: i
     if weights not in WEIGHT_TYPES:
         raise KeyError(f"unknown weight type {weights!r} (one of {', '.join(WEIGHT_TYPES)})")
     qtype = {"f16": gguf.GGMLQuantizationType.F16, "q4_0": gguf.GGMLQuantizationType.Q4_0,
-             "q8_0": gguf.GGMLQuantizationType.Q8_0}[weights]
+             "q4_1": gguf.GGMLQuantizationType.Q4_1, "q8_0": gguf.GGMLQuantizationType.Q8_0}[weights]
     rng = np.random.default_rng(seed)
     path = Path(path)
     file_arch = GGUF_ARCH.get(arch, arch)

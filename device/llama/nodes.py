@@ -33,7 +33,12 @@ class NodeCase:
 
 @dataclass(frozen=True)
 class NotJudged:
-    reason: str
+    reason: str  # this node's reason (it may name the node's tensors)
+    kind: str = ""  # the reason without this node's names: what the run's summary counts nodes by
+
+    @property
+    def summary(self) -> str:
+        return self.kind or self.reason
 
 
 def _ints(node: CapturedNode) -> tuple[int, ...]:
@@ -204,10 +209,12 @@ def node_case(node: CapturedNode) -> NodeCase | NotJudged | None:
     if spec.golden is None:
         return NotJudged(f"the golden has no model of {op}")
     for s in srcs:
-        if s.dtype.startswith("type"):
-            return NotJudged(f"source {s.name} has ggml {s.dtype}, which the golden does not read")
-    if node.out.dtype.startswith("type"):
-        return NotJudged(f"output has ggml {node.out.dtype}, which the golden does not read")
+        if not s.readable:
+            return NotJudged(f"source {s.name} has ggml type {s.dtype}, which the golden does not read",
+                             f"a source has ggml type {s.dtype}, which the golden does not read")
+    if not node.out.readable:
+        return NotJudged(f"output has ggml type {node.out.dtype}, which the golden does not read",
+                         f"the output has ggml type {node.out.dtype}, which the golden does not read")
     layouts_ok: list[bool] = []
     specs = tuple(_spec(s, layouts_ok) for s in srcs)
     ordered = tuple((k, params[k]) for k in spec.params if k in params)
