@@ -128,10 +128,15 @@ def _bound(model_since: str, context_since: str) -> lib.LlamaLib:
 
 
 def test_loading_params_turn_mmap_and_repacking_off_in_each_layouts_own_words() -> None:
-    newest = _bound("v0.4.0", "b10361").loading_params(1234)
+    bound = _bound("v0.4.0", "b10361")
+    defaults = bound.model_params()
+    defaults.n_gpu_layers = -1  # as v0.4.0's own default: -1 is "every layer" there
+    bound.model_params = lambda: type(defaults).from_buffer_copy(bytes(defaults))  # type: ignore[method-assign]
+    newest = bound.loading_params(1234)
     assert (newest.devices, newest.n_gpu_layers, newest.load_mode, newest.use_extra_bufts) == (1234, -1, 0, False)
     older = _bound("b6122", "b6122").loading_params(None)
-    assert (older.use_mmap, older.use_extra_bufts, older.n_gpu_layers) == (False, False, -1)
+    # its probe's n_gpu_layers default is 0 (the synthetic image's first known default): -1 would offload no layer
+    assert (older.use_mmap, older.use_extra_bufts, older.n_gpu_layers) == (False, False, lib.ALL_LAYERS)
     oldest = _bound("b5640", "b5640").loading_params(None)
     assert not oldest.use_mmap and "use_extra_bufts" not in {n for n, _ in oldest._fields_}
 
@@ -149,6 +154,7 @@ def test_flash_attention_maps_to_the_old_flag_and_auto_is_refused_there() -> Non
 
 # node-llama-cpp release -> (folder, the layouts its libllama is bound with): measured by probing each
 RELEASES = {
+    "3.10.0": ("/work/releases/vulkan-3.10.0", "b5640"),
     "3.13.0": ("/work/releases/vulkan-3.13.0", "b6122/b6431"),
     "3.14.5": ("/work/releases/vulkan-3.14.5", "b6845/b6431"),
     "3.15.1": ("/work/releases/vulkan-3.15.1", "b7698"),
@@ -180,7 +186,7 @@ def test_a_real_libllama_is_bound_and_judges_a_synthetic_model_on_the_cpu(releas
     assert probe.returncode == 0, probe.stderr[-2000:]
     bound = json.loads(probe.stdout.strip().splitlines()[-1])
     assert bound["revision"] == revision
-    assert bound["functions"] == BOUND["b6431"]
+    assert bound["functions"] == BOUND["b6431"]  # b5640 too: the newer names win where both are exported
     proc = subprocess.run([sys.executable, "-m", "conformance.cli", "model", "--arch", "llama", "--weights", "f16",
                            "--no-cpu", "--decode", "1", "--ggml-lib", folder, "--out", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
@@ -192,6 +198,25 @@ def test_a_real_libllama_is_bound_and_judges_a_synthetic_model_on_the_cpu(releas
     else:
         assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
         assert set(counts) == {"pass"} and result["verdict"] == "pass"
+
+
+@pytest.mark.slow
+def test_every_layer_goes_to_the_device_where_minus_one_meant_none(tmp_path: Path) -> None:
+    """3.14.5's libllama (b7347) defaults n_gpu_layers to 999: there -1 offloaded no layer, and a Vulkan0 run
+    was the CPU's. The weight products must run on Vulkan0."""
+    folder = RELEASES["3.14.5"][0]
+    if not any(Path(folder).glob("libllama*.so")):
+        pytest.skip(f"no libllama in {folder} (node-llama-cpp 3.14.5's linux-x64-vulkan package unpacked there)")
+    devices = subprocess.run([sys.executable, "-m", "conformance.cli", "devices", "--ggml-lib", folder],
+                             capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=120)
+    if "ggml:Vulkan0" not in devices.stdout:
+        pytest.skip(f"{folder}'s ggml lists no Vulkan0 here (no usable Vulkan driver)")
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "model", "--arch", "llama", "--weights", "f16",
+                           "--no-cpu", "--decode", "1", "--device", "ggml:Vulkan0", "--ggml-lib", folder,
+                           "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=600)
+    result = json.loads((tmp_path / "model.json").read_text())
+    products = [n for n in result["nodes"] if n["op"] == "MUL_MAT"]
+    assert products and {n["backend"] for n in products} == {"Vulkan0"}, (proc.stdout[-1500:], products[:2])
 
 
 def test_a_libllama_whose_layout_no_revision_explains_is_refused_in_one_line() -> None:

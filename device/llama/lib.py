@@ -33,6 +33,7 @@ EVAL_CALLBACK = layouts.EVAL_CALLBACK  # ggml_backend_sched_eval_callback
 LOG_CALLBACK = C.CFUNCTYPE(None, C.c_int, C.c_char_p, C.c_void_p)  # ggml_log_callback
 
 FLASH_ATTN_AUTO, FLASH_ATTN_DISABLED, FLASH_ATTN_ENABLED = -1, 0, 1
+ALL_LAYERS = 999  # n_gpu_layers that offloads every layer (and the output) in every release
 LOAD_MODE_NONE = 0  # read the file into the device's buffers (no mmap: the file may be deleted after loading)
 
 
@@ -265,7 +266,10 @@ class LlamaLib:
         """Model params that put every layer on ``devices`` (a NULL-terminated list), read the file into the
         device's buffers (no mmap) and keep the weights in their GGUF types (no repacked CPU layouts)."""
         mp = self.model_params()
-        set_fields(mp, devices=devices, n_gpu_layers=-1)
+        # every layer on the device: -1 means "all" only where the library's own default is -1 (b6845 and
+        # later); before, -1 offloads none (the layers from n_layer - n_gpu_layers on go to the device)
+        every_layer = -1 if mp.n_gpu_layers == -1 else ALL_LAYERS
+        set_fields(mp, devices=devices, n_gpu_layers=every_layer)
         if set_fields(mp, load_mode=LOAD_MODE_NONE):  # before b10361: a use_mmap flag
             set_fields(mp, use_mmap=False)
         # b5640 has no use_extra_bufts: its CPU backend may repack Q4_0/Q8_0 weights (the capture then sees
