@@ -331,7 +331,9 @@ def golden_replay(run: ModelRun) -> tuple[list[np.ndarray], dict[str, int]]:
         except Exception as exc:  # the golden refused or broke: a gap, never the device's value in its place
             gap(f"the golden cannot evaluate {node.op} ({type(exc).__name__})")
             continue
-        if not memory.write(node.out, values, persistent=node.op == "SET_ROWS"):
+        # the KV cache outlives the step: SET_ROWS writes it, and before SET_ROWS (b5640) a CPY into a view of it
+        to_cache = node.op == "SET_ROWS" or (node.op == "CPY" and node.out.name.startswith("cache_"))
+        if not memory.write(node.out, values, persistent=to_cache):
             gap(f"the replay does not store a {node.out.dtype} output")
             continue
         if node.name == "result_output":
