@@ -198,8 +198,8 @@ REGISTRY_SYMBOL_NAMES = frozenset(
     {"ggml_backend_load_all_from_path", "ggml_backend_dev_count", "ggml_backend_dev_get", "ggml_backend_dev_by_name"}
 )
 FIRST_OPTIONAL_SYMBOL = "ggml_quantize_chunk"  # GgmlApi declares core symbols first, then op constructors
-# core symbols a release may predate: llama.cpp b5640's ggml (node-llama-cpp 3.10.0) has neither; its
-# version is then unknown ("") and older than ggml 0.9.1 (dev_type_names)
+# core symbols a release may predate: llama.cpp b5640's ggml (node-llama-cpp 3.10.0) has neither; where
+# ggml_version is missing its version is unknown ("") and older than ggml 0.9.1 (dev_type_names)
 PREDATED_CORE = frozenset({"ggml_version", "ggml_commit"})
 
 
@@ -399,12 +399,14 @@ class GgmlLib(GgmlApi):
         label = f"ggml {version or '(no ggml_version)'}"
         missing_core: list[str] = []
         self.missing_symbols: list[str] = []  # op constructors this release lacks
+        version_bound = hasattr(self.base, "ggml_version")
         for proto in prototypes().values():
             lib = self.registry if proto.in_registry else self.base
             try:
                 fn = getattr(lib, proto.name)
             except AttributeError:
-                if proto.core and proto.name not in PREDATED_CORE:
+                # a release with no ggml_version predates both symbols; with it, a missing ggml_commit is wrong
+                if proto.core and not (proto.name in PREDATED_CORE and not version_bound):
                     missing_core.append(proto.name)
                 else:
                     self.missing_symbols.append(proto.name)
