@@ -4,13 +4,16 @@
    the device computed; each is translated to its op case (``device/llama/nodes.py``), recomputed by the
    golden from the device's own inputs and judged with that op's verdict and tolerance row, as the op tier
    judges a case. The first failing node is named with its ``conform repro`` id and an .npz of its tensors.
-   A node whose op the golden lacks is listed as not judged, never as passing.
+   A node whose op or types the golden lacks is listed as not judged, never as passing; a run with any
+   such node is ``incomplete`` (exit 3) unless the user accepts the gap (``--allow-unjudged``).
 2. **End to end** (:func:`golden_replay`, :func:`logits_figures`): the golden recomputes the captured graph
    from its own values (weights and token inputs from the file, everything computed by the golden, the
    KV cache written by the golden's SET_ROWS), which gives golden logits; the device's logits from a run
    *without* the callback (fused, as users run it) are compared with them: NMSE, KL divergence and top-1
    agreement per token, with ggml:CPU's figures beside them. Where the scheduler splits the graph between
    backends, the copy of a tensor into the next split is the device's (the replay follows nodes, not copies).
+   The replay never stands in a device value for a node the golden cannot compute: where there is one, the
+   logits comparison is ``not judged`` and says which nodes, by reason.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class NodeVerdict:
     case_id: str = ""
     detail: str = ""
     artefact: str = ""
+    not_judged_kind: str = ""  # for a not-judged node: its reason without its tensors' names (the summary's key)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -80,6 +84,36 @@ class ModelVerdict:
     nodes: list[NodeVerdict] = field(default_factory=list)
     logits: list[LogitsFigures] = field(default_factory=list)
     replayed_from_device: int = 0  # nodes the golden replay took from the device (ops it lacks)
+    libllama: str = ""  # the library bound and the llama.h revision of its layouts
+    # why the logits were not compared: the golden's forward pass could not compute these nodes (reason: count)
+    replay_gaps: dict[str, int] = field(default_factory=dict)
+    allow_unjudged: bool = False  # the user accepts nodes (and logits) left not judged: pass, with the gap said
+
+    @property
+    def not_judged(self) -> list[tuple[str, int, list[str]]]:
+        """The not-judged nodes by reason: (reason, nodes, their ops), most nodes first."""
+        groups: dict[str, tuple[int, dict[str, None]]] = {}
+        for n in self.nodes:
+            if n.status == "not judged":
+                count, ops = groups.get(n.not_judged_kind or n.detail, (0, {}))
+                ops[n.op] = None
+                groups[n.not_judged_kind or n.detail] = (count + 1, ops)
+        return sorted(((k, c, list(o)) for k, (c, o) in groups.items()), key=lambda g: (-g[1], g[0]))
+
+    @property
+    def logits_not_judged(self) -> str:
+        """Empty when the golden computed every node of its forward pass; else why the logits are not judged."""
+        if not self.replay_gaps:
+            return ""
+        total = sum(self.replay_gaps.values())
+        reasons = "; ".join(f"{reason}: {count}" for reason, count in
+                            sorted(self.replay_gaps.items(), key=lambda kv: (-kv[1], kv[0])))
+        return f"the golden's forward pass cannot compute {total} node(s) ({reasons})"
+
+    @property
+    def incomplete(self) -> bool:
+        """A node the device computed, or the logits, left not judged (whether or not the user accepts it)."""
+        return bool(self.counts.get("not judged") or self.replay_gaps)
 
     @property
     def first_failure(self) -> NodeVerdict | None:
@@ -102,6 +136,13 @@ class ModelVerdict:
         return self.verdict.startswith("pass")
 
     @property
+    def exit_status(self) -> int:
+        """0 pass, 1 FAIL, 3 incomplete (a node or the logits not judged, not accepted with --allow-unjudged)."""
+        if self.passed:
+            return 0
+        return 3 if self.verdict.startswith("incomplete") else 1
+
+    @property
     def verdict(self) -> str:
         first = self.first_failure
         if first is not None:
@@ -109,14 +150,21 @@ class ModelVerdict:
         fused = next((f for f in self.logits if f.device == self.device), None)
         if fused is not None and not fused.nmse <= self.logits_bar:
             return "FAIL: wrong only with the whole graph (fusion or allocation)"
-        if self.counts.get("not judged"):
-            return "pass (every judged node; some not judged)"
+        if self.incomplete:
+            unjudged = self.counts.get("not judged", 0)
+            gap = f"{unjudged} of {len(self.nodes)} computed nodes not judged" + \
+                ("; logits not judged" if self.replay_gaps else "")
+            if self.allow_unjudged:
+                return f"pass (every judged node; {gap}: accepted with --allow-unjudged)"
+            return f"incomplete: {gap}"
         return "pass"
 
     def as_dict(self) -> dict[str, Any]:
         first = self.first_failure
-        return {"model": self.model, "device": self.device, "description": self.description,
+        return {"model": self.model, "device": self.device, "description": self.description, "libllama": self.libllama,
                 "verdict": self.verdict, "counts": self.counts, "replayed_from_device": self.replayed_from_device,
+                "not_judged": [{"reason": r, "nodes": c, "ops": o} for r, c, o in self.not_judged],
+                "logits_not_judged": self.logits_not_judged, "allow_unjudged": self.allow_unjudged,
                 "first_failure": first.as_dict() if first else None, "logits": [f.as_dict() for f in self.logits],
                 "logits_nmse_bar": self.logits_bar, "nodes": [n.as_dict() for n in self.nodes]}
 
@@ -174,7 +222,7 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
         where = node.backend + (" (CPU)" if node.host and device_name != "CPU" and node.backend != "CPU" else "")
         verdict = NodeVerdict(node.index, node.step, node.name, node.op, _shapes(node), "not judged", where)
         if isinstance(translated, NotJudged):
-            verdict.detail = translated.reason
+            verdict.detail, verdict.not_judged_kind = translated.reason, translated.summary
             out.append(verdict)
             continue
         verdict.case_id = translated.case.case_id
@@ -236,8 +284,9 @@ class GoldenMemory:
             return t
         return CapturedTensor(t.name, t.dtype, t.ne, t.nb, raw, t.address, t.buffer, t.op)
 
-    def write(self, t: CapturedTensor, values: np.ndarray, persistent: bool = False) -> None:
-        """Store logical ``values`` as ``t`` would hold them (its type and strides) at its address."""
+    def write(self, t: CapturedTensor, values: np.ndarray, persistent: bool = False) -> bool:
+        """Store logical ``values`` as ``t`` would hold them (its type and strides) at its address; False where
+        the type is not one stored here (the device's bytes would stay: the caller must say so)."""
         raw = t.raw.copy()
         if t.dtype in ("f32", "f16", "i32", "i64"):
             dtype = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64}[t.dtype]
@@ -245,16 +294,23 @@ class GoldenMemory:
                                                      shape=tuple(reversed(t.ne)), strides=tuple(reversed(t.nb)))
             target[...] = np.asarray(values).reshape(target.shape).astype(dtype)
         else:
-            return  # a quantized destination: the device's bytes stay (the replay reads what it can)
+            return False
         self.regions.setdefault(t.buffer, []).append((t.address, raw))
         if persistent:
             self.persistent.setdefault(t.buffer, []).append((t.address, raw))
+        return True
 
 
-def golden_replay(run: ModelRun) -> tuple[list[np.ndarray], int]:
-    """Golden logits per step from the golden's own values, and how many nodes it had to take from the device."""
+def golden_replay(run: ModelRun) -> tuple[list[np.ndarray], dict[str, int]]:
+    """Golden logits per step from the golden's own values, and the nodes it could not compute (reason: count).
+
+    The logits are the golden's only when that is empty: a node it cannot compute keeps the device's bytes in
+    the replay's memory (so later nodes still run), and the caller must then not compare logits."""
     memory = GoldenMemory()
-    from_device = 0
+    gaps: dict[str, int] = {}
+
+    def gap(reason: str) -> None:
+        gaps[reason] = gaps.get(reason, 0) + 1
     logits: dict[int, np.ndarray] = {}
     step = 0
     for node in run.nodes:
@@ -266,19 +322,23 @@ def golden_replay(run: ModelRun) -> tuple[list[np.ndarray], int]:
         translated = node_case(replayed)
         if translated is None:
             continue  # a view: it reads memory the replay already holds
-        values: np.ndarray
         if isinstance(translated, NotJudged):
-            values, from_device = node.out.values(), from_device + 1
-        else:
-            try:
-                exact = catalogue.golden_inputs(translated.case, translated.inputs)
-                values = catalogue.evaluate(translated.case, exact)
-            except Exception:
-                values, from_device = node.out.values(), from_device + 1
-        memory.write(node.out, values, persistent=node.op == "SET_ROWS")
+            gap(translated.summary)
+            continue
+        try:
+            exact = catalogue.golden_inputs(translated.case, translated.inputs)
+            values = catalogue.evaluate(translated.case, exact)
+        except Exception as exc:  # the golden refused or broke: a gap, never the device's value in its place
+            gap(f"the golden cannot evaluate {node.op} ({type(exc).__name__})")
+            continue
+        # the KV cache outlives the step: SET_ROWS writes it, and before SET_ROWS (b5640) a CPY into a view of it
+        to_cache = node.op == "SET_ROWS" or (node.op == "CPY" and node.out.name.startswith("cache_"))
+        if not memory.write(node.out, values, persistent=to_cache):
+            gap(f"the replay does not store a {node.out.dtype} output")
+            continue
         if node.name == "result_output":
             logits[node.step] = np.asarray(values, np.float64).reshape(-1, node.out.ne[0])
-    return [logits[s] for s in sorted(logits)], from_device
+    return [logits[s] for s in sorted(logits)], gaps
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
@@ -318,14 +378,21 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
     from device.llama.capture import run_model
     from device.llama.lib import load
 
-    release = load(lib_dir).ggml.version
+    lib = load(lib_dir)
+    release = lib.ggml.version
     stage(f"capture run on {device} (every node observed)")
     captured = run_model(lib_dir, model_path, device, steps, capture=True, tamper=tamper, threads=threads,
                          progress=progress, flash_attn=flash_attn)
     stage("judging the nodes")
     verdict = ModelVerdict(str(model_path), device, captured.description)
+    verdict.libllama = f"{lib.files.library.name} ({lib.version or 'no llama_version'}), llama.h {lib.revision}"
     verdict.nodes = judge_nodes(captured, device, release, out_dir / "artefacts" if out_dir else None)
-    golden, verdict.replayed_from_device = golden_replay(captured)
+    golden, verdict.replay_gaps = golden_replay(captured)
+    verdict.replayed_from_device = sum(verdict.replay_gaps.values())
+    if verdict.replay_gaps:
+        # no golden logits to compare with: the fused and CPU runs would be figures against nothing
+        stage("logits not judged: " + verdict.logits_not_judged)
+        return verdict
     verdict.logits.append(logits_figures(NODE_BY_NODE, golden, captured.logits))
     stage(f"fused run on {device} (no callback)")
     fused = run_model(lib_dir, model_path, device, steps, threads=threads, flash_attn=flash_attn)

@@ -1,7 +1,9 @@
 """``conform model``: run a GGUF (a user's, or a synthetic tiny model of a named architecture) through
 libllama on a ggml device, judge every node it computes against the golden, and its logits end to end.
 
-Exit status: 0 pass, 1 a node or the logits fail, 2 bad input (one line on stderr).
+Exit status: 0 pass, 1 a node or the logits fail, 2 bad input (one line on stderr), 3 incomplete: a node the
+device computed, or the logits, could not be judged (the summary says why, one line per reason); with
+``--allow-unjudged`` such a run passes and says what was left out.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="conform model", formatter_class=DefaultsFormatter,
                       description="Run a model through libllama on a device, judge every node it computes against "
                                   "the golden (first failing node with a conform repro line and an .npz), then "
-                                  "its logits end to end next to ggml:CPU. Exit status: 0 pass, 1 fail, 2 bad input. "
-                                  "Outputs: " + OUTPUT_RULE + ".")
+                                  "its logits end to end next to ggml:CPU. Exit status: 0 pass, 1 fail, 2 bad input, "
+                                  "3 incomplete (a node the device computed, or the logits, not judged; see "
+                                  "--allow-unjudged). Outputs: " + OUTPUT_RULE + ".")
     p.add_argument("gguf", nargs="?", default=None, help="a GGUF model file (or use --arch for a synthetic one)")
     p.add_argument("--arch", default=None, choices=ARCHITECTURES,
                    help="a synthetic tiny model of this architecture (2 layers, 128-token vocabulary, seeded weights)")
@@ -57,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="llama.cpp's flash attention: off (MUL_MAT, SOFT_MAX, MUL_MAT nodes), on (FLASH_ATTN_EXT "
                         "nodes), auto (as llama.cpp decides for the device, as users run it)")
     p.add_argument("--no-cpu", action="store_true", help="skip ggml:CPU's logits beside the device's")
+    p.add_argument("--allow-unjudged", action="store_true",
+                   help="accept nodes (and logits) the golden cannot judge: exit 0 with the gap stated, not 3 "
+                        "(incomplete)")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: conform-out/model-<time>)")
     return p
 
@@ -109,6 +115,8 @@ def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: 
     for n in verdict.nodes:
         by_op.setdefault(n.op, []).append(n.error_ratio if n.error_ratio is not None else float("nan"))
     print(f"model {verdict.model} ({verdict.description}) on {device_spec}")
+    if verdict.libllama:
+        print(f"libllama: {verdict.libllama}")
     counts = ", ".join(f"{v} {k}" for k, v in sorted(verdict.counts.items()))
     print(f"nodes: {len(verdict.nodes)} computed ({counts})")
     print(f"{'op':<14} {'nodes':>5} {'max error ratio':>16}")
@@ -116,9 +124,11 @@ def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: 
         judged = [r for r in ratios if r == r]
         print(f"{op:<14} {len(ratios):>5} {max(judged) if judged else float('nan'):>16.3g}")
     for n in verdict.nodes:
-        if n.status not in ("pass",):
+        if n.status not in ("pass", "not judged"):
             print(f"  node {n.index} step {n.step} {n.name} {n.op} [{n.shapes}]: {n.status}"
                   + (f" ({n.error_ratio:.3g}x)" if n.error_ratio is not None else "") + f" {n.detail[:160]}")
+    for reason, count, ops in verdict.not_judged:  # one line per reason: the nodes are in nodes.tsv
+        print(f"  not judged: {count} node(s) ({', '.join(ops)}): {reason}")
     first = verdict.first_failure
     if first is not None:
         lib = f" --ggml-lib {lib_dir}" if lib_dir else ""
@@ -127,11 +137,14 @@ def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: 
             print(f"  repro: conform repro '{first.case_id}' --device {device_spec}{lib}")
         if first.artefact:
             print(f"  tensors: {first.artefact}")
-    print(f"logits vs the golden's own forward pass (NMSE bar {verdict.logits_bar:.3g}):")
-    print(f"  {'run':<14} {'NMSE':>10} {'KL mean':>10} {'KL p99.9':>10} {'KL max':>10} {'top-1':>7}")
-    for f in verdict.logits:
-        print(f"  {f.device:<14} {f.nmse:>10.3g} {f.kl_mean:>10.3g} {f.kl_p999:>10.3g} {f.kl_max:>10.3g} "
-              f"{f.top1_agreement:>7.1%}")
+    if verdict.logits_not_judged:
+        print(f"logits vs the golden's own forward pass: not judged: {verdict.logits_not_judged}")
+    else:
+        print(f"logits vs the golden's own forward pass (NMSE bar {verdict.logits_bar:.3g}):")
+        print(f"  {'run':<14} {'NMSE':>10} {'KL mean':>10} {'KL p99.9':>10} {'KL max':>10} {'top-1':>7}")
+        for f in verdict.logits:
+            print(f"  {f.device:<14} {f.nmse:>10.3g} {f.kl_mean:>10.3g} {f.kl_p999:>10.3g} {f.kl_max:>10.3g} "
+                  f"{f.top1_agreement:>7.1%}")
     print(f"verdict: {verdict.verdict}  (results in {out})")
 
 
@@ -266,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
     _check_gguf(path)
     for spec in device_specs:  # every device is checked before any runs: bad input leaves no results
         _check_fits(path, spec.partition(":")[2], args.ggml_lib)
-    failed = False
+    status = 0
     results: list[Path] = []
     for spec in device_specs:
         name = spec.partition(":")[2]
@@ -278,17 +291,19 @@ def run(args: argparse.Namespace) -> int:
             _crash_record(folder, spec, path, outcome)
             print(f"model {path} on {spec}: {outcome.verdict}")
             print(f"  {outcome.detail}")
-            failed = True
+            status = 1
         else:
             if not isinstance(outcome, ModelVerdict):
                 raise TypeError(f"the model process returned {type(outcome).__name__}, not a ModelVerdict")
+            outcome.allow_unjudged = args.allow_unjudged
             _write_results(folder, spec, outcome)
             _print_summary(outcome, spec, args.ggml_lib, folder)
-            failed = failed or not outcome.passed
+            # a failure on any device outranks an incomplete run on another
+            status = 1 if 1 in (status, outcome.exit_status) else max(status, outcome.exit_status)
         results.append(folder / "model.json")
     build_model_report(results, out / "model.html")
     print(f"model section: {out / 'model.html'}")
-    return 1 if failed else 0
+    return status
 
 
 def main(argv: list[str]) -> int:
