@@ -160,6 +160,13 @@ def breakable(text: Any) -> Markup:
     return Markup(re.sub(r"([,/(\[])", r"\1<wbr>", escaped))
 
 
+def name_breakable(text: Any) -> Markup:
+    """A device name or spec (``tests.plugins.faulty:erf_gelu_quick``) with a break opportunity after each
+    dot, colon, underscore and slash: in the Summary's narrow columns it wraps between its parts."""
+    escaped = str(escape("" if text is None else text))
+    return Markup(re.sub(r"([./:_])", r"\1<wbr>", escaped))
+
+
 def _make_environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
@@ -186,6 +193,7 @@ def _make_environment() -> jinja2.Environment:
         seconds=format_seconds,
         quantity=format_quantity,
         breakable=breakable,
+        name_breakable=name_breakable,
     )
     return env
 
