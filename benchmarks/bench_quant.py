@@ -3,6 +3,7 @@
 Run from the repository root::
 
     python benchmarks/bench_quant.py [--elements 4194304 33554432] [--repeat 7] [--clock cpu|wall] [--no-c]
+    python benchmarks/bench_quant.py --registry [--registry-elements 1048576] [--repeat 7]
 
 For each tensor size (floats in rows of 1024, default 4096x1024 and 32 Mi) and each of Q4_0 and Q8_0
 it prints every golden operation's time and its speed ratio against
@@ -22,6 +23,13 @@ same machine load. ``--clock cpu`` (the default) counts the calling thread's CPU
 of fresh outputs included, and ignores time spent waiting for a core on a shared machine; ``wall``
 counts elapsed time. Every call makes a fresh output, as the seed's ``malloc`` per ``set_tensor``
 does. Before timing, each bar's output is checked to equal golden's, or the ratio would mean nothing.
+
+``--registry`` prints instead one table over every type of :mod:`golden.formats`: dequantize of
+random blocks (any bytes: inf/NaN scales included) and, for the types golden quantizes, quantize of
+normal floats (reference and x86 paths), each against gguf-py's ``dequantize``/``quantize`` where
+gguf-py implements the type. Each figure is the median of ``--repeat`` rounds in which golden and
+gguf-py alternate. gguf-py's dequantize output is compared with golden's bit for bit (NaN payloads
+aside) and the row marked where it differs: gguf-py is a cross-check, not the oracle.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, not installed
 
 from device.base import DeviceError  # noqa: E402
+from golden import formats  # noqa: E402
 from golden.quant import BLOCK_BYTES, QTYPES, dequantize, from_cann, quantize, to_cann  # noqa: E402
 
 ROW = 1024  # floats per row: weight-like 2-D tensors, which is also how gguf-py groups its work
@@ -313,6 +322,81 @@ def q8_0_numpy_floor(lib: ctypes.CDLL | None, rounds: int, clock: Callable[[], f
               f"{floor:.2f} ns a block, {c_ns / floor:.2f}x the C loop's speed at best")
 
 
+def median_of_rounds(calls: list[Call], rounds: int, clock: Callable[[], float]) -> list[float]:
+    """Seconds per call, the median of ``rounds`` rounds that each run every call once, in turn."""
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(rounds):
+        for index, call in enumerate(calls):
+            start = clock()
+            call()
+            times[index].append(clock() - start)
+    return [float(np.median(t)) for t in times]
+
+
+def same_floats(golden: np.ndarray, other: np.ndarray) -> bool:
+    """Bit for bit, except that any NaN matches any NaN (gguf-py does not promise payloads)."""
+    a, b = golden.reshape(-1), np.asarray(other, np.float32).reshape(-1)
+    if a.shape != b.shape:
+        return False
+    nan = np.isnan(a)
+    return bool(np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32)))
+
+
+def gguf_type(gguf: ModuleType | None, fmt: formats.Format) -> object | None:
+    """gguf-py's type for ``fmt`` if gguf-py dequantizes it."""
+    if gguf is None:
+        return None
+    gtype = getattr(gguf.GGMLQuantizationType, fmt.ggml_name.upper(), None)
+    if gtype is None or gtype not in gguf.quants._type_traits:
+        return None
+    return gtype
+
+
+def registry_table(n: int, rounds: int, clock: Callable[[], float], gguf: ModuleType | None) -> None:
+    """Every registry type's dequantize and quantize against gguf-py's, in Mi elements a second."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n // ROW, ROW)).astype(np.float32)
+    print(f"\nevery golden.formats type, {n / 2**20:g} Mi elements, median of {rounds} alternating rounds, "
+          f"{'CPU' if clock is time.thread_time else 'wall'} clock")
+    print(f"{'type':8} {'operation':21} {'golden Mi/s':>11} {'gguf-py Mi/s':>12} {'speed':>7}  note")
+    for fmt in formats.FORMATS.values():
+        raw = rng.integers(0, 256, n // fmt.block_size * fmt.type_size, dtype=np.uint8)
+        gtype = gguf_type(gguf, fmt)
+        rows: list[tuple[str, Call, Call | None, str]] = []
+        note = ""
+        gguf_dequant: Call | None = None
+        if gtype is not None:
+            golden_out = fmt.dequantize(raw, n)
+            try:
+                same = same_floats(golden_out, gguf.quants.dequantize(raw, gtype))  # type: ignore[union-attr]
+            except Exception as error:  # noqa: BLE001 - gguf-py is only a yardstick here
+                same, note = False, f"gguf-py fails: {type(error).__name__}"
+            note = note or ("" if same else "gguf-py output differs on random bytes")
+            gguf_dequant = (lambda g=gtype: gguf.quants.dequantize(raw, g))  # type: ignore[misc, union-attr]
+        rows.append(("dequantize", (lambda f=fmt: f.dequantize(raw, n)), gguf_dequant, note))
+        if fmt.quantize is not None:
+            gguf_quant: Call | None = None
+            qnote = ""
+            if gtype is not None:
+                try:
+                    graw = gguf.quants.quantize(x, gtype)  # type: ignore[union-attr]
+                    qnote = "" if np.array_equal(graw.reshape(-1), fmt.quantize(x, "reference")) else "gguf-py bytes differ"
+                    gguf_quant = (lambda g=gtype: gguf.quants.quantize(x, g))  # type: ignore[misc, union-attr]
+                except NotImplementedError:
+                    qnote = "gguf-py has no quantizer"
+            for rounding in formats.ROUNDINGS:
+                rows.append((f"quantize ({rounding})", (lambda f=fmt, r=rounding: f.quantize(x, r)), gguf_quant, qnote))
+        for operation, golden_call, gguf_call, row_note in rows:
+            calls = [golden_call] + ([gguf_call] if gguf_call is not None else [])
+            seconds = median_of_rounds(calls, rounds, clock)
+            rate = n / 2**20 / seconds[0]
+            if gguf_call is None:
+                other = f"{'—':>12} {'':>7}"
+            else:
+                other = f"{n / 2**20 / seconds[1]:12.1f} {seconds[1] / seconds[0]:6.2f}x"
+            print(f"{fmt.name:8} {operation:21} {rate:11.1f} {other}  {row_note}".rstrip(), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--elements", type=int, nargs="+", default=[4096 * 1024, 32 * 2**20],
@@ -320,6 +404,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7, help="rounds; each figure is the best one")
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     parser.add_argument("--no-c", action="store_true", help="skip the compiled C loops")
+    parser.add_argument("--registry", action="store_true",
+                        help="one table over every golden.formats type against gguf-py, then stop")
+    parser.add_argument("--registry-elements", type=int, default=2**20,
+                        help=f"tensor size in floats for --registry, a positive multiple of {ROW * 256 // 4}")
     args = parser.parse_args()
     if any(n <= 0 or n % ROW for n in args.elements):
         parser.error(f"--elements must be positive multiples of {ROW}, got {args.elements}")
@@ -327,6 +415,15 @@ def main() -> None:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
 
+    if args.registry:
+        if args.registry_elements <= 0 or args.registry_elements % (ROW * 256 // 4):
+            parser.error(f"--registry-elements must be a positive multiple of {ROW * 256 // 4}, "
+                         f"got {args.registry_elements}")
+        gguf = load_gguf()
+        if gguf is None:
+            print("gguf-py not installed (pip install -e '.[bench]'): golden's figures only")
+        registry_table(args.registry_elements, args.repeat, clock, gguf)
+        return
     gguf, ggml = load_gguf(), load_ggml()
     if gguf is None:
         print("gguf-py not installed (pip install -e '.[bench]'): no bar for quantize/dequantize")

@@ -81,11 +81,24 @@ def _q8_1_body(blocks: np.ndarray, out: np.ndarray) -> None:
 # quantization
 
 
+def _row_reduce(blocks: np.ndarray, pair: np.ufunc) -> np.ndarray:
+    """``pair.reduce(blocks, axis=1)`` by halving the 32 columns: NumPy's reduction over a short last
+    axis runs per row, the halvings run over whole columns (about twice as fast). The result is the
+    same value, NaN propagating the same way; only which of +0/−0 survives may differ, and every
+    caller recomputes the rows where a zero or a non-finite value is the extreme."""
+    width = blocks.shape[1] // 2
+    folded = pair(blocks[:, :width], blocks[:, width:])
+    while width > 1:
+        width //= 2
+        folded = pair(folded[:, :width], folded[:, width : 2 * width])
+    return folded[:, 0]
+
+
 def _block_min_max(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """ggml's ``min``/``max`` scan: start at ±FLT_MAX, strict ``<``/``>``, so NaN never wins and of
     equal values (+0 and −0) the first does. ``argmin``/``argmax`` also keep the first of equals; the
     plain reductions are used where no zero, NaN or inf makes the pick ambiguous."""
-    smallest, largest = blocks.min(axis=1), blocks.max(axis=1)
+    smallest, largest = _row_reduce(blocks, np.minimum), _row_reduce(blocks, np.maximum)
     redo = ~(np.isfinite(smallest) & np.isfinite(largest)) | (smallest == 0) | (largest == 0)
     if redo.any():
         rows = np.flatnonzero(redo)
@@ -100,7 +113,7 @@ def _block_min_max(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _block_signed_max(blocks: np.ndarray) -> np.ndarray:
     """Q4_0/Q5_0's ``max``: the first element of largest ``|x|`` (strict ``<``, from 0; NaN never wins)."""
-    largest, smallest = blocks.max(axis=1), blocks.min(axis=1)
+    largest, smallest = _row_reduce(blocks, np.maximum), _row_reduce(blocks, np.minimum)
     with np.errstate(invalid="ignore"):
         signed = np.where(largest > -smallest, largest, smallest)
         redo = ~(np.isfinite(largest) & np.isfinite(smallest)) | (largest == -smallest)
