@@ -14,19 +14,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from golden.formats.format import Format, block_rows, f16_column
+from golden.formats.format import Format, f16_column
 
 _SHIFTS = np.array([0, 2, 4, 6], np.uint8)
 
 
-def dequantize_tq2_0(raw: np.ndarray, n: int) -> np.ndarray:
-    blocks = block_rows(raw, "tq2_0", 256, 66, n)
-    d = np.ascontiguousarray(blocks[:, 64:]).view("<f2").astype(np.float32)  # [nblocks, 1]
-    qs = blocks[:, :64].reshape(-1, 2, 1, 32)  # [block, half, 1, m]
-    codes = (qs >> _SHIFTS[None, None, :, None]) & 3  # [block, half, l, m]
-    values = codes.reshape(blocks.shape[0], 256).astype(np.float32) - np.float32(1)
-    with np.errstate(invalid="ignore", over="ignore"):  # inf/NaN scales propagate as in C
-        return (values * d).reshape(-1)
+# (code field l, byte) -> code − 1 as float32: one gather per field and half replaces shift, mask,
+# conversion and subtraction (the values are small integers, exact in f32 either way).
+_TQ2_FIELD_ROWS = (((np.arange(256, dtype=np.uint8)[None, :] >> _SHIFTS[:, None]) & np.uint8(3)).astype(np.float32)
+                   - np.float32(1))
+
+
+def _tq2_0_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    for half in range(2):
+        source = blocks[:, 32 * half : 32 * half + 32]
+        for field in range(4):
+            start = 128 * half + 32 * field
+            np.take(_TQ2_FIELD_ROWS[field], source, out=out[:, start : start + 32], mode="clip")
+    np.multiply(out, f16_column(blocks, 64)[:, None], out=out)
 
 
 def _base3_digits() -> np.ndarray:
@@ -55,5 +60,5 @@ def _tq1_0_body(blocks: np.ndarray, out: np.ndarray) -> None:
 
 FORMATS: tuple[Format, ...] = (
     Format.of_blocks("tq1_0", "tq1_0", 34, 256, 54, _tq1_0_body, _CHUNK_BLOCKS),
-    Format("tq2_0", "tq2_0", 35, 256, 66, dequantize_tq2_0),
+    Format.of_blocks("tq2_0", "tq2_0", 35, 256, 66, _tq2_0_body, _CHUNK_BLOCKS),
 )
