@@ -352,7 +352,9 @@ def gguf_type(gguf: ModuleType | None, fmt: formats.Format) -> object | None:
     return gtype
 
 
-def registry_table(n: int, rounds: int, clock: Callable[[], float], gguf: ModuleType | None) -> None:
+def registry_table(
+    n: int, rounds: int, clock: Callable[[], float], gguf: ModuleType | None, types: list[str] | None
+) -> None:
     """Every registry type's dequantize and quantize against gguf-py's, in Mi elements a second."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n // ROW, ROW)).astype(np.float32)
@@ -360,6 +362,8 @@ def registry_table(n: int, rounds: int, clock: Callable[[], float], gguf: Module
           f"{'CPU' if clock is time.thread_time else 'wall'} clock")
     print(f"{'type':8} {'operation':21} {'golden Mi/s':>11} {'gguf-py Mi/s':>12} {'speed':>7}  note")
     for fmt in formats.FORMATS.values():
+        if types and fmt.name not in types:
+            continue
         raw = rng.integers(0, 256, n // fmt.block_size * fmt.type_size, dtype=np.uint8)
         gtype = gguf_type(gguf, fmt)
         rows: list[tuple[str, Call, Call | None, str]] = []
@@ -406,6 +410,8 @@ def main() -> None:
     parser.add_argument("--no-c", action="store_true", help="skip the compiled C loops")
     parser.add_argument("--registry", action="store_true",
                         help="one table over every golden.formats type against gguf-py, then stop")
+    parser.add_argument("--types", nargs="+", choices=formats.TYPES, metavar="TYPE",
+                        help="with --registry: only these types")
     parser.add_argument("--registry-elements", type=int, default=2**20,
                         help=f"tensor size in floats for --registry, a positive multiple of {ROW * 256 // 4}")
     args = parser.parse_args()
@@ -422,7 +428,8 @@ def main() -> None:
         gguf = load_gguf()
         if gguf is None:
             print("gguf-py not installed (pip install -e '.[bench]'): golden's figures only")
-        registry_table(args.registry_elements, args.repeat, clock, gguf)
+        with np.errstate(all="ignore"):  # gguf-py warns on the inf/NaN scales of random bytes; golden never does
+            registry_table(args.registry_elements, args.repeat, clock, gguf, args.types)
         return
     gguf, ggml = load_gguf(), load_ggml()
     if gguf is None:

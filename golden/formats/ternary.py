@@ -19,43 +19,45 @@ from golden.formats.format import Format, f16_column
 _SHIFTS = np.array([0, 2, 4, 6], np.uint8)
 
 
-# (code field l, byte) -> code − 1 as float32: one gather per field and half replaces shift, mask,
-# conversion and subtraction (the values are small integers, exact in f32 either way).
-_TQ2_FIELD_ROWS = (((np.arange(256, dtype=np.uint8)[None, :] >> _SHIFTS[:, None]) & np.uint8(3)).astype(np.float32)
-                   - np.float32(1))
+_FIELD_SHIFTS = _SHIFTS[None, None, :, None]
+
+
+def _codes_times_scale(codes: np.ndarray, d: np.ndarray, out: np.ndarray) -> None:
+    """out = (code − 1)·d: small uint8 codes to f32 (exact) in one pass, then the one f32 product."""
+    np.subtract(codes, np.float32(1), out=out, dtype=np.float32)
+    np.multiply(out, d[:, None], out=out)
 
 
 def _tq2_0_body(blocks: np.ndarray, out: np.ndarray) -> None:
-    for half in range(2):
-        source = blocks[:, 32 * half : 32 * half + 32]
-        for field in range(4):
-            start = 128 * half + 32 * field
-            np.take(_TQ2_FIELD_ROWS[field], source, out=out[:, start : start + 32], mode="clip")
-    np.multiply(out, f16_column(blocks, 64)[:, None], out=out)
+    m = blocks.shape[0]
+    codes = blocks[:, :64].reshape(m, 2, 1, 32) >> _FIELD_SHIFTS  # [block, half, l, m]
+    np.bitwise_and(codes, np.uint8(3), out=codes)
+    _codes_times_scale(codes.reshape(m, 256), f16_column(blocks, 64), out)
 
 
-def _base3_digits() -> np.ndarray:
-    """(256, 5) float32: digit n of every byte, less one: −1, 0 or 1 (``(q·3) >> 8`` of a byte is at most 2)."""
-    byte = np.arange(256, dtype=np.uint32)[:, None]
-    shifted = (byte * 3 ** np.arange(5, dtype=np.uint32)[None, :]) & np.uint32(0xFF)  # the uint8 product
-    return ((shifted * np.uint32(3)) >> np.uint32(8)).astype(np.float32) - np.float32(1)
+def _base3_codes() -> np.ndarray:
+    """(5, 256) uint8: digit n of every byte (``(q·3) >> 8`` of the uint8 product, at most 2)."""
+    byte = np.arange(256, dtype=np.uint32)[None, :]
+    shifted = (byte * 3 ** np.arange(5, dtype=np.uint32)[:, None]) & np.uint32(0xFF)  # the uint8 product
+    return ((shifted * np.uint32(3)) >> np.uint32(8)).astype(np.uint8)
 
 
-TQ1_DIGITS = _base3_digits()
-_DIGIT_ROWS = np.ascontiguousarray(TQ1_DIGITS.T)  # (digit, byte): one gather per digit and byte range
+_DIGIT_ROWS = _base3_codes()  # (digit, byte): one gather per digit and byte range
+TQ1_DIGITS = _DIGIT_ROWS.T.astype(np.float32) - np.float32(1)  # (byte, digit): −1, 0 or 1
 _CHUNK_BLOCKS = 1024  # 1 MiB of f32 output a chunk
 # (first byte, last byte + 1, digits, first element): qs[0:32], qs[32:48], qh[0:4]
 _TQ1_RUNS = ((0, 32, 5, 0), (32, 48, 5, 160), (48, 52, 4, 240))
 
 
 def _tq1_0_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    codes = np.empty(out.shape, np.uint8)
     for first, stop, digits, element in _TQ1_RUNS:
         width = stop - first
         source = blocks[:, first:stop]
         for digit in range(digits):
             start = element + digit * width
-            np.take(_DIGIT_ROWS[digit], source, out=out[:, start : start + width], mode="clip")
-    np.multiply(out, f16_column(blocks, 52)[:, None], out=out)
+            np.take(_DIGIT_ROWS[digit], source, out=codes[:, start : start + width], mode="clip")
+    _codes_times_scale(codes, f16_column(blocks, 52), out)
 
 
 FORMATS: tuple[Format, ...] = (
