@@ -19,9 +19,6 @@ from golden.formats.format import Format, f16_column
 _SHIFTS = np.array([0, 2, 4, 6], np.uint8)
 
 
-_FIELD_SHIFTS = _SHIFTS[None, None, :, None]
-
-
 def _codes_times_scale(codes: np.ndarray, d: np.ndarray, out: np.ndarray) -> None:
     """out = (code − 1)·d: small uint8 codes to f32 (exact) in one pass, then the one f32 product."""
     np.subtract(codes, np.float32(1), out=out, dtype=np.float32)
@@ -29,34 +26,39 @@ def _codes_times_scale(codes: np.ndarray, d: np.ndarray, out: np.ndarray) -> Non
 
 
 def _tq2_0_body(blocks: np.ndarray, out: np.ndarray) -> None:
-    m = blocks.shape[0]
-    codes = blocks[:, :64].reshape(m, 2, 1, 32) >> _FIELD_SHIFTS  # [block, half, l, m]
+    codes = np.empty(out.shape, np.uint8)  # element 128h + 32l + m: field l of qs[32h + m]
+    for half in range(2):
+        source = blocks[:, 32 * half : 32 * half + 32]
+        for field in range(4):  # scalar shifts: NumPy's broadcast uint8 loops are several times slower
+            start = 128 * half + 32 * field
+            np.right_shift(source, _SHIFTS[field], out=codes[:, start : start + 32])
     np.bitwise_and(codes, np.uint8(3), out=codes)
-    _codes_times_scale(codes.reshape(m, 256), f16_column(blocks, 64), out)
+    _codes_times_scale(codes, f16_column(blocks, 64), out)
 
 
 def _base3_codes() -> np.ndarray:
-    """(5, 256) uint8: digit n of every byte (``(q·3) >> 8`` of the uint8 product, at most 2)."""
-    byte = np.arange(256, dtype=np.uint32)[None, :]
-    shifted = (byte * 3 ** np.arange(5, dtype=np.uint32)[:, None]) & np.uint32(0xFF)  # the uint8 product
-    return ((shifted * np.uint32(3)) >> np.uint32(8)).astype(np.uint8)
+    """(256,) uint8: the digit ``(q·3) >> 8`` that the uint8 product ``q`` brings to the top (at most 2)."""
+    return ((np.arange(256, dtype=np.uint32) * np.uint32(3)) >> np.uint32(8)).astype(np.uint8)
 
 
-_DIGIT_ROWS = _base3_codes()  # (digit, byte): one gather per digit and byte range
-TQ1_DIGITS = _DIGIT_ROWS.T.astype(np.float32) - np.float32(1)  # (byte, digit): −1, 0 or 1
+# (byte, digit n): digit n of every byte, less one (−1, 0 or 1); what a byte decodes to wherever it is stored
+TQ1_DIGITS = _base3_codes()[(np.arange(256)[:, None] * 3 ** np.arange(5)[None, :]) & 0xFF].astype(np.float32) - 1
+# (q·3) >> 8 is 1 from q = 86 (258 >> 8) and 2 from q = 171 (513 >> 8): two compares instead of a gather
+_DIGIT_STEPS = (np.uint8(86), np.uint8(171))
 _CHUNK_BLOCKS = 1024  # 1 MiB of f32 output a chunk
 # (first byte, last byte + 1, digits, first element): qs[0:32], qs[32:48], qh[0:4]
 _TQ1_RUNS = ((0, 32, 5, 0), (32, 48, 5, 160), (48, 52, 4, 240))
 
 
 def _tq1_0_body(blocks: np.ndarray, out: np.ndarray) -> None:
-    codes = np.empty(out.shape, np.uint8)
+    products = np.empty(out.shape, np.uint8)  # b·3ⁿ in uint8 (wrapping, as the C's uint8_t product), element order
     for first, stop, digits, element in _TQ1_RUNS:
         width = stop - first
-        source = blocks[:, first:stop]
         for digit in range(digits):
             start = element + digit * width
-            np.take(_DIGIT_ROWS[digit], source, out=codes[:, start : start + width], mode="clip")
+            np.multiply(blocks[:, first:stop], np.uint8(3**digit), out=products[:, start : start + width])
+    codes = np.greater_equal(products, _DIGIT_STEPS[0]).view(np.uint8)
+    codes += np.greater_equal(products, _DIGIT_STEPS[1]).view(np.uint8)
     _codes_times_scale(codes, f16_column(blocks, 52), out)
 
 
