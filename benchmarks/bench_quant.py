@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import shutil
 import subprocess
 import sys
@@ -352,6 +353,40 @@ def gguf_type(gguf: ModuleType | None, fmt: formats.Format) -> object | None:
     return gtype
 
 
+RegistryRow = tuple[str, Call, Call | None, str]  # operation, golden's call, gguf-py's or None, note
+
+
+def registry_rows(
+    fmt: formats.Format, x: np.ndarray, raw: np.ndarray, n: int, gguf: ModuleType | None
+) -> list[RegistryRow]:
+    """The timed calls of one type: dequantize of ``raw``, and quantize of ``x`` on each rounding path."""
+    gtype = gguf_type(gguf, fmt)
+    gguf_dequant: Call | None = None
+    note = ""
+    if gguf is not None and gtype is not None:
+        try:
+            if not same_floats(fmt.dequantize(raw, n), gguf.quants.dequantize(raw, gtype)):
+                note = "gguf-py output differs on random bytes"
+        except Exception as error:  # noqa: BLE001 - gguf-py is only a yardstick here
+            note = f"gguf-py fails: {type(error).__name__}"
+        gguf_dequant = functools.partial(gguf.quants.dequantize, raw, gtype)
+    rows: list[RegistryRow] = [("dequantize", functools.partial(fmt.dequantize, raw, n), gguf_dequant, note)]
+    if fmt.quantize is None:
+        return rows
+    gguf_quant: Call | None = None
+    note = ""
+    if gguf is not None and gtype is not None:
+        try:
+            if not np.array_equal(gguf.quants.quantize(x, gtype).reshape(-1), fmt.quantize(x, "reference")):
+                note = "gguf-py bytes differ"
+            gguf_quant = functools.partial(gguf.quants.quantize, x, gtype)
+        except NotImplementedError:
+            note = "gguf-py has no quantizer"
+    for rounding in formats.ROUNDINGS:
+        rows.append((f"quantize ({rounding})", functools.partial(fmt.quantize, x, rounding), gguf_quant, note))
+    return rows
+
+
 def registry_table(
     n: int, rounds: int, clock: Callable[[], float], gguf: ModuleType | None, types: list[str] | None
 ) -> None:
@@ -365,32 +400,7 @@ def registry_table(
         if types and fmt.name not in types:
             continue
         raw = rng.integers(0, 256, n // fmt.block_size * fmt.type_size, dtype=np.uint8)
-        gtype = gguf_type(gguf, fmt)
-        rows: list[tuple[str, Call, Call | None, str]] = []
-        note = ""
-        gguf_dequant: Call | None = None
-        if gtype is not None:
-            golden_out = fmt.dequantize(raw, n)
-            try:
-                same = same_floats(golden_out, gguf.quants.dequantize(raw, gtype))  # type: ignore[union-attr]
-            except Exception as error:  # noqa: BLE001 - gguf-py is only a yardstick here
-                same, note = False, f"gguf-py fails: {type(error).__name__}"
-            note = note or ("" if same else "gguf-py output differs on random bytes")
-            gguf_dequant = (lambda g=gtype: gguf.quants.dequantize(raw, g))  # type: ignore[misc, union-attr]
-        rows.append(("dequantize", (lambda f=fmt: f.dequantize(raw, n)), gguf_dequant, note))
-        if fmt.quantize is not None:
-            gguf_quant: Call | None = None
-            qnote = ""
-            if gtype is not None:
-                try:
-                    graw = gguf.quants.quantize(x, gtype)  # type: ignore[union-attr]
-                    qnote = "" if np.array_equal(graw.reshape(-1), fmt.quantize(x, "reference")) else "gguf-py bytes differ"
-                    gguf_quant = (lambda g=gtype: gguf.quants.quantize(x, g))  # type: ignore[misc, union-attr]
-                except NotImplementedError:
-                    qnote = "gguf-py has no quantizer"
-            for rounding in formats.ROUNDINGS:
-                rows.append((f"quantize ({rounding})", (lambda f=fmt, r=rounding: f.quantize(x, r)), gguf_quant, qnote))
-        for operation, golden_call, gguf_call, row_note in rows:
+        for operation, golden_call, gguf_call, note in registry_rows(fmt, x, raw, n, gguf):
             calls = [golden_call] + ([gguf_call] if gguf_call is not None else [])
             seconds = median_of_rounds(calls, rounds, clock)
             rate = n / 2**20 / seconds[0]
@@ -398,7 +408,7 @@ def registry_table(
                 other = f"{'—':>12} {'':>7}"
             else:
                 other = f"{n / 2**20 / seconds[1]:12.1f} {seconds[1] / seconds[0]:6.2f}x"
-            print(f"{fmt.name:8} {operation:21} {rate:11.1f} {other}  {row_note}".rstrip(), flush=True)
+            print(f"{fmt.name:8} {operation:21} {rate:11.1f} {other}  {note}".rstrip(), flush=True)
 
 
 def main() -> None:
