@@ -35,6 +35,8 @@ dequantization is bit for bit ``to_float`` on any bytes.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from golden.formats import grids
@@ -144,11 +146,21 @@ def _iq3_s_body(blocks: np.ndarray, out: np.ndarray) -> None:
     _signed_groups(db[:, :, None, None], values, signs, out.reshape(m, 8, 4, 8))
 
 
+@functools.cache
+def _shifted_grid_table() -> np.ndarray:
+    """(4096, 8) float32: row ``index | negative << 11`` is ``iq1s_grid[index] ± IQ1S_DELTA``, each
+    entry the one f32 sum ``to_float`` forms, so a single gather replaces a gather and an add."""
+    delta = grids.iq1s_delta()
+    grid = grids.float_grid("iq1s_grid")
+    out = np.concatenate([grid + delta, grid - delta]).astype(np.float32)
+    out.setflags(write=False)
+    return out
+
+
 def _shifted_grid(index: np.ndarray, delta_negative: np.ndarray) -> np.ndarray:
     """``grid[j] + delta`` of ``iq1s_grid`` (exact in f32): (..., 8) for (...) indices and delta signs."""
-    delta = grids.iq1s_delta()
-    shift = np.where(delta_negative, -delta, delta).astype(np.float32)
-    return grids.float_grid("iq1s_grid")[index] + shift[..., None]
+    rows = index.astype(np.uint16) | (delta_negative.astype(np.uint16) << np.uint16(11))
+    return _shifted_grid_table()[rows]
 
 
 def _odd_scales(d: np.ndarray, codes: np.ndarray) -> np.ndarray:
