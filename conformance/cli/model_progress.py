@@ -10,12 +10,14 @@ without a line per node.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from multiprocessing.connection import Connection
 from typing import Any, TextIO
 
 PLAIN_JUDGE_LINES = 10  # plain lines over the judging: one per tenth of the nodes
+FALLBACK_COLUMNS = 100  # the bar's width on a terminal that reports none
 
 
 class ProgressTee:
@@ -41,6 +43,13 @@ class ProgressTee:
 
     def flush(self) -> None:
         self.file.flush()
+
+
+def _width(stream: TextIO) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 0
 
 
 def _short(stage: str) -> str:
@@ -97,7 +106,10 @@ class ProgressDisplay:
         if self.tty:
             from tqdm import tqdm
 
-            self.bar = tqdm(desc=_short(text), unit="node", file=self.stream, dynamic_ncols=True, leave=True)
+            # a terminal that reports no width (a bare pty) would get a zero-width bar: give it one
+            sized = _width(self.stream) > 0
+            self.bar = tqdm(desc=_short(text), unit="node", file=self.stream, dynamic_ncols=sized,
+                            ncols=None if sized else FALLBACK_COLUMNS, leave=True)
         else:
             self._plain(f"stage: {text}")
 
