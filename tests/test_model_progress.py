@@ -13,8 +13,8 @@ import json
 import os
 import pty
 import re
-import subprocess
 import struct
+import subprocess
 import sys
 import termios
 from pathlib import Path
