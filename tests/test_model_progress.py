@@ -56,15 +56,15 @@ def test_plain_progress_lines_reach_stderr_while_the_run_goes(tmp_path: Path) ->
             while_running.append(line.rstrip("\n"))
     stdout, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, "\n".join(seen[-20:]) + stdout[-2000:]
-    assert "conform model: stage: capture run on CPU (every node observed)" in while_running, seen
-    assert "conform model: stage: judging the nodes" in while_running, seen
-    steps = [line for line in while_running if line.startswith("conform model: capture: step ")]
-    assert [line.split()[4].rstrip(",") for line in steps] == ["0", "1", "2"], steps  # prefill, 2 decode steps
-    captured = [line for line in while_running if line.startswith("conform model: captured ")]
+    assert "progress: stage: capture run on CPU (every node observed)" in while_running, seen
+    assert "progress: stage: judging the nodes" in while_running, seen
+    steps = [line for line in while_running if line.startswith("progress: capture: step ")]
+    assert [line.split()[3].rstrip(",") for line in steps] == ["0", "1", "2"], steps  # prefill, 2 decode steps
+    captured = [line for line in while_running if line.startswith("progress: captured ")]
     assert len(captured) == 1 and " in 3 step(s)" in captured[0], captured
-    total = int(captured[0].split()[3])
-    judged = [re.match(r"conform model: judging: node (\d+)/(\d+) \(\d+ nodes/s, ETA \d+:\d\d\)$", line)
-              for line in while_running if line.startswith("conform model: judging")]
+    total = int(captured[0].split()[2])
+    judged = [re.match(r"progress: judging: node (\d+)/(\d+) \(\d+ nodes/s, ETA \d+:\d\d\)$", line)
+              for line in while_running if line.startswith("progress: judging")]
     assert all(judged) and 5 <= len(judged) <= 11, while_running
     counts = [int(m.group(1)) for m in judged if m]
     assert counts == sorted(counts) and counts[-1] == total and {int(m.group(2)) for m in judged if m} == {total}
@@ -96,7 +96,7 @@ def test_a_terminal_gets_a_progress_bar(tmp_path: Path) -> None:
     # the judging: the bar, i/N, elapsed<ETA and the rate
     bar = re.findall(r"judging the nodes: +100%\|[^|]+\| (\d+)/(\d+) \[[\d:]+<[\d:]+, +[\d.]+node/s\]", screen)
     assert bar and bar[-1][0] == bar[-1][1], screen[-2000:]
-    assert "conform model: stage:" not in screen  # no plain lines on a terminal
+    assert "progress: stage:" not in screen  # no plain lines on a terminal
 
 
 def _tamper_hook(folder: Path) -> Path:

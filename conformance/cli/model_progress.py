@@ -97,7 +97,7 @@ class ProgressDisplay:
             self._plain(f"captured {self.nodes} nodes in {self.step + 1} step(s)")
 
     def _plain(self, text: str) -> None:
-        print(f"conform model: {text}", file=self.stream, flush=True)
+        print(f"progress: {text}", file=self.stream, flush=True)  # not "conform model:": that is the error line
 
     def _stage(self, text: str) -> None:
         self._end_stage()
