@@ -176,13 +176,14 @@ def _child_main(target: Callable[..., object], args: tuple[object, ...], out: st
                 conn: Connection | None = None) -> None:
     from conformance.cli.model_progress import ProgressTee
     from device.base import DeviceError
+    from device.expectation_file import ExpectationFileError
 
     folder = Path(out)
     with (folder / "progress.log").open("w") as log:
         progress = ProgressTee(log, conn)
         try:
             result: tuple[str, object] = ("ok", target(progress, *args))
-        except (DeviceError, ValueError) as exc:  # ValueError: an expectations file outside the vocabulary
+        except (DeviceError, ExpectationFileError) as exc:
             result = ("error", str(exc))
     (folder / "child-result.pickle").write_bytes(pickle.dumps(result))
 

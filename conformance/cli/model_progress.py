@@ -17,6 +17,7 @@ from multiprocessing.connection import Connection
 from typing import Any, TextIO
 
 PLAIN_JUDGE_LINES = 10  # plain lines over the judging: one per tenth of the nodes
+COUNTED_STAGES = ("capture", "judging")  # the stages whose nodes the child reports one by one
 FALLBACK_COLUMNS = 100  # the bar's width on a terminal that reports none
 
 
@@ -108,8 +109,10 @@ class ProgressDisplay:
 
             # a terminal that reports no width (a bare pty) would get a zero-width bar: give it one
             sized = _width(self.stream) > 0
+            counted = text.startswith(COUNTED_STAGES)  # the others run the graph whole: no node to count
             self.bar = tqdm(desc=_short(text), unit="node", file=self.stream, dynamic_ncols=sized,
-                            ncols=None if sized else FALLBACK_COLUMNS, leave=True)
+                            ncols=None if sized else FALLBACK_COLUMNS, leave=True,
+                            bar_format=None if counted else "{desc}")
         else:
             self._plain(f"stage: {text}")
 
