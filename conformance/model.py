@@ -19,15 +19,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
 from conformance import cases
+from conformance.resolution import resolve
 from conformance.verdict import Metrics, compare
 from device import known_bugs
+from device.known_bug import KnownBug
 from device.llama.capture import CapturedNode, CapturedTensor, ModelRun, Tamper
 from device.llama.nodes import NodeCase, NotJudged, node_case
 from golden import catalogue, dtypes
@@ -207,12 +211,21 @@ def _save_npz(folder: Path, verdict: NodeVerdict, nc: NodeCase, golden: np.ndarr
 
 
 def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path | None,
-                stop_after_first: bool = False) -> list[NodeVerdict]:
-    """A verdict for every computed node of the capture run (view nodes compute nothing and are left out)."""
-    bugs = known_bugs.all_known_bugs()
+                stop_after_first: bool = False, bugs: Sequence[KnownBug] | None = None,
+                on_judged: Callable[[int, int], None] | None = None) -> list[NodeVerdict]:
+    """A verdict for every computed node of the capture run (view nodes compute nothing and are left out).
+
+    ``bugs``: the known-bug entries (the in-repo lists and the run's expectations files); a failing node is
+    ``expected`` only where one of them says the node's case gives that outcome, by the op tier's rule
+    (:meth:`conformance.resolution.Resolution.explaining`). ``on_judged(i, n)`` follows the progress."""
+    if bugs is None:
+        bugs = known_bugs.all_known_bugs()
     out: list[NodeVerdict] = []
     saved = False
-    for node in run.nodes:
+    total = len(run.nodes)
+    for position, node in enumerate(run.nodes):
+        if on_judged is not None:
+            on_judged(position, total)
         translated = node_case(node)
         if translated is None:
             continue
@@ -236,13 +249,20 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
         if metrics.passed:
             verdict.status = "pass"
         else:
-            bug = known_bugs.find(translated.case, ran_on, release, bugs)
-            if bug is not None and bug.tolerance is not None:
-                # a documented deviation of this backend: known only while within its own bound (as the op tier)
-                deviation = compare(translated.case, exact, golden, np.asarray(translated.output, np.float64),
-                                    bug.tolerance)
-                if not deviation.passed:
-                    bug = None
+            case = translated.case
+            bug = None
+            try:
+                resolution = resolve(case, partial(known_bugs.find_all, device_name=ran_on, release=release,
+                                                   bugs=bugs))
+            except KeyError:  # no tolerance row to resolve against: nothing can explain the failure
+                resolution = None
+            if resolution is not None:
+                held = True
+                if resolution.deviation is not None:
+                    # a documented deviation of this backend: known only while within its own bound (as the op tier)
+                    held = compare(case, exact, golden, np.asarray(translated.output, np.float64),
+                                   resolution.deviation).passed
+                bug = resolution.explaining("fail", held)
             verdict.status = "expected" if bug is not None else "FAIL"
             verdict.detail = (f"known bug {bug.id}: " if bug is not None else "") + metrics.detail
             if not translated.layout_exact:
@@ -253,6 +273,8 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
         out.append(verdict)
         if stop_after_first and verdict.status == "FAIL":
             break
+    if on_judged is not None:
+        on_judged(total, total)
     return out
 
 
@@ -364,11 +386,30 @@ def logits_figures(device: str, golden: list[np.ndarray], measured: list[np.ndar
                          float(kl.max()) if finite else math.inf, top1, int(g.shape[0]))
 
 
+JUDGE_UPDATES = 200  # progress lines over the judging: what the parent's bar moves by
+
+
+def _judge_lines(progress: TextIO | None) -> Callable[[int, int], None] | None:
+    """``on_judged`` writing a ``judge<TAB>i<TAB>n`` line every n/200 nodes (and at the end) to ``progress``."""
+    if progress is None:
+        return None
+    last = [-1]
+
+    def on_judged(i: int, n: int) -> None:
+        if i == n or i - last[0] >= max(1, n // JUDGE_UPDATES):
+            last[0] = i
+            progress.write(f"judge\t{i}\t{n}\n")
+            progress.flush()
+    return on_judged
+
+
 def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps: list[list[int]],
                 out_dir: Path | None, threads: int = 1, with_cpu: bool = True, tamper: Tamper | None = None,
-                progress: TextIO | None = None, flash_attn: int = 0) -> ModelVerdict:
+                progress: TextIO | None = None, flash_attn: int = 0, expectations: Sequence[str] = ()
+                ) -> ModelVerdict:
     """The whole model tier for one model on one ggml device (``CPU``, ``Vulkan0``, ``CANN0``); ``progress``
-    gets a line per stage and per captured node (what a crash report names)."""
+    gets a line per stage, per captured node (what a crash report names) and every 1/200 of the judging.
+    ``expectations``: known-bug files or folders besides the in-repo lists, as ``conform run --expectations``."""
 
     def stage(text: str) -> None:
         if progress is not None:
@@ -378,6 +419,7 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
     from device.llama.capture import run_model
     from device.llama.lib import load
 
+    bugs = known_bugs.all_known_bugs(expectations)  # read before the run: a bad file stops it at once
     lib = load(lib_dir)
     release = lib.ggml.version
     stage(f"capture run on {device} (every node observed)")
@@ -386,7 +428,8 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
     stage("judging the nodes")
     verdict = ModelVerdict(str(model_path), device, captured.description)
     verdict.libllama = f"{lib.files.library.name} ({lib.version or 'no llama_version'}), llama.h {lib.revision}"
-    verdict.nodes = judge_nodes(captured, device, release, out_dir / "artefacts" if out_dir else None)
+    verdict.nodes = judge_nodes(captured, device, release, out_dir / "artefacts" if out_dir else None, bugs=bugs,
+                                on_judged=_judge_lines(progress))
     golden, verdict.replay_gaps = golden_replay(captured)
     verdict.replayed_from_device = sum(verdict.replay_gaps.values())
     if verdict.replay_gaps:

@@ -9,13 +9,17 @@ device computed, or the logits, could not be judged (the summary says why, one l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import pickle
+import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -32,7 +36,7 @@ class ModelUsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from conformance.cli.common import OUTPUT_RULE, DefaultsFormatter, OneLineParser
+    from conformance.cli.common import OUTPUT_RULE, DefaultsFormatter, OneLineParser, declare
     from conformance.model_synthetic import ARCHITECTURES, WEIGHT_TYPES
 
     p = OneLineParser(prog="conform model", formatter_class=DefaultsFormatter,
@@ -64,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="accept nodes (and logits) the golden cannot judge: exit 0 with the gap stated, not 3 "
                         "(incomplete)")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: conform-out/model-<time>)")
+    declare(p, "--expectations")
     return p
 
 
@@ -159,38 +164,67 @@ class Crash:
 
 
 def _check_in_child(progress: TextIO, path: str, device: str, lib_dir: str | None, steps: list[list[int]],
-                    out: str, threads: int, with_cpu: bool, flash_attn: int) -> object:
+                    out: str, threads: int, with_cpu: bool, flash_attn: int,
+                    expectations: tuple[str, ...] = ()) -> object:
     from conformance.model import check_model
 
     return check_model(path, device, lib_dir, steps, Path(out), threads=threads, with_cpu=with_cpu,
-                       progress=progress, flash_attn=flash_attn)
+                       progress=progress, flash_attn=flash_attn, expectations=expectations)
 
 
-def _child_main(target: Callable[..., object], args: tuple[object, ...], out: str) -> None:
+def _child_main(target: Callable[..., object], args: tuple[object, ...], out: str,
+                conn: Connection | None = None) -> None:
+    from conformance.cli.model_progress import ProgressTee
     from device.base import DeviceError
+    from device.expectation_file import ExpectationFileError
 
     folder = Path(out)
-    with (folder / "progress.log").open("w") as progress:
+    with (folder / "progress.log").open("w") as log:
+        progress = ProgressTee(log, conn)
         try:
             result: tuple[str, object] = ("ok", target(progress, *args))
-        except DeviceError as exc:
+        except (DeviceError, ExpectationFileError) as exc:
             result = ("error", str(exc))
     (folder / "child-result.pickle").write_bytes(pickle.dumps(result))
 
 
-def run_isolated(target: Callable[..., object], args: tuple[object, ...], out: Path) -> object:
+def _follow(process: BaseProcess, reader: Connection, show: Callable[[str], None]) -> None:
+    """Show each progress line as the child sends it, until the child has exited and the pipe is drained."""
+    from multiprocessing.connection import wait
+
+    open_pipe = True
+    while open_pipe:
+        for ready in wait([reader, process.sentinel]):
+            if ready is reader:
+                try:
+                    show(reader.recv_bytes().decode(errors="replace"))
+                except EOFError:
+                    open_pipe = False
+            elif not reader.poll():  # the child exited and nothing is left to read
+                open_pipe = False
+    process.join()
+
+
+def run_isolated(target: Callable[..., object], args: tuple[object, ...], out: Path,
+                 show: Callable[[str], None] | None = None) -> object:
     """``target(progress, *args)`` in a fresh process: a device that aborts takes only that process down, and
-    the crash is reported with the stage and the node it was in (from the progress file)."""
+    the crash is reported with the stage and the node it was in (from the progress file). ``show`` gets
+    each progress line as the child writes it."""
     result_file = out / "child-result.pickle"
     result_file.unlink(missing_ok=True)
-    process = multiprocessing.get_context("spawn").Process(target=_child_main, args=(target, args, str(out)))
+    context = multiprocessing.get_context("spawn")
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(target=_child_main, args=(target, args, str(out), writer))
     process.start()
+    writer.close()  # the child holds the only writing end: its exit ends the pipe
     try:
-        process.join()
+        _follow(process, reader, show or (lambda line: None))
     except KeyboardInterrupt:
         process.terminate()
         process.join()
         raise
+    finally:
+        reader.close()
     if result_file.exists():
         kind, payload = pickle.loads(result_file.read_bytes())
         result_file.unlink()
@@ -254,9 +288,7 @@ def _check_outputs(out: Path, gguf: str | None, device_specs: list[str]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.model import ModelVerdict
-    from conformance.model_synthetic import write_tiny_model
-    from reports.model_html import build_model_report
+    from conformance.cli.common import UsageError, expectation_paths
 
     if (args.gguf is None) == (args.arch is None):
         raise ModelUsageError("give a GGUF file or --arch ARCH (one of them)")
@@ -268,8 +300,45 @@ def run(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise ModelUsageError(f"--threads {args.threads}: at least 1")
     steps = _tokens(args.tokens, args.decode)
+    try:
+        expectations = expectation_paths(args.expectations)
+    except UsageError as exc:
+        raise ModelUsageError(str(exc)) from None
     out = Path(args.out or f"conform-out/model-{time.strftime('%Y%m%d-%H%M%S')}")
     _check_outputs(out, args.gguf, device_specs)
+    if args.gguf is not None:
+        _check_gguf(Path(args.gguf))
+    with _removed_on_failure(out):
+        return _run_in(out, args, device_specs, steps, expectations)
+
+
+@contextlib.contextmanager
+def _removed_on_failure(out: Path) -> Iterator[None]:
+    """A run that fails (bad input found once the folder exists, a device that does not open) leaves no
+    --out behind: what it wrote there is removed, and the folder too where this run made it."""
+    from device.base import DeviceError
+
+    made = [folder for folder in (out, *out.parents) if not folder.exists()]
+    before = set(out.iterdir()) if out.is_dir() else set()
+    try:
+        yield
+    except (ModelUsageError, DeviceError):
+        if out.is_dir():
+            for entry in set(out.iterdir()) - before:
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        for folder in made:  # innermost first; only folders this run made, and only while empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _run_in(out: Path, args: argparse.Namespace, device_specs: list[str], steps: list[list[int]],
+            expectations: tuple[str, ...]) -> int:
+    from conformance.cli.model_progress import ProgressDisplay
+    from conformance.model import ModelVerdict
+    from conformance.model_synthetic import write_tiny_model
+    from reports.model_html import build_model_report
+
     out.mkdir(parents=True, exist_ok=True)
     if args.arch is not None:
         path = write_tiny_model(out / f"tiny-{args.arch}-{args.weights}-s{args.seed}.gguf", args.arch, args.weights,
@@ -285,8 +354,13 @@ def run(args: argparse.Namespace) -> int:
         name = spec.partition(":")[2]
         folder = out if len(device_specs) == 1 else out / name
         folder.mkdir(parents=True, exist_ok=True)
-        outcome = run_isolated(_check_in_child, (str(path), name, args.ggml_lib, steps, str(folder), args.threads,
-                                                 not args.no_cpu, FLASH_ATTN[args.flash_attn]), folder)
+        display = ProgressDisplay()
+        try:
+            outcome = run_isolated(_check_in_child, (str(path), name, args.ggml_lib, steps, str(folder), args.threads,
+                                                     not args.no_cpu, FLASH_ATTN[args.flash_attn], expectations),
+                                   folder, show=display.line)
+        finally:
+            display.close()
         if isinstance(outcome, Crash):
             _crash_record(folder, spec, path, outcome)
             print(f"model {path} on {spec}: {outcome.verdict}")
