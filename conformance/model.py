@@ -382,6 +382,8 @@ class DecodeStep:
     golden: int | None  # None where the golden's forward pass had a gap (the device's choice was fed)
     device: int
     device_from: str  # which run's logits gave the device's choice (the fused run, as users run it)
+    # where they differ: the golden's logit of its choice minus its logit of the device's (a near-tie is small)
+    golden_margin: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -457,8 +459,11 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
             fed = steps[step][0]
             before = step - 1  # the logits the choice was made from
             golden_choice = int(np.argmax(golden[before][-1])) if not verdict.replay_gaps else None
-            verdict.decode.append(DecodeStep(step, fed, golden_choice, int(np.argmax(device_logits[before][-1])),
-                                             source))
+            device_choice = int(np.argmax(device_logits[before][-1]))
+            margin = None
+            if golden_choice is not None and device_choice != golden_choice:
+                margin = float(golden[before][-1][golden_choice] - golden[before][-1][device_choice])
+            verdict.decode.append(DecodeStep(step, fed, golden_choice, device_choice, source, margin))
     if verdict.replay_gaps:
         # no golden logits to compare with: the fused and CPU runs would be figures against nothing
         stage("logits not judged: " + verdict.logits_not_judged)

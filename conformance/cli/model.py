@@ -202,7 +202,8 @@ def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: 
         diverged = verdict.first_divergence
         if diverged is not None:
             print(f"  finding: the device's own greedy choice first differs at step {diverged.step}: device "
-                  f"{diverged.device}, golden {diverged.golden} ({diverged.device_from})")
+                  f"{diverged.device}, golden {diverged.golden} ({diverged.device_from}; the golden's logits put "
+                  f"its choice {diverged.golden_margin:.3g} above the device's)")
         elif all(d.golden is not None for d in verdict.decode):
             print("  the device's own greedy choice is the golden's at every step")
     if verdict.logits_not_judged:
