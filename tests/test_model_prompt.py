@@ -77,6 +77,15 @@ def test_a_prompt_is_tokenized_by_the_models_own_tokenizer(tmp_path: Path, vocab
     assert gguf_text(vocab_model, prefill[1:]) == b"hello world"
     assert len(prefill) - 1 < len("hello world")
     assert f"-> {len(prefill)} tokens {prefill}" in proc.stdout
+    # and libllama's own round trip (llama_token_to_piece of each id) gives the text back after the BOS
+    code = (f"import json\nfrom device.llama.tokenizer import read_vocabulary\n"
+            f"v = read_vocabulary({str(LIB)!r}, {str(vocab_model)!r}, 'hello world')\n"
+            f"print(json.dumps([v.prompt_ids, v.detokenized.decode()]))")
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=_env(),
+                           timeout=120)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    ids, detokenized = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert ids == prefill and detokenized == "<|endoftext|>hello world"
 
     chat = conform_model(str(vocab_model), "--prompt", "hello world", "--chat", "--decode", "1", "--no-cpu",
                          "--out", str(tmp_path / "chat"))

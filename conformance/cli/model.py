@@ -117,16 +117,18 @@ def _prefill(args: argparse.Namespace, path: Path, lib_dir: str | None) -> tuple
         except (OSError, UnicodeDecodeError) as exc:
             raise ModelUsageError(f"--prompt-file {args.prompt_file}: cannot read it ({exc.__class__.__name__})") \
                 from None
-    vocab = read_vocabulary(lib_dir, path)
+    if text is not None and not text.strip():
+        raise ModelUsageError("the prompt is empty")
+    # one vocabulary load where the text is known; the default prompt needs to know first whether there is a
+    # tokenizer to take it
+    vocab = read_vocabulary(lib_dir, path, text, chat=args.chat)
     if args.tokens is None and text is None:
         if vocab.has_tokenizer:
             text = DEFAULT_PROMPT
+            vocab = read_vocabulary(lib_dir, path, text, chat=args.chat)
         elif args.chat:
             raise ModelUsageError(f"{path} has no tokenizer (no_vocab): --chat needs a prompt it can tokenize")
     if text is not None:
-        if not text.strip():
-            raise ModelUsageError("the prompt is empty")
-        vocab = read_vocabulary(lib_dir, path, text, chat=args.chat)
         ids, shown = vocab.prompt_ids, vocab.prompt_text
         if len(ids) < 2:
             raise ModelUsageError(f"the prompt {text[:60]!r} is {len(ids)} token(s): a prefill needs at least two")

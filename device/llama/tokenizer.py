@@ -22,7 +22,7 @@ class Vocabulary:
     chat_template: str | None = None
     prompt_ids: list[int] = field(default_factory=list)  # the prompt's ids (empty where no text was given)
     prompt_text: str = ""  # the text tokenized (the chat template's layout with --chat)
-    pieces: list[str] = field(default_factory=list)  # each prompt id's bytes as text (token_to_piece)
+    detokenized: bytes = b""  # the prompt's ids back to bytes (token_to_piece): the text, where it round-trips
 
 
 class TokenizerError(llama_lib.LlamaLibraryError):
@@ -56,7 +56,7 @@ def read_vocabulary(lib_dir: str | None, model_path: str | Path, text: str | Non
         else:
             vocab.prompt_text = text
             vocab.prompt_ids = lib.tokenize(model, text, add_special=True, parse_special=False)
-        vocab.pieces = [lib.piece(model, t).decode(errors="replace") for t in vocab.prompt_ids]
+        vocab.detokenized = b"".join(lib.piece(model, t) for t in vocab.prompt_ids)
         return vocab
     finally:
         lib.call("model_free", model)
