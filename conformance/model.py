@@ -92,6 +92,15 @@ class ModelVerdict:
     # why the logits were not compared: the golden's forward pass could not compute these nodes (reason: count)
     replay_gaps: dict[str, int] = field(default_factory=dict)
     allow_unjudged: bool = False  # the user accepts nodes (and logits) left not judged: pass, with the gap said
+    prompt: str = ""  # the prompt's text as tokenized (empty for token ids given)
+    fed: list[list[int]] = field(default_factory=list)  # the ids fed, step by step
+    decode: list[DecodeStep] = field(default_factory=list)  # the greedy decode steps
+
+    @property
+    def first_divergence(self) -> DecodeStep | None:
+        """The first greedy step where the device's own choice is not the golden's (a finding, not a verdict:
+        near-ties differ legitimately; the logits figures judge by how much)."""
+        return next((d for d in self.decode if d.golden is not None and d.device != d.golden), None)
 
     @property
     def not_judged(self) -> list[tuple[str, int, list[str]]]:
@@ -170,7 +179,10 @@ class ModelVerdict:
                 "not_judged": [{"reason": r, "nodes": c, "ops": o} for r, c, o in self.not_judged],
                 "logits_not_judged": self.logits_not_judged, "allow_unjudged": self.allow_unjudged,
                 "first_failure": first.as_dict() if first else None, "logits": [f.as_dict() for f in self.logits],
-                "logits_nmse_bar": self.logits_bar, "nodes": [n.as_dict() for n in self.nodes]}
+                "logits_nmse_bar": self.logits_bar, "prompt": self.prompt, "fed_tokens": self.fed,
+                "decode": [d.as_dict() for d in self.decode],
+                "first_divergence": d.as_dict() if (d := self.first_divergence) else None,
+                "nodes": [n.as_dict() for n in self.nodes]}
 
 
 def _shapes(node: CapturedNode) -> str:
@@ -323,44 +335,80 @@ class GoldenMemory:
         return True
 
 
-def golden_replay(run: ModelRun) -> tuple[list[np.ndarray], dict[str, int]]:
-    """Golden logits per step from the golden's own values, and the nodes it could not compute (reason: count).
+class GoldenReplay:
+    """The golden's own forward pass, node by node as the capture goes (so a greedy decode can take the
+    golden's next token before the device decodes it): logits per step, and the nodes it could not compute
+    (reason: count).
 
-    The logits are the golden's only when that is empty: a node it cannot compute keeps the device's bytes in
-    the replay's memory (so later nodes still run), and the caller must then not compare logits."""
-    memory = GoldenMemory()
-    gaps: dict[str, int] = {}
+    The logits are the golden's only when ``gaps`` is empty: a node it cannot compute keeps the device's bytes
+    in the replay's memory (so later nodes still run), and the caller must then not compare logits."""
 
-    def gap(reason: str) -> None:
-        gaps[reason] = gaps.get(reason, 0) + 1
-    logits: dict[int, np.ndarray] = {}
-    step = 0
-    for node in run.nodes:
-        if node.step != step:
+    def __init__(self) -> None:
+        self.memory = GoldenMemory()
+        self.gaps: dict[str, int] = {}
+        self.logits: dict[int, np.ndarray] = {}
+        self.step = 0
+        self.done = 0  # the nodes of the run replayed so far
+
+    def _gap(self, reason: str) -> None:
+        self.gaps[reason] = self.gaps.get(reason, 0) + 1
+
+    def advance(self, nodes: list[CapturedNode]) -> None:
+        """Replay ``nodes[done:]`` (the run's node list as it grows)."""
+        for node in nodes[self.done:]:
+            self._replay(node)
+        self.done = len(nodes)
+
+    def _replay(self, node: CapturedNode) -> None:
+        memory = self.memory
+        if node.step != self.step:
             memory.new_step()
-            step = node.step
+            self.step = node.step
         replayed = CapturedNode(node.index, node.step, node.name, node.op, node.op_params,
                                 [memory.read(s) if s is not None else None for s in node.srcs], memory.read(node.out))
         translated = node_case(replayed)
         if translated is None:
-            continue  # a view: it reads memory the replay already holds
+            return  # a view: it reads memory the replay already holds
         if isinstance(translated, NotJudged):
-            gap(translated.summary)
-            continue
+            self._gap(translated.summary)
+            return
         try:
             exact = catalogue.golden_inputs(translated.case, translated.inputs)
             values = catalogue.evaluate(translated.case, exact)
         except Exception as exc:  # the golden refused or broke: a gap, never the device's value in its place
-            gap(f"the golden cannot evaluate {node.op} ({type(exc).__name__})")
-            continue
+            self._gap(f"the golden cannot evaluate {node.op} ({type(exc).__name__})")
+            return
         # the KV cache outlives the step: SET_ROWS writes it, and before SET_ROWS (b5640) a CPY into a view of it
         to_cache = node.op == "SET_ROWS" or (node.op == "CPY" and node.out.name.startswith("cache_"))
         if not memory.write(node.out, values, persistent=to_cache):
-            gap(f"the replay does not store a {node.out.dtype} output")
-            continue
+            self._gap(f"the replay does not store a {node.out.dtype} output")
+            return
         if node.name == "result_output":
-            logits[node.step] = np.asarray(values, np.float64).reshape(-1, node.out.ne[0])
-    return [logits[s] for s in sorted(logits)], gaps
+            self.logits[node.step] = np.asarray(values, np.float64).reshape(-1, node.out.ne[0])
+
+
+def golden_replay(run: ModelRun) -> tuple[list[np.ndarray], dict[str, int]]:
+    """Golden logits per step from the golden's own values, and the nodes it could not compute (reason: count)."""
+    replay = GoldenReplay()
+    replay.advance(run.nodes)
+    return [replay.logits[s] for s in sorted(replay.logits)], replay.gaps
+
+
+@dataclass
+class DecodeStep:
+    """One greedy decode step: the token fed (the golden's greedy choice from the step before), and the
+    device's own greedy choice from the same step's logits beside it."""
+
+    step: int
+    fed: int
+    golden: int | None  # None where the golden's forward pass had a gap (the device's choice was fed)
+    device: int
+    device_from: str  # which run's logits gave the device's choice (the fused run, as users run it)
+    # where they differ: the golden's logit of its choice minus its logit of the device's (a near-tie is small)
+    golden_margin: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
@@ -405,11 +453,15 @@ def _judge_lines(progress: TextIO | None) -> Callable[[int, int], None] | None:
 
 def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps: list[list[int]],
                 out_dir: Path | None, threads: int = 1, with_cpu: bool = True, tamper: Tamper | None = None,
-                progress: TextIO | None = None, flash_attn: int = 0, expectations: Sequence[str] = ()
-                ) -> ModelVerdict:
+                progress: TextIO | None = None, flash_attn: int = 0, expectations: Sequence[str] = (),
+                greedy: int = 0, prompt: str = "") -> ModelVerdict:
     """The whole model tier for one model on one ggml device (``CPU``, ``Vulkan0``, ``CANN0``); ``progress``
     gets a line per stage, per captured node (what a crash report names) and every 1/200 of the judging.
-    ``expectations``: known-bug files or folders besides the in-repo lists, as ``conform run --expectations``."""
+    ``expectations``: known-bug files or folders besides the in-repo lists, as ``conform run --expectations``.
+
+    ``steps`` are fed as given; then ``greedy`` decode steps, each feeding the golden's greedy token (the
+    argmax of the golden's own logits of the step before) to the device, and the same ids to every later
+    run, so the device and the golden decode one sequence; the device's own choice is recorded beside it."""
 
     def stage(text: str) -> None:
         if progress is not None:
@@ -423,23 +475,48 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
     lib = load(lib_dir)
     release = lib.ggml.version
     stage(f"capture run on {device} (every node observed)")
+    replay = GoldenReplay()
+
+    def golden_next(run: ModelRun) -> int:
+        replay.advance(run.nodes)
+        step = len(run.logits) - 1
+        if replay.gaps or step not in replay.logits:  # no golden logits: the device's own choice goes on
+            return int(np.argmax(run.logits[-1][-1]))
+        return int(np.argmax(replay.logits[step][-1]))
+
     captured = run_model(lib_dir, model_path, device, steps, capture=True, tamper=tamper, threads=threads,
-                         progress=progress, flash_attn=flash_attn)
+                         progress=progress, flash_attn=flash_attn, greedy=greedy, next_token=golden_next)
+    steps = captured.steps  # the greedy ids fixed: every later run decodes the same sequence
     stage("judging the nodes")
-    verdict = ModelVerdict(str(model_path), device, captured.description)
+    verdict = ModelVerdict(str(model_path), device, captured.description, prompt=prompt, fed=steps)
     verdict.libllama = f"{lib.files.library.name} ({lib.version or 'no llama_version'}), llama.h {lib.revision}"
     verdict.nodes = judge_nodes(captured, device, release, out_dir / "artefacts" if out_dir else None, bugs=bugs,
                                 on_judged=_judge_lines(progress))
-    golden, verdict.replay_gaps = golden_replay(captured)
+    replay.advance(captured.nodes)
+    golden, verdict.replay_gaps = [replay.logits[s] for s in sorted(replay.logits)], replay.gaps
     verdict.replayed_from_device = sum(verdict.replay_gaps.values())
+
+    def record_decode(device_logits: list[np.ndarray], source: str) -> None:
+        first_greedy = len(steps) - greedy
+        for step in range(first_greedy, len(steps)):
+            fed = steps[step][0]
+            before = step - 1  # the logits the choice was made from
+            golden_choice = int(np.argmax(golden[before][-1])) if not verdict.replay_gaps else None
+            device_choice = int(np.argmax(device_logits[before][-1]))
+            margin = None
+            if golden_choice is not None and device_choice != golden_choice:
+                margin = float(golden[before][-1][golden_choice] - golden[before][-1][device_choice])
+            verdict.decode.append(DecodeStep(step, fed, golden_choice, device_choice, source, margin))
     if verdict.replay_gaps:
         # no golden logits to compare with: the fused and CPU runs would be figures against nothing
         stage("logits not judged: " + verdict.logits_not_judged)
+        record_decode(captured.logits, "capture run (the golden's forward pass had gaps: the device's choice was fed)")
         return verdict
     verdict.logits.append(logits_figures(NODE_BY_NODE, golden, captured.logits))
     stage(f"fused run on {device} (no callback)")
     fused = run_model(lib_dir, model_path, device, steps, threads=threads, flash_attn=flash_attn)
     verdict.logits.append(logits_figures(device, golden, fused.logits))
+    record_decode(fused.logits, f"fused run on {device}")
     if with_cpu and device != "CPU":
         stage("reference run on CPU")
         cpu = run_model(lib_dir, model_path, "CPU", steps, threads=threads, flash_attn=flash_attn)

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from conformance.model import ModelVerdict
 
 GGUF_MAGIC = b"GGUF"
-DEFAULT_PREFILL = "1,5,9,17,33,65"
+DEFAULT_PREFILL = "1,5,9,17,33,65"  # a model without a tokenizer (no_vocab): ids
+DEFAULT_PROMPT = "The capital of France is"  # a model with one: text, through its tokenizer
+MAX_DECODE = 2048
 FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # enum llama_flash_attn_type
 
 
@@ -52,13 +54,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --arch: the matrices' type, or a llama-quantize mix (q4_k_m, q5_k_m, q3_k_m, q2_k; "
                         "mxfp4: gpt-oss's MXFP4 experts, for a MoE --arch)")
     p.add_argument("--seed", type=int, default=0, help="with --arch: the weights' seed")
+    p.add_argument("--vocab", action="store_true",
+                   help="with --arch: a real byte-level BPE tokenizer with a ChatML template (271 tokens) in place "
+                        "of no_vocab, so prompts are text")
     p.add_argument("--device", action="append", default=[], metavar="ggml:NAME",
                    help="the ggml device: ggml:CPU (the default), ggml:Vulkan0, ggml:CANN0; repeatable (one section "
                         "each in model.html)")
     p.add_argument("--ggml-lib", default=None, metavar="DIR",
                    help="the llama.cpp build folder with libllama and ggml (default: $GGML_LIB_DIR)")
-    p.add_argument("--tokens", default=DEFAULT_PREFILL, metavar="ID,...", help="the prefill's token ids")
-    p.add_argument("--decode", type=int, default=2, metavar="N", help="decode steps after the prefill (KV cache)")
+    p.add_argument("--prompt", default=None, metavar="TEXT",
+                   help="the prefill as text, tokenized by the model's own tokenizer through libllama (default: "
+                        f"{DEFAULT_PROMPT!r} where the model has a tokenizer)")
+    p.add_argument("--prompt-file", default=None, metavar="FILE", help="the prompt's text from a file")
+    p.add_argument("--chat", action="store_true",
+                   help="lay the prompt out as a user message by the model's chat template (llama_chat_apply_template)")
+    p.add_argument("--tokens", default=None, metavar="ID,...",
+                   help=f"the prefill's token ids (default for a model without a tokenizer: {DEFAULT_PREFILL})")
+    p.add_argument("--decode", type=int, default=2, metavar="N",
+                   help=f"greedy decode steps after the prefill (KV cache), up to {MAX_DECODE}: each feeds the "
+                        "golden's greedy token to the device and the golden; the device's own choice is reported "
+                        "beside it")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads")
     p.add_argument("--flash-attn", default="off", choices=tuple(FLASH_ATTN),
                    help="llama.cpp's flash attention: off (MUL_MAT, SOFT_MAX, MUL_MAT nodes), on (FLASH_ATTN_EXT "
@@ -72,17 +87,63 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _tokens(text: str, n_decode: int) -> list[list[int]]:
+def _token_ids(text: str) -> list[int]:
     try:
         prefill = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
         raise ModelUsageError(f"--tokens {text!r}: not a comma-separated list of token ids") from None
     if len(prefill) < 2 or any(t < 0 for t in prefill):
         raise ModelUsageError(f"--tokens {text!r}: a prefill needs at least two non-negative token ids")
-    if n_decode < 0 or n_decode > 64:
-        raise ModelUsageError(f"--decode {n_decode}: between 0 and 64 steps")
-    # decode ids are fixed, not sampled: every device decodes the same sequence
-    return [prefill] + [[(prefill[-1] + 7 * (i + 1)) % 128] for i in range(n_decode)]
+    return prefill
+
+
+def _check_prompt_args(args: argparse.Namespace) -> None:
+    """The prompt options that contradict each other, before anything loads."""
+    if args.decode < 0 or args.decode > MAX_DECODE:
+        raise ModelUsageError(f"--decode {args.decode}: between 0 and {MAX_DECODE} steps")
+    if args.prompt is not None and args.prompt_file is not None:
+        raise ModelUsageError("give --prompt or --prompt-file, not both")
+    if args.tokens is not None and (args.prompt is not None or args.prompt_file is not None or args.chat):
+        raise ModelUsageError("--tokens gives ids: it takes no --prompt, --prompt-file or --chat")
+    if args.tokens is not None:
+        _token_ids(args.tokens)
+
+
+def _prefill(args: argparse.Namespace, path: Path, lib_dir: str | None) -> tuple[list[int], str]:
+    """The prefill's ids and the text they came from (empty for ids): --tokens as given, else the prompt
+    through the model's tokenizer (the default prompt where it has one, the default ids where it has none);
+    every id inside the vocabulary (one line naming the first outside it)."""
+    from device.llama.tokenizer import read_vocabulary
+
+    text: str | None = args.prompt
+    if args.prompt_file is not None:
+        try:
+            text = Path(args.prompt_file).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelUsageError(f"--prompt-file {args.prompt_file}: cannot read it ({exc.__class__.__name__})") \
+                from None
+    if text is not None and not text.strip():
+        raise ModelUsageError("the prompt is empty")
+    # one vocabulary load where the text is known; the default prompt needs to know first whether there is a
+    # tokenizer to take it
+    vocab = read_vocabulary(lib_dir, path, text, chat=args.chat)
+    if args.tokens is None and text is None:
+        if vocab.has_tokenizer:
+            text = DEFAULT_PROMPT
+            vocab = read_vocabulary(lib_dir, path, text, chat=args.chat)
+        elif args.chat:
+            raise ModelUsageError(f"{path} has no tokenizer (no_vocab): --chat needs a prompt it can tokenize")
+    if text is not None:
+        ids, shown = vocab.prompt_ids, vocab.prompt_text
+        if len(ids) < 2:
+            raise ModelUsageError(f"the prompt {text[:60]!r} is {len(ids)} token(s): a prefill needs at least two")
+    else:
+        ids, shown = _token_ids(args.tokens or DEFAULT_PREFILL), ""
+    outside = next((t for t in ids if t >= vocab.n_vocab), None)
+    if outside is not None:
+        raise ModelUsageError(f"token id {outside} is outside the vocabulary of {path} ({vocab.n_vocab} tokens: "
+                              f"ids 0..{vocab.n_vocab - 1})")
+    return ids, shown
 
 
 def _check_gguf(path: Path) -> None:
@@ -142,6 +203,16 @@ def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: 
             print(f"  repro: conform repro '{first.case_id}' --device {device_spec}{lib}")
         if first.artefact:
             print(f"  tensors: {first.artefact}")
+    if verdict.decode:
+        fed = [d.fed for d in verdict.decode]
+        print(f"decode: {len(fed)} greedy step(s) fed the golden's token: {fed[:16]}{' ...' if len(fed) > 16 else ''}")
+        diverged = verdict.first_divergence
+        if diverged is not None:
+            print(f"  finding: the device's own greedy choice first differs at step {diverged.step}: device "
+                  f"{diverged.device}, golden {diverged.golden} ({diverged.device_from}; the golden's logits put "
+                  f"its choice {diverged.golden_margin:.3g} above the device's)")
+        elif all(d.golden is not None for d in verdict.decode):
+            print("  the device's own greedy choice is the golden's at every step")
     if verdict.logits_not_judged:
         print(f"logits vs the golden's own forward pass: not judged: {verdict.logits_not_judged}")
     else:
@@ -165,11 +236,12 @@ class Crash:
 
 def _check_in_child(progress: TextIO, path: str, device: str, lib_dir: str | None, steps: list[list[int]],
                     out: str, threads: int, with_cpu: bool, flash_attn: int,
-                    expectations: tuple[str, ...] = ()) -> object:
+                    expectations: tuple[str, ...] = (), greedy: int = 0, prompt: str = "") -> object:
     from conformance.model import check_model
 
     return check_model(path, device, lib_dir, steps, Path(out), threads=threads, with_cpu=with_cpu,
-                       progress=progress, flash_attn=flash_attn, expectations=expectations)
+                       progress=progress, flash_attn=flash_attn, expectations=expectations, greedy=greedy,
+                       prompt=prompt)
 
 
 def _child_main(target: Callable[..., object], args: tuple[object, ...], out: str,
@@ -299,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
             raise ModelUsageError(f"--device {spec!r}: the model tier runs on ggml devices (ggml:NAME)")
     if args.threads < 1:
         raise ModelUsageError(f"--threads {args.threads}: at least 1")
-    steps = _tokens(args.tokens, args.decode)
+    _check_prompt_args(args)
     try:
         expectations = expectation_paths(args.expectations)
     except UsageError as exc:
@@ -309,7 +381,7 @@ def run(args: argparse.Namespace) -> int:
     if args.gguf is not None:
         _check_gguf(Path(args.gguf))
     with _removed_on_failure(out):
-        return _run_in(out, args, device_specs, steps, expectations)
+        return _run_in(out, args, device_specs, expectations)
 
 
 @contextlib.contextmanager
@@ -332,8 +404,7 @@ def _removed_on_failure(out: Path) -> Iterator[None]:
         raise
 
 
-def _run_in(out: Path, args: argparse.Namespace, device_specs: list[str], steps: list[list[int]],
-            expectations: tuple[str, ...]) -> int:
+def _run_in(out: Path, args: argparse.Namespace, device_specs: list[str], expectations: tuple[str, ...]) -> int:
     from conformance.cli.model_progress import ProgressDisplay
     from conformance.model import ModelVerdict
     from conformance.model_synthetic import write_tiny_model
@@ -341,13 +412,18 @@ def _run_in(out: Path, args: argparse.Namespace, device_specs: list[str], steps:
 
     out.mkdir(parents=True, exist_ok=True)
     if args.arch is not None:
-        path = write_tiny_model(out / f"tiny-{args.arch}-{args.weights}-s{args.seed}.gguf", args.arch, args.weights,
-                                args.seed)
+        path = write_tiny_model(out / f"tiny-{args.arch}-{args.weights}-s{args.seed}"
+                                f"{'-vocab' if args.vocab else ''}.gguf", args.arch, args.weights, args.seed,
+                                vocab=args.vocab)
     else:
         path = Path(args.gguf)
     _check_gguf(path)
     for spec in device_specs:  # every device is checked before any runs: bad input leaves no results
         _check_fits(path, spec.partition(":")[2], args.ggml_lib)
+    prefill, prompt = _prefill(args, path, args.ggml_lib)
+    steps = [prefill]
+    if prompt:
+        print(f"prompt: {prompt!r} -> {len(prefill)} tokens {prefill}")
     status = 0
     results: list[Path] = []
     for spec in device_specs:
@@ -357,7 +433,8 @@ def _run_in(out: Path, args: argparse.Namespace, device_specs: list[str], steps:
         display = ProgressDisplay()
         try:
             outcome = run_isolated(_check_in_child, (str(path), name, args.ggml_lib, steps, str(folder), args.threads,
-                                                     not args.no_cpu, FLASH_ATTN[args.flash_attn], expectations),
+                                                     not args.no_cpu, FLASH_ATTN[args.flash_attn], expectations,
+                                                     args.decode, prompt),
                                    folder, show=display.line)
         finally:
             display.close()

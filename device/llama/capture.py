@@ -101,6 +101,11 @@ class ModelRun:
     nodes: list[CapturedNode] = field(default_factory=list)
     description: str = ""
     n_vocab: int = 0
+    steps: list[list[int]] = field(default_factory=list)  # the ids fed, step by step (greedy ones included)
+
+
+# chooses the next decode step's token from the run so far (its logits, and the nodes of a capture run)
+NextToken = Callable[[ModelRun], int]
 
 
 def _dev_by_name(ggml: ggml_lib.GgmlLib, name: str) -> int:
@@ -167,13 +172,29 @@ def write_output(ggml: ggml_lib.GgmlLib, node_ptr: int, values: np.ndarray) -> N
 Tamper = Callable[[CapturedNode, Callable[[np.ndarray], None]], None]
 
 
+def _check_ids(steps: list[list[int]], n_vocab: int, model_path: str | Path) -> None:
+    """libllama's decode answers an id outside the vocabulary with -1 and a log line: say which, first."""
+    for step_tokens in steps:
+        outside = next((t for t in step_tokens if not 0 <= t < n_vocab), None)
+        if outside is not None:
+            raise ModelLoadError(f"token id {outside} is outside the vocabulary of {model_path} "
+                                 f"({n_vocab} tokens: ids 0..{n_vocab - 1})")
+
+
+def _next(run: ModelRun, next_token: NextToken | None) -> int:
+    return next_token(run) if next_token is not None else int(np.argmax(run.logits[-1][-1]))
+
+
 def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: list[list[int]],
               capture: bool = False, tamper: Tamper | None = None, threads: int = 1,
-              progress: TextIO | None = None, flash_attn: int = llama_lib.FLASH_ATTN_DISABLED) -> ModelRun:
+              progress: TextIO | None = None, flash_attn: int = llama_lib.FLASH_ATTN_DISABLED,
+              greedy: int = 0, next_token: NextToken | None = None) -> ModelRun:
     """Load ``model_path`` on ``device`` (a ggml device name: CPU, Vulkan0, CANN0) and decode ``steps``: the
     first a prefill batch of several token ids, each later one a decode step (one id) that reads the KV
-    cache. The ids are given, not sampled, so every device decodes the same sequence. ``progress`` gets a
-    line per node before it runs (index, step, op, name), so a crash can be named by the node it died in."""
+    cache. The ids are given, not sampled, so every device decodes the same sequence. Then ``greedy`` more
+    decode steps, each feeding ``next_token(run)`` (the golden's greedy choice, in the model tier; the
+    device's own argmax without it). ``progress`` gets a line per node before it runs (index, step, op,
+    name), so a crash can be named by the node it died in."""
     lib = llama_lib.load(lib_dir)
     ggml = lib.ggml
     _bind_extra(ggml)
@@ -194,7 +215,8 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
         run.n_vocab = lib.n_vocab(model)
         if run.n_vocab <= 0:
             raise ModelLoadError(f"{model_path}: the model reports no vocabulary size")
-        n_total = sum(len(s) for s in steps)
+        _check_ids(steps, run.n_vocab, model_path)
+        n_total = sum(len(s) for s in steps) + greedy
         step_box = [0]
         callback = None
         if capture:
@@ -239,7 +261,9 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
         if not ctx:
             raise ModelLoadError(f"{model_path}: cannot make a context on {device}: {lib.last_error()}")
         pos = 0
-        for step, step_tokens in enumerate(steps):
+        for step in range(len(steps) + greedy):
+            step_tokens = steps[step] if step < len(steps) else [_next(run, next_token)]
+            run.steps.append(list(step_tokens))
             step_box[0] = step
             n = len(step_tokens)
             tok = (C.c_int32 * n)(*step_tokens)

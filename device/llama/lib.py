@@ -83,11 +83,33 @@ FUNCTION_ROLES: dict[str, tuple[tuple[str, object, list[object]], ...]] = {
                      ("llama_kv_self_clear", None, [C.c_void_p]),
                      ("llama_kv_cache_clear", None, [C.c_void_p])),
 }
+class ChatMessage(C.Structure):  # struct llama_chat_message, unchanged b5640 .. v0.5.0
+    _fields_ = [("role", C.c_char_p), ("content", C.c_char_p)]
+
+
+# The tokenizer's functions take the model's vocab object (llama_model_get_vocab, b4500 and later) and the
+# model itself before; the names did not change for tokenize, token_to_piece and vocab_type, so the first
+# argument is whatever :meth:`LlamaLib.vocab` gives (``VOCAB`` below).
+VOCAB = C.c_void_p
 OPTIONAL_FUNCTIONS: dict[str, tuple[object, list[object]]] = {  # used when there, never required
     "llama_version": (C.c_char_p, []),
     "llama_model_get_vocab": (C.c_void_p, [C.c_void_p]),
     "llama_get_memory": (C.c_void_p, [C.c_void_p]),
+    "llama_tokenize": (C.c_int32, [VOCAB, C.c_char_p, C.c_int32, C.POINTER(C.c_int32), C.c_int32, C.c_bool,
+                                   C.c_bool]),
+    "llama_token_to_piece": (C.c_int32, [VOCAB, C.c_int32, C.c_char_p, C.c_int32, C.c_int32, C.c_bool]),
+    "llama_vocab_type": (C.c_int, [VOCAB]),
+    "llama_chat_apply_template": (C.c_int32, [C.c_char_p, C.POINTER(ChatMessage), C.c_size_t, C.c_bool,
+                                              C.c_char_p, C.c_int32]),
+    "llama_model_meta_val_str": (C.c_int32, [C.c_void_p, C.c_char_p, C.c_char_p, C.c_size_t]),
 }
+# Optional roles, newest name first (the model's chat template: its own accessor since b4600, else the
+# GGUF key through the metadata accessor)
+OPTIONAL_ROLES: dict[str, tuple[tuple[str, object, list[object]], ...]] = {
+    "chat_template": (("llama_model_chat_template", C.c_char_p, [C.c_void_p, C.c_char_p]),),
+    "vocab_bos": (("llama_vocab_bos", C.c_int32, [VOCAB]), ("llama_token_bos", C.c_int32, [VOCAB])),
+}
+VOCAB_TYPE_NONE = 0  # enum llama_vocab_type: a model without a tokenizer (no_vocab)
 
 
 def resolve_functions(exports: Callable[[str], bool]) -> dict[str, str] | str:
@@ -224,6 +246,13 @@ class LlamaLib:
                 if name == functions[role]:
                     prototypes[name] = (restype, [structs.get(a, a) if isinstance(a, str) else a for a in argtypes])
         prototypes.update({n: p for n, p in OPTIONAL_FUNCTIONS.items() if hasattr(self.lib, n)})
+        self.optional_roles: dict[str, str] = {}
+        for role, names in OPTIONAL_ROLES.items():
+            for name, restype, argtypes in names:
+                if hasattr(self.lib, name):
+                    self.optional_roles[role] = name
+                    prototypes[name] = (restype, argtypes)
+                    break
         for name, (restype, argtypes) in prototypes.items():
             fn = getattr(self.lib, name)
             fn.restype, fn.argtypes = restype, argtypes
@@ -294,6 +323,80 @@ class LlamaLib:
         if self.functions["n_vocab"] == "llama_vocab_n_tokens":
             return int(self.lib.llama_vocab_n_tokens(self.lib.llama_model_get_vocab(model)))
         return int(self.lib.llama_n_vocab(model))
+
+    # ---- the model's tokenizer ----
+
+    def vocab(self, model: int) -> int:
+        """The first argument of the tokenizer's functions: the vocab object, or the model before it existed."""
+        if hasattr(self.lib, "llama_model_get_vocab"):
+            return int(self.lib.llama_model_get_vocab(model) or 0)
+        return model
+
+    def _need(self, name: str) -> None:
+        if not hasattr(self.lib, name):
+            raise LlamaLibraryError(f"{self.label} lacks {name}: it cannot tokenize here")
+
+    def has_tokenizer(self, model: int) -> bool:
+        self._need("llama_vocab_type")
+        return int(self.lib.llama_vocab_type(self.vocab(model))) != VOCAB_TYPE_NONE
+
+    def tokenize(self, model: int, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        """``text`` as the model's tokenizer splits it (``llama_tokenize``); ``add_special`` adds the BOS the
+        model asks for, ``parse_special`` reads control-token text (a chat template's) as those tokens."""
+        self._need("llama_tokenize")
+        data = text.encode()
+        room = len(data) + 8
+        ids = (C.c_int32 * room)()
+        n = int(self.lib.llama_tokenize(self.vocab(model), data, len(data), ids, room, add_special, parse_special))
+        if n < 0:  # -n is the count it needed
+            room = -n
+            ids = (C.c_int32 * room)()
+            n = int(self.lib.llama_tokenize(self.vocab(model), data, len(data), ids, room, add_special,
+                                            parse_special))
+        if n < 0:
+            raise LlamaLibraryError(f"{self.label}: llama_tokenize failed ({n}) on {text[:40]!r}")
+        return list(ids[:n])
+
+    def piece(self, model: int, token: int, special: bool = True) -> bytes:
+        """The bytes of one token (``llama_token_to_piece``)."""
+        self._need("llama_token_to_piece")
+        buf = C.create_string_buffer(64)
+        n = int(self.lib.llama_token_to_piece(self.vocab(model), token, buf, 64, 0, special))
+        if n < 0:
+            buf = C.create_string_buffer(-n)
+            n = int(self.lib.llama_token_to_piece(self.vocab(model), token, buf, -n, 0, special))
+        return buf.raw[:max(n, 0)]
+
+    def chat_template(self, model: int) -> str | None:
+        """The model's own chat template (``tokenizer.chat_template``), or None where it has none."""
+        if "chat_template" in self.optional_roles:
+            text = self.lib.llama_model_chat_template(model, None)
+            return text.decode(errors="replace") if text else None
+        if hasattr(self.lib, "llama_model_meta_val_str"):
+            n = int(self.lib.llama_model_meta_val_str(model, b"tokenizer.chat_template", None, 0))
+            if n >= 0:
+                buf = C.create_string_buffer(n + 1)
+                self.lib.llama_model_meta_val_str(model, b"tokenizer.chat_template", buf, n + 1)
+                return buf.value.decode(errors="replace")
+        return None
+
+    def apply_chat_template(self, template: str, messages: list[tuple[str, str]]) -> str | None:
+        """The messages as ``template`` lays them out with the assistant's turn opened
+        (``llama_chat_apply_template``); None where libllama does not recognise the template."""
+        self._need("llama_chat_apply_template")
+        chat = (ChatMessage * len(messages))(*(ChatMessage(r.encode(), c.encode()) for r, c in messages))
+        room = 256 + 2 * sum(len(r) + len(c) for r, c in messages)
+        buf = C.create_string_buffer(room)
+        n = int(self.lib.llama_chat_apply_template(template.encode(), chat, len(messages), True, buf, room))
+        if n > room:
+            buf = C.create_string_buffer(n + 1)
+            n = int(self.lib.llama_chat_apply_template(template.encode(), chat, len(messages), True, buf, n + 1))
+        return buf.raw[:n].decode(errors="replace") if n >= 0 else None
+
+    def vocab_only_params(self) -> C.Structure:
+        mp = self.model_params()
+        set_fields(mp, vocab_only=True, n_gpu_layers=0)
+        return mp
 
     def memory_clear(self, ctx: int) -> None:
         if self.functions["memory_clear"] == "llama_memory_clear":
