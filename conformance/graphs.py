@@ -166,6 +166,8 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
         if got is None:
             continue
         for name in graph.outputs:
+            if run is GraphRun.GALLOCR and name not in graph.allocator_outputs():
+                continue  # an output view whose source llama.cpp leaves to the allocator: judged in the other runs
             node = graph.node(name)
             tol = Tolerance(GRAPH_BOUND, model=_fixed(golden.allowed[name]), model_name="graph_bound")
             metrics = compare(case.node_case(node), exact_inputs, golden.exact[name],

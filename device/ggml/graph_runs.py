@@ -60,7 +60,7 @@ def build(device: GraphHost, case: GraphCase, run: GraphRun) -> tuple[PreparedGr
         for name in flagged:
             set_output(g_nodes, nodes[name])
             view_src = nodes[name].contents.view_src
-            if run is GraphRun.GALLOCR and view_src:
+            if run is GraphRun.GALLOCR and view_src and graph.hold_view_sources:
                 # an output view keeps its source's memory: the allocator frees (and reuses) a source
                 # that is not flagged once its views are consumed; not in the fused run, where the
                 # flag would stop the backend fusing through the source
@@ -91,10 +91,12 @@ def run_graph(device: GraphHost, case: GraphCase, inputs: list[np.ndarray]) -> G
                 if refused is not None:
                     raise declined(device.lib, refused, f"node {refused.contents.name.decode()}")
             prepared.allocate()
+            result.placement[run.value] = {name: (int(t.contents.data or 0), int(device.lib.ggml_nbytes(t)))
+                                           for name, t in nodes.items()}
             prepared.upload(inputs)
             elapsed = prepared.compute()
             wanted = ([n.name for n in graph.nodes if graph.read_back(n.name)] if run is GraphRun.BLOCKED
-                      else list(graph.outputs))
+                      else list(graph.allocator_outputs() if run is GraphRun.GALLOCR else graph.outputs))
             result.nodes[run.value] = {
                 name: prepared.read(nodes[name]).astype(output_dtype(graph.node(name).dst), copy=False)
                 for name in wanted
