@@ -169,6 +169,25 @@ def _moe_tail(draw: st.DrawFn) -> list[tuple[str, Any]]:
     return [] if tail == "mul" else [("bias", True)] + ([] if tail == "bias_mul" else [("mul", False)])
 
 
+# ---- attention.py (issue 34, item 4) ---------------------------------------------------------------------
+
+@_params("attention")
+def _attention(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    """Heads of 64/128 (and odd sizes), MHA or GQA (2..8 query heads per K/V head), decode or prefill,
+    a cache of 32..256 slots with the tokens anywhere in it; ALiBi, softcap and sinks each a third of
+    the time."""
+    hd = draw(st.sampled_from((64, 128, 32, 80, 8)))
+    kv_heads = draw(st.sampled_from((1, 2, 4)))
+    heads = kv_heads * draw(st.sampled_from((1, 2, 4, 8)))
+    n = 1 if not draw(st.booleans()) else draw(st.sampled_from((2, 3, 7, 32)))
+    kv = max(n, draw(st.sampled_from((32, 64, 256, 33))))
+    return [("hd", hd), ("heads", heads), ("kv_heads", kv_heads), ("n", n), ("kv", kv),
+            ("p0", draw(st.integers(0, kv - n))),
+            ("max_bias", f32(8.0 if one_in(draw, 3) else 0.0)),
+            ("softcap", f32(draw(st.sampled_from((30.0, 50.0))) if one_in(draw, 3) else 0.0)),
+            ("sinks", one_in(draw, 3))]
+
+
 # ---- rope.py (issue 23, item 5) -----------------------------------------------------------------------
 
 def _rope_head(draw: st.DrawFn) -> list[tuple[str, Any]]:

@@ -96,9 +96,13 @@ class Graph:
         """Whether a node's memory holds its own value after the graph ran: not a view of an input that
         a node writes in place (the view reads the new contents, so the blocked run cannot judge it)."""
         node = self.node(name)
-        if any(n.op in IN_PLACE_OPS and n.srcs[:1] == (name,) for n in self.nodes):
+        if self.overwritten_in_place(name):
             return False  # an in-place node (CLAMP) wrote its own result over this node's memory
         return not (node.op in VIEW_OPS and any(i.name == node.srcs[0] and i.written for i in self.inputs))
+
+    def overwritten_in_place(self, name: str) -> bool:
+        """Whether a later in-place node (``IN_PLACE_OPS``) writes its result over this node's memory."""
+        return any(n.op in IN_PLACE_OPS and n.srcs[:1] == (name,) for n in self.nodes)
 
     def allocator_outputs(self) -> tuple[str, ...]:
         """The outputs the graph-allocator run can read back: all, unless an output view's source is
