@@ -29,7 +29,7 @@ def test_golden_is_attention_computed_directly(cap: float) -> None:
     q, k, v_t, mask = exact_graph_inputs(case, make_graph_inputs(case))
     # numpy order: q (n, heads, hd), k (kv, kv_heads, hd), v_t (kv_heads, hd, kv), mask (rows, kv)
     n, heads, hd = q.shape[1:]
-    kv, kv_heads = k.shape[1], k.shape[2]
+    kv_heads = k.shape[2]
     out = np.zeros((n, heads, hd))
     for h in range(heads):
         g = h // (heads // kv_heads)  # consecutive query heads share a K/V head (MUL_MAT's broadcast)
