@@ -50,13 +50,14 @@ def _attention(case: CaseParams) -> Graph:
         GraphNode("q_attn", "PERMUTE", ("q",), (hd, n, heads, 1), SWAP12),
         GraphNode("kq", "MUL_MAT", ("k_attn", "q_attn"), scores),
     ]
-    logits, spans = "kq", ()
+    logits = "kq"
+    spans: tuple[tuple[str, ...], ...] = ()
     if cap:
         nodes += [GraphNode("kq_capped", "SCALE", ("kq",), scores, (("s", 1.0 / cap),)),
                   GraphNode("kq_tanh", "TANH", ("kq_capped",), scores),
                   GraphNode("kq_softcap", "SCALE", ("kq_tanh",), scores, (("s", float(cap)),))]
         logits, spans = "kq_softcap", (("kq_capped", "kq_tanh", "kq_softcap"),)
-    srcs = (logits, "mask")
+    srcs: tuple[str, ...] = (logits, "mask")
     if sinks:
         inputs.append(GraphInput("sinks", TensorSpec("f32", (heads, 1, 1, 1), name="sinks")))
         srcs += ("sinks",)
