@@ -94,3 +94,22 @@ def test_the_freed_logits_fault_is_caught_in_ci_only_under_the_allocator(tmp_pat
     for r in failed:  # only llama.cpp's form, several rows, and only the graph-allocator run
         assert "router=mul_mat" in str(r["case_id"]) and "n_tokens=1," not in str(r["case_id"])
         assert "fails only under ggml's graph allocator" in str(r["message"]), r["message"]
+
+
+@pytest.mark.parametrize("op", ["SIGMOID", "SOFTPLUS"])
+def test_gating_propagation_bounds_every_perturbation_within_delta(op: str) -> None:
+    import numpy as np
+
+    from golden.case import OpCase, TensorSpec
+    from golden.graphs.case import PROPAGATION
+
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-30, 30, (1, 1, 64, 256))
+    d = 10.0 ** rng.uniform(-8, 1, x.shape)
+    node = OpCase(op, (TensorSpec("f32", (256, 64, 1, 1)),), (), "f32")
+    f = {"SIGMOID": lambda v: 1 / (1 + np.exp(-v)), "SOFTPLUS": lambda v: np.logaddexp(0, v)}[op]
+    bound = PROPAGATION[op](node, [x], [d], f(x))
+    for sign in (-1.0, 1.0):  # the extremes of [x − d, x + d] (both functions are monotone)
+        moved = f(x + sign * d)
+        rounding = 4 * np.finfo(np.float64).eps * np.maximum(np.abs(moved), np.abs(f(x)))  # this test's float64
+        assert np.all(np.abs(moved - f(x)) <= bound + rounding)
