@@ -56,7 +56,10 @@ def build(device: GraphHost, case: GraphCase, run: GraphRun) -> tuple[PreparedGr
                 raise GraphBuildError(f"{node.op} constructor returned NULL for node {node.name}")
             lib.ggml_set_name(t, node.name.encode())
             tensors[node.name] = nodes[node.name] = t
-        flagged = list(nodes) if run is GraphRun.BLOCKED else list(graph.outputs)
+        # the graph-allocator run flags what it reads back: with the view sources left to the allocator (as
+        # llama.cpp leaves them) an output view that is not read there is not flagged either
+        flagged = (list(nodes) if run is GraphRun.BLOCKED else
+                   list(graph.allocator_outputs() if run is GraphRun.GALLOCR else graph.outputs))
         for name in flagged:
             set_output(g_nodes, nodes[name])
             view_src = nodes[name].contents.view_src
