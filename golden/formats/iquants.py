@@ -23,4 +23,4 @@ def dequantize_iq4_nl(raw: np.ndarray, n: int) -> np.ndarray:
         return (values * d).reshape(-1)
 
 
-FORMATS: tuple[Format, ...] = (Format("iq4_nl", "iq4_nl", 20, 32, 18, dequantize_iq4_nl),)
+FORMATS: tuple[Format, ...] = (Format("iq4_nl", "iq4_nl", 20, 32, 18, dequantize_iq4_nl, scale_fields=(0,)),)

@@ -40,4 +40,5 @@ def dequantize_mxfp4(raw: np.ndarray, n: int) -> np.ndarray:
         return (values * d).reshape(-1)
 
 
-FORMATS: tuple[Format, ...] = (Format("mxfp4", "mxfp4", 39, 32, 17, dequantize_mxfp4),)
+FORMATS: tuple[Format, ...] = (
+    Format("mxfp4", "mxfp4", 39, 32, 17, dequantize_mxfp4, scale_fields=(0,), scale_encoding="e8m0"),)

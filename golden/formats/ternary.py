@@ -24,4 +24,4 @@ def dequantize_tq2_0(raw: np.ndarray, n: int) -> np.ndarray:
         return (values * d).reshape(-1)
 
 
-FORMATS: tuple[Format, ...] = (Format("tq2_0", "tq2_0", 35, 256, 66, dequantize_tq2_0),)
+FORMATS: tuple[Format, ...] = (Format("tq2_0", "tq2_0", 35, 256, 66, dequantize_tq2_0, scale_fields=(64,)),)
