@@ -118,6 +118,7 @@ class GgmlApi:
     ggml_set_name: Callable[[Tensor, Str], Tensor]
     ggml_nbytes: Callable[[Tensor], Size]
     ggml_op_desc: Callable[[Tensor], OptStr]
+    ggml_type_name: Callable[[Int], OptStr]
     ggml_new_graph_custom: Callable[[Ptr, Size, Bool], Ptr]
     ggml_build_forward_expand: Callable[[Ptr, Tensor], None]
     ggml_backend_alloc_ctx_tensors: Callable[[Ptr, Ptr], Ptr]

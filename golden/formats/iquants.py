@@ -194,13 +194,13 @@ def _iq1_m_body(blocks: np.ndarray, out: np.ndarray) -> None:
 
 
 FORMATS: tuple[Format, ...] = (
-    Format("iq4_nl", "iq4_nl", 20, 32, 18, dequantize_iq4_nl),
-    Format.of_blocks("iq4_xs", "iq4_xs", 23, QK_K, 136, _iq4_xs_body, _CHUNK_BLOCKS),
-    Format.of_blocks("iq2_xxs", "iq2_xxs", 16, QK_K, 66, _iq2_xxs_body, _CHUNK_BLOCKS),
-    Format.of_blocks("iq2_xs", "iq2_xs", 17, QK_K, 74, _iq2_xs_body, _CHUNK_BLOCKS),
-    Format.of_blocks("iq2_s", "iq2_s", 22, QK_K, 82, _iq2_s_body, _CHUNK_BLOCKS),
-    Format.of_blocks("iq3_xxs", "iq3_xxs", 18, QK_K, 98, _iq3_xxs_body, _CHUNK_BLOCKS),
-    Format.of_blocks("iq3_s", "iq3_s", 21, QK_K, 110, _iq3_s_body, _CHUNK_BLOCKS),
-    Format.of_blocks("iq1_s", "iq1_s", 19, QK_K, 50, _iq1_s_body, _CHUNK_BLOCKS),
+    Format("iq4_nl", "iq4_nl", 20, 32, 18, dequantize_iq4_nl, scale_fields=(0,)),
+    Format.of_blocks("iq4_xs", "iq4_xs", 23, QK_K, 136, _iq4_xs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("iq2_xxs", "iq2_xxs", 16, QK_K, 66, _iq2_xxs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("iq2_xs", "iq2_xs", 17, QK_K, 74, _iq2_xs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("iq2_s", "iq2_s", 22, QK_K, 82, _iq2_s_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("iq3_xxs", "iq3_xxs", 18, QK_K, 98, _iq3_xxs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("iq3_s", "iq3_s", 21, QK_K, 110, _iq3_s_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("iq1_s", "iq1_s", 19, QK_K, 50, _iq1_s_body, _CHUNK_BLOCKS, scale_fields=(0,)),
     Format.of_blocks("iq1_m", "iq1_m", 29, QK_K, 56, _iq1_m_body, _CHUNK_BLOCKS),
 )

@@ -216,10 +216,11 @@ def quantize_q8_k(x: np.ndarray, rounding: Rounding = "reference") -> np.ndarray
 
 
 FORMATS: tuple[Format, ...] = (
-    Format.of_blocks("q2_k", "q2_K", 10, QK_K, 84, _q2_k_body, _CHUNK_BLOCKS),
-    Format.of_blocks("q3_k", "q3_K", 11, QK_K, 110, _q3_k_body, _CHUNK_BLOCKS),
-    Format.of_blocks("q4_k", "q4_K", 12, QK_K, 144, _q4_k_body, _CHUNK_BLOCKS),
-    Format.of_blocks("q5_k", "q5_K", 13, QK_K, 176, _q5_k_body, _CHUNK_BLOCKS),
-    Format.of_blocks("q6_k", "q6_K", 14, QK_K, 210, _q6_k_body, _CHUNK_BLOCKS),
-    Format.of_blocks("q8_k", "q8_K", 15, QK_K, 292, _q8_k_body, _CHUNK_BLOCKS, quantize_q8_k, has_to_float=False),
+    Format.of_blocks("q2_k", "q2_K", 10, QK_K, 84, _q2_k_body, _CHUNK_BLOCKS, scale_fields=(80, 82)),
+    Format.of_blocks("q3_k", "q3_K", 11, QK_K, 110, _q3_k_body, _CHUNK_BLOCKS, scale_fields=(108,)),
+    Format.of_blocks("q4_k", "q4_K", 12, QK_K, 144, _q4_k_body, _CHUNK_BLOCKS, scale_fields=(0, 2)),
+    Format.of_blocks("q5_k", "q5_K", 13, QK_K, 176, _q5_k_body, _CHUNK_BLOCKS, scale_fields=(0, 2)),
+    Format.of_blocks("q6_k", "q6_K", 14, QK_K, 210, _q6_k_body, _CHUNK_BLOCKS, scale_fields=(208,)),
+    Format.of_blocks("q8_k", "q8_K", 15, QK_K, 292, _q8_k_body, _CHUNK_BLOCKS, quantize_q8_k, has_to_float=False,
+                     scale_fields=(0,), scale_encoding="f32"),
 )

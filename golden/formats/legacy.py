@@ -231,14 +231,15 @@ def _delegate(qtype: str) -> Format:
         return quant.quantize(x, qtype, rounding)
 
     ggml_type = {"q4_0": 2, "q8_0": 8}[qtype]
-    return Format(qtype, qtype, ggml_type, QK, quant.BLOCK_BYTES[qtype], dequantize, quantize)
+    return Format(qtype, qtype, ggml_type, QK, quant.BLOCK_BYTES[qtype], dequantize, quantize, scale_fields=(0,))
 
 
 FORMATS: tuple[Format, ...] = (
     _delegate("q4_0"),
-    Format.of_blocks("q4_1", "q4_1", 3, QK, 20, _q4_1_body, _CHUNK_BLOCKS, quantize_q4_1),
-    Format.of_blocks("q5_0", "q5_0", 6, QK, 22, _q5_0_body, _CHUNK_BLOCKS, quantize_q5_0),
-    Format.of_blocks("q5_1", "q5_1", 7, QK, 24, _q5_1_body, _CHUNK_BLOCKS, quantize_q5_1),
+    Format.of_blocks("q4_1", "q4_1", 3, QK, 20, _q4_1_body, _CHUNK_BLOCKS, quantize_q4_1, scale_fields=(0, 2)),
+    Format.of_blocks("q5_0", "q5_0", 6, QK, 22, _q5_0_body, _CHUNK_BLOCKS, quantize_q5_0, scale_fields=(0,)),
+    Format.of_blocks("q5_1", "q5_1", 7, QK, 24, _q5_1_body, _CHUNK_BLOCKS, quantize_q5_1, scale_fields=(0, 2)),
     _delegate("q8_0"),
-    Format.of_blocks("q8_1", "q8_1", 9, QK, 36, _q8_1_body, _CHUNK_BLOCKS, quantize_q8_1, has_to_float=False),
+    Format.of_blocks("q8_1", "q8_1", 9, QK, 36, _q8_1_body, _CHUNK_BLOCKS, quantize_q8_1, has_to_float=False,
+                     scale_fields=(0,)),  # s at 2 is d·Σq, not a scale of the values
 )

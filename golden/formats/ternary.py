@@ -63,6 +63,6 @@ def _tq1_0_body(blocks: np.ndarray, out: np.ndarray) -> None:
 
 
 FORMATS: tuple[Format, ...] = (
-    Format.of_blocks("tq1_0", "tq1_0", 34, 256, 54, _tq1_0_body, _CHUNK_BLOCKS),
-    Format.of_blocks("tq2_0", "tq2_0", 35, 256, 66, _tq2_0_body, _CHUNK_BLOCKS),
+    Format.of_blocks("tq1_0", "tq1_0", 34, 256, 54, _tq1_0_body, _CHUNK_BLOCKS, scale_fields=(52,)),
+    Format.of_blocks("tq2_0", "tq2_0", 35, 256, 66, _tq2_0_body, _CHUNK_BLOCKS, scale_fields=(64,)),
 )
