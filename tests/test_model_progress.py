@@ -21,14 +21,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent
-LIB = ROOT / ".backends" / "ggml-0.25.1-vulkan"
+from tests.model_tier_support import LIB, ROOT, needs_libllama
 
-pytestmark = [
-    pytest.mark.skipif(not any(LIB.glob("libllama*.so")),
-                       reason="no libllama in .backends/ggml-0.25.1-vulkan (scripts/setup-vulkan.sh puts it there)"),
-    pytest.mark.slow,  # each test loads libllama in a fresh interpreter: 3-10 s apiece
-]
+pytestmark = [needs_libllama, pytest.mark.slow]  # each test loads libllama in a fresh interpreter: 3-10 s apiece
 
 MODEL = ["-m", "conformance.cli", "model", "--arch", "llama", "--no-cpu", "--ggml-lib", str(LIB)]
 # lines of a backend's start-up banner (ggml's and libllama's own log)

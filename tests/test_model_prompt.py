@@ -9,7 +9,6 @@ llama written with a real byte-level BPE vocabulary (``write_tiny_model(..., voc
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,21 +16,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent
-LIB = ROOT / ".backends" / "ggml-0.25.1-vulkan"
-needs_libllama = pytest.mark.skipif(not any(LIB.glob("libllama*.so")),
-                                    reason="no libllama in .backends/ggml-0.25.1-vulkan (scripts/setup-vulkan.sh)")
+from tests.model_tier_support import LIB, ROOT, conform_model, needs_libllama, subprocess_env
 
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    return env
-
-
-def conform_model(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "conformance.cli", "model", *args, "--ggml-lib", str(LIB)],
-                          capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
+_env = subprocess_env
 
 
 @pytest.fixture(scope="module")

@@ -15,25 +15,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent
-LIB = ROOT / ".backends" / "ggml-0.25.1-vulkan"
+from tests.model_tier_support import LIB, ROOT, conform_model, needs_libllama, subprocess_env
 
-pytestmark = [
-    pytest.mark.skipif(not any(LIB.glob("libllama*.so")),
-                       reason="no libllama in .backends/ggml-0.25.1-vulkan (scripts/setup-vulkan.sh puts it there)"),
-    pytest.mark.slow,  # each test loads libllama in a fresh interpreter: 3-10 s apiece
-]
+pytestmark = [needs_libllama, pytest.mark.slow]  # each test loads libllama in a fresh interpreter: 3-10 s apiece
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    return env
-
-
-def conform_model(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "conformance.cli", "model", *args, "--ggml-lib", str(LIB)],
-                          capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
+_env = subprocess_env
 
 
 def run_python(code: str) -> dict:
