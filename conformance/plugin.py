@@ -81,7 +81,10 @@ class ConformSession:
         from device.registry import expand_specs
 
         self.config = config
-        self.options = {"ggml_lib": config.getoption("ggml_lib"), "threads": config.getoption("threads")}
+        # absolute, so a worker restarted after a crash finds the build whatever its working folder
+        lib = config.getoption("ggml_lib")
+        self.options = {"ggml_lib": os.path.abspath(os.path.expanduser(lib)) if lib else None,
+                        "threads": config.getoption("threads")}
         self.timeout = config.getoption("case_timeout")
         self.known_bug_timeout = config.getoption("known_bug_timeout")
         self.stage_memory = config.getoption("stage_memory")

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import multiprocessing
+import os
 import pickle
 import shutil
 import sys
@@ -461,6 +462,8 @@ def main(argv: list[str]) -> int:
     from device.base import DeviceError
 
     args = build_parser().parse_args(argv)
+    if args.ggml_lib:  # absolute: the capture's child processes may not share the cwd
+        args.ggml_lib = os.path.abspath(os.path.expanduser(args.ggml_lib))
     try:
         return run(args)
     except (ModelUsageError, DeviceError) as exc:
