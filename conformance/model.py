@@ -58,6 +58,9 @@ class NodeVerdict:
     detail: str = ""
     artefact: str = ""
     not_judged_kind: str = ""  # for a not-judged node: its reason without its tensors' names (the summary's key)
+    # the backend that answers for the node: the device under test, or the CPU where ggml's scheduler put the node
+    # in host memory (the device declined it); empty where unknown (counted as the device's)
+    computed_by: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -132,6 +135,27 @@ class ModelVerdict:
     def first_failure(self) -> NodeVerdict | None:
         return next((n for n in self.nodes if n.status in ("FAIL", "error")), None)
 
+    def elsewhere(self, node: NodeVerdict) -> bool:
+        """The node was computed by another backend than the device under test (ggml's scheduler placed it)."""
+        return bool(node.computed_by) and node.computed_by != self.device
+
+    @property
+    def computed_elsewhere(self) -> dict[str, int]:
+        """The nodes other backends computed, counted by backend: judged too, but not the device's answer."""
+        out: dict[str, int] = {}
+        for n in self.nodes:
+            if self.elsewhere(n):
+                out[n.computed_by] = out.get(n.computed_by, 0) + 1
+        return out
+
+    def _elsewhere_said(self) -> str:
+        others = self.computed_elsewhere
+        if not others:
+            return ""
+        on_device = len(self.nodes) - sum(others.values())
+        listed = ", ".join(f"{count} on {backend}" for backend, count in sorted(others.items()))
+        return f"{self.device} computed {on_device} of {len(self.nodes)} nodes; {listed}, judged apart"
+
     @property
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -159,7 +183,8 @@ class ModelVerdict:
     def verdict(self) -> str:
         first = self.first_failure
         if first is not None:
-            return f"FAIL at node {first.index} ({first.name}, {first.op})"
+            where = f" computed by {first.computed_by}, not {self.device}" if self.elsewhere(first) else ""
+            return f"FAIL at node {first.index} ({first.name}, {first.op}){where}"
         fused = next((f for f in self.logits if f.device == self.device), None)
         if fused is not None and not fused.nmse <= self.logits_bar:
             return "FAIL: wrong only with the whole graph (fusion or allocation)"
@@ -170,7 +195,8 @@ class ModelVerdict:
             if self.allow_unjudged:
                 return f"pass (every judged node; {gap}: accepted with --allow-unjudged)"
             return f"incomplete: {gap}"
-        return "pass"
+        said = self._elsewhere_said()
+        return f"pass ({said})" if said else "pass"
 
     def as_dict(self) -> dict[str, Any]:
         first = self.first_failure
@@ -245,7 +271,8 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
         # there, as the token embedding's GET_ROWS): the CPU's to answer for
         ran_on = "CPU" if node.host else device_name
         where = node.backend + (" (CPU)" if node.host and device_name != "CPU" and node.backend != "CPU" else "")
-        verdict = NodeVerdict(node.index, node.step, node.name, node.op, _shapes(node), "not judged", where)
+        verdict = NodeVerdict(node.index, node.step, node.name, node.op, _shapes(node), "not judged", where,
+                              computed_by=ran_on)
         if isinstance(translated, NotJudged):
             verdict.detail, verdict.not_judged_kind = translated.reason, translated.summary
             out.append(verdict)

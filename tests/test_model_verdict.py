@@ -81,3 +81,19 @@ def test_logits_figures() -> None:
     row[top] = row.min() - 1.0  # token 2's top-1 is now another id
     figures = logits_figures("d", golden, swapped)
     assert figures.top1_agreement == 6 / 7 and figures.kl_max > figures.kl_mean > 0
+
+
+def test_nodes_another_backend_computed_are_counted_and_named_apart() -> None:
+    """ggml's scheduler puts a node the device declines on the CPU: a pass says how many nodes were the
+    device's, and a failure on the CPU is not called the device's."""
+    v = _verdict(["pass"] * 5, 1e-7, 1e-7)
+    for node in v.nodes:
+        node.computed_by = "Vulkan0"
+    assert v.verdict == "pass" and not v.computed_elsewhere
+    v.nodes[0].computed_by = v.nodes[3].computed_by = "CPU"
+    assert v.computed_elsewhere == {"CPU": 2}
+    assert v.verdict == "pass (Vulkan0 computed 3 of 5 nodes; 2 on CPU, judged apart)" and v.exit_status == 0
+    v.nodes[3].status = "FAIL"
+    assert v.verdict == "FAIL at node 3 (n3, MUL) computed by CPU, not Vulkan0" and v.exit_status == 1
+    v.nodes[1].status = "FAIL"  # the device's own failure comes first in node order
+    assert v.verdict == "FAIL at node 1 (n1, MUL)"

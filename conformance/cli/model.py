@@ -174,6 +174,25 @@ def _check_fits(path: Path, device: str, lib_dir: str | None) -> None:
     raise ModelUsageError(f"no ggml device {device!r} here (have: {', '.join(ggml.device_names())})")
 
 
+def _print_findings(verdict: ModelVerdict) -> None:
+    """The nodes that did not pass: the device's own first, then those other backends computed, apart."""
+    others = verdict.computed_elsewhere
+    if others:
+        mine = len(verdict.nodes) - sum(others.values())
+        print(f"computed by {verdict.device}: {mine} nodes; by "
+              + ", ".join(f"{backend}: {count}" for backend, count in sorted(others.items()))
+              + " (ggml's scheduler put them in host memory: the device declined them, or llama.cpp keeps them "
+                "there; judged, listed apart)")
+    for apart in (False, True):  # the device's own findings first, then the other backends' apart
+        listed = [n for n in verdict.nodes if n.status not in ("pass", "not judged") and verdict.elsewhere(n) == apart]
+        if apart and listed:
+            print("  on other backends (not the device under test):")
+        for n in listed:
+            print(f"  node {n.index} step {n.step} {n.name} {n.op} [{n.shapes}]: {n.status}"
+                  + (f" on {n.computed_by}" if apart else "")
+                  + (f" ({n.error_ratio:.3g}x)" if n.error_ratio is not None else "") + f" {n.detail[:160]}")
+
+
 def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: Path) -> None:
     from conformance.model import ModelVerdict
 
@@ -190,10 +209,7 @@ def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: 
     for op, ratios in sorted(by_op.items()):
         judged = [r for r in ratios if r == r]
         print(f"{op:<14} {len(ratios):>5} {max(judged) if judged else float('nan'):>16.3g}")
-    for n in verdict.nodes:
-        if n.status not in ("pass", "not judged"):
-            print(f"  node {n.index} step {n.step} {n.name} {n.op} [{n.shapes}]: {n.status}"
-                  + (f" ({n.error_ratio:.3g}x)" if n.error_ratio is not None else "") + f" {n.detail[:160]}")
+    _print_findings(verdict)
     for reason, count, ops in verdict.not_judged:  # one line per reason: the nodes are in nodes.tsv
         print(f"  not judged: {count} node(s) ({', '.join(ops)}): {reason}")
     first = verdict.first_failure
