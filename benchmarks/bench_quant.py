@@ -3,6 +3,7 @@
 Run from the repository root::
 
     python benchmarks/bench_quant.py [--elements 4194304 33554432] [--repeat 7] [--clock cpu|wall] [--no-c]
+    python benchmarks/bench_quant.py --registry [--registry-elements 1048576] [--repeat 7]
 
 For each tensor size (floats in rows of 1024, default 4096x1024 and 32 Mi) and each of Q4_0 and Q8_0
 it prints every golden operation's time and its speed ratio against
@@ -22,12 +23,20 @@ same machine load. ``--clock cpu`` (the default) counts the calling thread's CPU
 of fresh outputs included, and ignores time spent waiting for a core on a shared machine; ``wall``
 counts elapsed time. Every call makes a fresh output, as the seed's ``malloc`` per ``set_tensor``
 does. Before timing, each bar's output is checked to equal golden's, or the ratio would mean nothing.
+
+``--registry`` prints instead one table over every type of :mod:`golden.formats`: dequantize of
+random blocks (any bytes: inf/NaN scales included) and, for the types golden quantizes, quantize of
+normal floats (reference and x86 paths), each against gguf-py's ``dequantize``/``quantize`` where
+gguf-py implements the type. Each figure is the median of ``--repeat`` rounds in which golden and
+gguf-py alternate. gguf-py's dequantize output is compared with golden's bit for bit (NaN payloads
+aside) and the row marked where it differs: gguf-py is a cross-check, not the oracle.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import shutil
 import subprocess
 import sys
@@ -43,6 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, not installed
 
 from device.base import DeviceError  # noqa: E402
+from golden import formats  # noqa: E402
 from golden.quant import BLOCK_BYTES, QTYPES, dequantize, from_cann, quantize, to_cann  # noqa: E402
 
 ROW = 1024  # floats per row: weight-like 2-D tensors, which is also how gguf-py groups its work
@@ -313,6 +323,94 @@ def q8_0_numpy_floor(lib: ctypes.CDLL | None, rounds: int, clock: Callable[[], f
               f"{floor:.2f} ns a block, {c_ns / floor:.2f}x the C loop's speed at best")
 
 
+def median_of_rounds(calls: list[Call], rounds: int, clock: Callable[[], float]) -> list[float]:
+    """Seconds per call, the median of ``rounds`` rounds that each run every call once, in turn."""
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(rounds):
+        for index, call in enumerate(calls):
+            start = clock()
+            call()
+            times[index].append(clock() - start)
+    return [float(np.median(t)) for t in times]
+
+
+def same_floats(golden: np.ndarray, other: np.ndarray) -> bool:
+    """Bit for bit, except that any NaN matches any NaN (gguf-py does not promise payloads)."""
+    a, b = golden.reshape(-1), np.asarray(other, np.float32).reshape(-1)
+    if a.shape != b.shape:
+        return False
+    nan = np.isnan(a)
+    return bool(np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32)))
+
+
+def gguf_type(gguf: ModuleType | None, fmt: formats.Format) -> object | None:
+    """gguf-py's type for ``fmt`` if gguf-py dequantizes it."""
+    if gguf is None:
+        return None
+    gtype = getattr(gguf.GGMLQuantizationType, fmt.ggml_name.upper(), None)
+    if gtype is None or gtype not in gguf.quants._type_traits:
+        return None
+    return gtype
+
+
+RegistryRow = tuple[str, Call, Call | None, str]  # operation, golden's call, gguf-py's or None, note
+
+
+def registry_rows(
+    fmt: formats.Format, x: np.ndarray, raw: np.ndarray, n: int, gguf: ModuleType | None
+) -> list[RegistryRow]:
+    """The timed calls of one type: dequantize of ``raw``, and quantize of ``x`` on each rounding path."""
+    gtype = gguf_type(gguf, fmt)
+    gguf_dequant: Call | None = None
+    note = ""
+    if gguf is not None and gtype is not None:
+        try:
+            if not same_floats(fmt.dequantize(raw, n), gguf.quants.dequantize(raw, gtype)):
+                note = "gguf-py output differs on random bytes"
+        except Exception as error:  # noqa: BLE001 - gguf-py is only a yardstick here
+            note = f"gguf-py fails: {type(error).__name__}"
+        gguf_dequant = functools.partial(gguf.quants.dequantize, raw, gtype)
+    rows: list[RegistryRow] = [("dequantize", functools.partial(fmt.dequantize, raw, n), gguf_dequant, note)]
+    if fmt.quantize is None:
+        return rows
+    gguf_quant: Call | None = None
+    note = ""
+    if gguf is not None and gtype is not None:
+        try:
+            if not np.array_equal(gguf.quants.quantize(x, gtype).reshape(-1), fmt.quantize(x, "reference")):
+                note = "gguf-py bytes differ"
+            gguf_quant = functools.partial(gguf.quants.quantize, x, gtype)
+        except NotImplementedError:
+            note = "gguf-py has no quantizer"
+    for rounding in formats.ROUNDINGS:
+        rows.append((f"quantize ({rounding})", functools.partial(fmt.quantize, x, rounding), gguf_quant, note))
+    return rows
+
+
+def registry_table(
+    n: int, rounds: int, clock: Callable[[], float], gguf: ModuleType | None, types: list[str] | None
+) -> None:
+    """Every registry type's dequantize and quantize against gguf-py's, in Mi elements a second."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n // ROW, ROW)).astype(np.float32)
+    print(f"\nevery golden.formats type, {n / 2**20:g} Mi elements, median of {rounds} alternating rounds, "
+          f"{'CPU' if clock is time.thread_time else 'wall'} clock")
+    print(f"{'type':8} {'operation':21} {'golden Mi/s':>11} {'gguf-py Mi/s':>12} {'speed':>7}  note")
+    for fmt in formats.FORMATS.values():
+        if types and fmt.name not in types:
+            continue
+        raw = rng.integers(0, 256, n // fmt.block_size * fmt.type_size, dtype=np.uint8)
+        for operation, golden_call, gguf_call, note in registry_rows(fmt, x, raw, n, gguf):
+            calls = [golden_call] + ([gguf_call] if gguf_call is not None else [])
+            seconds = median_of_rounds(calls, rounds, clock)
+            rate = n / 2**20 / seconds[0]
+            if gguf_call is None:
+                other = f"{'—':>12} {'':>7}"
+            else:
+                other = f"{n / 2**20 / seconds[1]:12.1f} {seconds[1] / seconds[0]:6.2f}x"
+            print(f"{fmt.name:8} {operation:21} {rate:11.1f} {other}  {note}".rstrip(), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--elements", type=int, nargs="+", default=[4096 * 1024, 32 * 2**20],
@@ -320,6 +418,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7, help="rounds; each figure is the best one")
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     parser.add_argument("--no-c", action="store_true", help="skip the compiled C loops")
+    parser.add_argument("--registry", action="store_true",
+                        help="one table over every golden.formats type against gguf-py, then stop")
+    parser.add_argument("--types", nargs="+", choices=formats.TYPES, metavar="TYPE",
+                        help="with --registry: only these types")
+    parser.add_argument("--registry-elements", type=int, default=2**20,
+                        help=f"tensor size in floats for --registry, a positive multiple of {ROW * 256 // 4}")
     args = parser.parse_args()
     if any(n <= 0 or n % ROW for n in args.elements):
         parser.error(f"--elements must be positive multiples of {ROW}, got {args.elements}")
@@ -327,6 +431,16 @@ def main() -> None:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
 
+    if args.registry:
+        if args.registry_elements <= 0 or args.registry_elements % (ROW * 256 // 4):
+            parser.error(f"--registry-elements must be a positive multiple of {ROW * 256 // 4}, "
+                         f"got {args.registry_elements}")
+        gguf = load_gguf()
+        if gguf is None:
+            print("gguf-py not installed (pip install -e '.[bench]'): golden's figures only")
+        with np.errstate(all="ignore"):  # gguf-py warns on the inf/NaN scales of random bytes; golden never does
+            registry_table(args.registry_elements, args.repeat, clock, gguf, args.types)
+        return
     gguf, ggml = load_gguf(), load_ggml()
     if gguf is None:
         print("gguf-py not installed (pip install -e '.[bench]'): no bar for quantize/dequantize")

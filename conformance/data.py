@@ -54,6 +54,47 @@ def full_range_i32(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarr
     return x.astype(np.int32)
 
 
+# Raw random blocks of a weight format: every byte random but the super-scale fields (Format.scale_fields),
+# which are drawn from these ranges so that every product stays finite and normal in F16 as well as f32
+# (the largest |value| of any format is 128·32 sub-block scale·quant = 2^12 times d ≤ 2^-4: 256)
+F16_SCALE_EXPONENTS = (-12.0, -4.0)  # |d| and |dmin| = 2^u, u uniform here, random sign
+E8M0_SCALE_EXPONENTS = (119, 131)  # MXFP4's biased exponent e: d = 2^(e-128) from 2^-9 to 2^2
+# distributions under which a format with a golden quantizer gets raw random blocks (else quantized data)
+RAW_BLOCK_DISTRIBUTIONS = ("wide", "special")
+
+
+def random_blocks(rng: np.random.Generator, qtype: str, n_blocks: int) -> np.ndarray:
+    """(n_blocks, type_size) uint8: any bits in quants and sub-block scales/mins, sane super-scales."""
+    from golden import formats
+
+    fmt = formats.get(qtype)
+    blocks = rng.integers(0, 256, size=(n_blocks, fmt.type_size), dtype=np.uint8)
+    n_fields = len(fmt.scale_fields)
+    if fmt.scale_encoding == "e8m0":
+        scales = rng.integers(*E8M0_SCALE_EXPONENTS, size=(n_blocks, n_fields), endpoint=True).astype(np.float64)
+    else:
+        magnitude = 2.0 ** rng.uniform(*F16_SCALE_EXPONENTS, size=(n_blocks, n_fields))
+        scales = np.where(rng.random((n_blocks, n_fields)) < 0.5, -magnitude, magnitude)
+    fmt.write_scales(blocks, scales)
+    return blocks
+
+
+def weight_format_input(rng: np.random.Generator, spec: TensorSpec, distribution: str) -> np.ndarray:
+    """A tensor of a weight format beyond Q4_0/Q8_0, as raw rows (numpy order, last axis the row's bytes):
+    raw random blocks, or — for a format with a golden quantizer, under uniform/dense — real values in
+    the distribution's range quantized by it."""
+    from golden import formats
+
+    fmt = formats.get(spec.dtype)
+    rows_shape = tuple(reversed(spec.ne[1:]))
+    if fmt.quantize is None or distribution in RAW_BLOCK_DISTRIBUTIONS:
+        raw = random_blocks(rng, spec.dtype, spec.nelements // fmt.block_size)
+    else:
+        values = rng.uniform(*DISTRIBUTIONS[distribution], size=spec.np_shape).astype(np.float32)
+        raw = fmt.quantize(values.reshape(-1, spec.ne[0]), "reference")
+    return raw.reshape(rows_shape + (-1,))
+
+
 def plain_input(rng: np.random.Generator, spec: TensorSpec, case: OpCase) -> np.ndarray:
     op = catalogue.get(case.op)
     if spec.dtype == "i32":
@@ -63,6 +104,8 @@ def plain_input(rng: np.random.Generator, spec: TensorSpec, case: OpCase) -> np.
     if spec.dtype in dtypes.INDEX_TYPES:  # I8/I16 over their whole range; I64 with its high bytes used
         lo, hi = INT_RANGES[spec.dtype]
         return rng.integers(lo, hi, size=spec.np_shape, dtype=dtypes.STORAGE_DTYPE[spec.dtype])
+    if dtypes.is_quantized(spec.dtype) and spec.dtype not in dtypes.DRAWN_QUANT_TYPES:
+        return weight_format_input(rng, spec, case.distribution)
     if dtypes.is_quantized(spec.dtype):
         from golden import quant
 

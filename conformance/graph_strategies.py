@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from conformance.strategies import f32, one_in, row_size
 from golden.graphs.case import GraphCase
+from golden.graphs.patterns.moe import GATINGS
 from golden.graphs.registry import patterns
 
 ParamsDraw = Callable[[st.DrawFn, str], list[tuple[str, Any]]]
@@ -126,17 +127,31 @@ def _ssm_conv_silu(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
 
 # ---- moe.py (issue 23, item 5) ------------------------------------------------------------------------
 
-@_params("topk_moe")
-def _topk_moe(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
-    # Vulkan fuses power-of-two expert counts up to 512 (others must still be right, unfused)
-    n_expert = draw(st.sampled_from((8, 4, 32, 128, 256, 6, 60)))
+# patterns whose suite test is split by one param, one test per value (test_graph[topk_moe-f32-softmax]):
+# each value is drawn at the ci profile's full size and a failure names it in the test id
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {"topk_moe": ("gating", GATINGS)}
+VariantDraw = Callable[[st.DrawFn, str], list[tuple[str, Any]]]
+VARIANT_PARAMS: dict[str, VariantDraw] = {}
+
+
+def _topk_moe(draw: st.DrawFn, gating: str) -> list[tuple[str, Any]]:
+    # Vulkan fuses power-of-two expert counts up to 512; the others (DeepSeek's 6 of 64 are used, Qwen's 60,
+    # 96 and 3 here) must still be right, unfused, also with several tokens under the late softmax
+    n_expert = draw(st.sampled_from((8, 6, 32, 128, 60, 4, 256, 3, 96)))
     k = draw(st.sampled_from(tuple(sorted({1, 2, 4, 6, 8} & set(range(1, n_expert + 1))))))
     n_tokens = 1 if not draw(st.booleans()) else draw(st.sampled_from((2, 3, 7, 32, 512)))
-    gating = draw(st.sampled_from(("softmax", "sigmoid", "softmax_weight", "sqrt_softplus")))
-    bias = gating in ("sigmoid", "sqrt_softplus") and draw(st.booleans())
     scale = f32(draw(st.sampled_from((1.0, 2.5, 0.5))))
-    return [("n_expert", n_expert), ("k", k), ("n_tokens", n_tokens), ("gating", gating), ("bias", bias),
-            ("norm", draw(st.booleans())), ("scale", scale)]
+    # router: llama.cpp's form (the logits from the router MUL_MAT, only the outputs flagged) or the logits
+    # as a graph input (test-backend-ops' form); bias: exp_probs_b, which llama.cpp adds under any gating
+    router = draw(st.sampled_from(("mul_mat", "input")))
+    out = [("n_expert", n_expert), ("k", k), ("n_tokens", n_tokens), ("gating", gating), ("bias", draw(st.booleans())),
+           ("norm", draw(st.booleans())), ("scale", scale)]
+    if router == "mul_mat":
+        out += [("router", router), ("n_embd", draw(st.sampled_from((64, 16, 128, 33))))]
+    return out
+
+
+VARIANT_PARAMS["topk_moe"] = _topk_moe
 
 
 @_params("mul_mat_id_mul")
@@ -152,6 +167,25 @@ def _moe_tail(draw: st.DrawFn) -> list[tuple[str, Any]]:
     # MUL_MAT_ID→MUL (the default: left out of the id), →ADD_ID→MUL (gpt-oss) or →ADD_ID alone
     tail = draw(st.sampled_from(("mul", "bias_mul", "bias")))
     return [] if tail == "mul" else [("bias", True)] + ([] if tail == "bias_mul" else [("mul", False)])
+
+
+# ---- attention.py (issue 34, item 4) ---------------------------------------------------------------------
+
+@_params("attention")
+def _attention(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
+    """Heads of 64/128 (and odd sizes), MHA or GQA (2..8 query heads per K/V head), decode or prefill,
+    a cache of 32..256 slots with the tokens anywhere in it; ALiBi, softcap and sinks each a third of
+    the time."""
+    hd = draw(st.sampled_from((64, 128, 32, 80, 8)))
+    kv_heads = draw(st.sampled_from((1, 2, 4)))
+    heads = kv_heads * draw(st.sampled_from((1, 2, 4, 8)))
+    n = 1 if not draw(st.booleans()) else draw(st.sampled_from((2, 3, 7, 32)))
+    kv = max(n, draw(st.sampled_from((32, 64, 256, 33))))
+    return [("hd", hd), ("heads", heads), ("kv_heads", kv_heads), ("n", n), ("kv", kv),
+            ("p0", draw(st.integers(0, kv - n))),
+            ("max_bias", f32(8.0 if one_in(draw, 3) else 0.0)),
+            ("softcap", f32(draw(st.sampled_from((30.0, 50.0))) if one_in(draw, 3) else 0.0)),
+            ("sinks", one_in(draw, 3))]
 
 
 # ---- rope.py (issue 23, item 5) -----------------------------------------------------------------------
@@ -194,15 +228,26 @@ def _rope_inplace_view(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
 
 
 @functools.cache
-def graph_strategy(pattern: str, signature: str) -> st.SearchStrategy[GraphCase]:
-    """Graph cases of ``pattern`` whose ``type`` is ``signature``."""
+def graph_strategy(pattern: str, signature: str, variant: str | None = None) -> st.SearchStrategy[GraphCase]:
+    """Graph cases of ``pattern`` whose ``type`` is ``signature``; for a pattern of ``VARIANTS``, those
+    whose split param is ``variant`` (None: any of its values)."""
     if pattern not in patterns():
         raise KeyError(f"unknown graph pattern {pattern!r}")
-    draw_params = PARAMS[pattern]
+    if pattern in VARIANTS:
+        values = VARIANTS[pattern][1]
+        if variant is None:
+            return st.one_of([graph_strategy(pattern, signature, v) for v in values])
+        if variant not in values:
+            raise KeyError(f"graph pattern {pattern}: no variant {variant!r} (known: {', '.join(values)})")
+    elif variant is not None:
+        raise KeyError(f"graph pattern {pattern} has no variants")
+
+    def draw_params(draw: st.DrawFn) -> list[tuple[str, Any]]:
+        return VARIANT_PARAMS[pattern](draw, variant) if variant is not None else PARAMS[pattern](draw, pattern)
 
     @st.composite
     def cases(draw: st.DrawFn) -> GraphCase:
-        params = [("type", signature), *draw_params(draw, pattern)]
+        params = [("type", signature), *draw_params(draw)]
         data = "uniform" if pattern in BLOCK_PATTERNS else draw(st.sampled_from(DATA))
         return GraphCase(pattern, tuple(params), draw(st.integers(0, 2**16)), data)
 

@@ -4,27 +4,34 @@
    the device computed; each is translated to its op case (``device/llama/nodes.py``), recomputed by the
    golden from the device's own inputs and judged with that op's verdict and tolerance row, as the op tier
    judges a case. The first failing node is named with its ``conform repro`` id and an .npz of its tensors.
-   A node whose op the golden lacks is listed as not judged, never as passing.
+   A node whose op or types the golden lacks is listed as not judged, never as passing; a run with any
+   such node is ``incomplete`` (exit 3) unless the user accepts the gap (``--allow-unjudged``).
 2. **End to end** (:func:`golden_replay`, :func:`logits_figures`): the golden recomputes the captured graph
    from its own values (weights and token inputs from the file, everything computed by the golden, the
    KV cache written by the golden's SET_ROWS), which gives golden logits; the device's logits from a run
    *without* the callback (fused, as users run it) are compared with them: NMSE, KL divergence and top-1
    agreement per token, with ggml:CPU's figures beside them. Where the scheduler splits the graph between
    backends, the copy of a tensor into the next split is the device's (the replay follows nodes, not copies).
+   The replay never stands in a device value for a node the golden cannot compute: where there is one, the
+   logits comparison is ``not judged`` and says which nodes, by reason.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
 from conformance import cases
+from conformance.resolution import resolve
 from conformance.verdict import Metrics, compare
 from device import known_bugs
+from device.known_bug import KnownBug
 from device.llama.capture import CapturedNode, CapturedTensor, ModelRun, Tamper
 from device.llama.nodes import NodeCase, NotJudged, node_case
 from golden import catalogue, dtypes
@@ -50,6 +57,10 @@ class NodeVerdict:
     case_id: str = ""
     detail: str = ""
     artefact: str = ""
+    not_judged_kind: str = ""  # for a not-judged node: its reason without its tensors' names (the summary's key)
+    # the backend that answers for the node: the device under test, or the CPU where ggml's scheduler put the node
+    # in host memory (the device declined it); empty where unknown (counted as the device's)
+    computed_by: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -80,10 +91,70 @@ class ModelVerdict:
     nodes: list[NodeVerdict] = field(default_factory=list)
     logits: list[LogitsFigures] = field(default_factory=list)
     replayed_from_device: int = 0  # nodes the golden replay took from the device (ops it lacks)
+    libllama: str = ""  # the library bound and the llama.h revision of its layouts
+    # why the logits were not compared: the golden's forward pass could not compute these nodes (reason: count)
+    replay_gaps: dict[str, int] = field(default_factory=dict)
+    allow_unjudged: bool = False  # the user accepts nodes (and logits) left not judged: pass, with the gap said
+    prompt: str = ""  # the prompt's text as tokenized (empty for token ids given)
+    fed: list[list[int]] = field(default_factory=list)  # the ids fed, step by step
+    decode: list[DecodeStep] = field(default_factory=list)  # the greedy decode steps
+
+    @property
+    def first_divergence(self) -> DecodeStep | None:
+        """The first greedy step where the device's own choice is not the golden's (a finding, not a verdict:
+        near-ties differ legitimately; the logits figures judge by how much)."""
+        return next((d for d in self.decode if d.golden is not None and d.device != d.golden), None)
+
+    @property
+    def not_judged(self) -> list[tuple[str, int, list[str]]]:
+        """The not-judged nodes by reason: (reason, nodes, their ops), most nodes first."""
+        groups: dict[str, tuple[int, dict[str, None]]] = {}
+        for n in self.nodes:
+            if n.status == "not judged":
+                count, ops = groups.get(n.not_judged_kind or n.detail, (0, {}))
+                ops[n.op] = None
+                groups[n.not_judged_kind or n.detail] = (count + 1, ops)
+        return sorted(((k, c, list(o)) for k, (c, o) in groups.items()), key=lambda g: (-g[1], g[0]))
+
+    @property
+    def logits_not_judged(self) -> str:
+        """Empty when the golden computed every node of its forward pass; else why the logits are not judged."""
+        if not self.replay_gaps:
+            return ""
+        total = sum(self.replay_gaps.values())
+        reasons = "; ".join(f"{reason}: {count}" for reason, count in
+                            sorted(self.replay_gaps.items(), key=lambda kv: (-kv[1], kv[0])))
+        return f"the golden's forward pass cannot compute {total} node(s) ({reasons})"
+
+    @property
+    def incomplete(self) -> bool:
+        """A node the device computed, or the logits, left not judged (whether or not the user accepts it)."""
+        return bool(self.counts.get("not judged") or self.replay_gaps)
 
     @property
     def first_failure(self) -> NodeVerdict | None:
         return next((n for n in self.nodes if n.status in ("FAIL", "error")), None)
+
+    def elsewhere(self, node: NodeVerdict) -> bool:
+        """The node was computed by another backend than the device under test (ggml's scheduler placed it)."""
+        return bool(node.computed_by) and node.computed_by != self.device
+
+    @property
+    def computed_elsewhere(self) -> dict[str, int]:
+        """The nodes other backends computed, counted by backend: judged too, but not the device's answer."""
+        out: dict[str, int] = {}
+        for n in self.nodes:
+            if self.elsewhere(n):
+                out[n.computed_by] = out.get(n.computed_by, 0) + 1
+        return out
+
+    def _elsewhere_said(self) -> str:
+        others = self.computed_elsewhere
+        if not others:
+            return ""
+        on_device = len(self.nodes) - sum(others.values())
+        listed = ", ".join(f"{count} on {backend}" for backend, count in sorted(others.items()))
+        return f"{self.device} computed {on_device} of {len(self.nodes)} nodes; {listed}, judged apart"
 
     @property
     def counts(self) -> dict[str, int]:
@@ -102,23 +173,42 @@ class ModelVerdict:
         return self.verdict.startswith("pass")
 
     @property
+    def exit_status(self) -> int:
+        """0 pass, 1 FAIL, 3 incomplete (a node or the logits not judged, not accepted with --allow-unjudged)."""
+        if self.passed:
+            return 0
+        return 3 if self.verdict.startswith("incomplete") else 1
+
+    @property
     def verdict(self) -> str:
         first = self.first_failure
         if first is not None:
-            return f"FAIL at node {first.index} ({first.name}, {first.op})"
+            where = f" computed by {first.computed_by}, not {self.device}" if self.elsewhere(first) else ""
+            return f"FAIL at node {first.index} ({first.name}, {first.op}){where}"
         fused = next((f for f in self.logits if f.device == self.device), None)
         if fused is not None and not fused.nmse <= self.logits_bar:
             return "FAIL: wrong only with the whole graph (fusion or allocation)"
-        if self.counts.get("not judged"):
-            return "pass (every judged node; some not judged)"
-        return "pass"
+        if self.incomplete:
+            unjudged = self.counts.get("not judged", 0)
+            gap = f"{unjudged} of {len(self.nodes)} computed nodes not judged" + \
+                ("; logits not judged" if self.replay_gaps else "")
+            if self.allow_unjudged:
+                return f"pass (every judged node; {gap}: accepted with --allow-unjudged)"
+            return f"incomplete: {gap}"
+        said = self._elsewhere_said()
+        return f"pass ({said})" if said else "pass"
 
     def as_dict(self) -> dict[str, Any]:
         first = self.first_failure
-        return {"model": self.model, "device": self.device, "description": self.description,
+        return {"model": self.model, "device": self.device, "description": self.description, "libllama": self.libllama,
                 "verdict": self.verdict, "counts": self.counts, "replayed_from_device": self.replayed_from_device,
+                "not_judged": [{"reason": r, "nodes": c, "ops": o} for r, c, o in self.not_judged],
+                "logits_not_judged": self.logits_not_judged, "allow_unjudged": self.allow_unjudged,
                 "first_failure": first.as_dict() if first else None, "logits": [f.as_dict() for f in self.logits],
-                "logits_nmse_bar": self.logits_bar, "nodes": [n.as_dict() for n in self.nodes]}
+                "logits_nmse_bar": self.logits_bar, "prompt": self.prompt, "fed_tokens": self.fed,
+                "decode": [d.as_dict() for d in self.decode],
+                "first_divergence": d.as_dict() if (d := self.first_divergence) else None,
+                "nodes": [n.as_dict() for n in self.nodes]}
 
 
 def _shapes(node: CapturedNode) -> str:
@@ -159,12 +249,21 @@ def _save_npz(folder: Path, verdict: NodeVerdict, nc: NodeCase, golden: np.ndarr
 
 
 def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path | None,
-                stop_after_first: bool = False) -> list[NodeVerdict]:
-    """A verdict for every computed node of the capture run (view nodes compute nothing and are left out)."""
-    bugs = known_bugs.all_known_bugs()
+                stop_after_first: bool = False, bugs: Sequence[KnownBug] | None = None,
+                on_judged: Callable[[int, int], None] | None = None) -> list[NodeVerdict]:
+    """A verdict for every computed node of the capture run (view nodes compute nothing and are left out).
+
+    ``bugs``: the known-bug entries (the in-repo lists and the run's expectations files); a failing node is
+    ``expected`` only where one of them says the node's case gives that outcome, by the op tier's rule
+    (:meth:`conformance.resolution.Resolution.explaining`). ``on_judged(i, n)`` follows the progress."""
+    if bugs is None:
+        bugs = known_bugs.all_known_bugs()
     out: list[NodeVerdict] = []
     saved = False
-    for node in run.nodes:
+    total = len(run.nodes)
+    for position, node in enumerate(run.nodes):
+        if on_judged is not None:
+            on_judged(position, total)
         translated = node_case(node)
         if translated is None:
             continue
@@ -172,9 +271,10 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
         # there, as the token embedding's GET_ROWS): the CPU's to answer for
         ran_on = "CPU" if node.host else device_name
         where = node.backend + (" (CPU)" if node.host and device_name != "CPU" and node.backend != "CPU" else "")
-        verdict = NodeVerdict(node.index, node.step, node.name, node.op, _shapes(node), "not judged", where)
+        verdict = NodeVerdict(node.index, node.step, node.name, node.op, _shapes(node), "not judged", where,
+                              computed_by=ran_on)
         if isinstance(translated, NotJudged):
-            verdict.detail = translated.reason
+            verdict.detail, verdict.not_judged_kind = translated.reason, translated.summary
             out.append(verdict)
             continue
         verdict.case_id = translated.case.case_id
@@ -188,13 +288,20 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
         if metrics.passed:
             verdict.status = "pass"
         else:
-            bug = known_bugs.find(translated.case, ran_on, release, bugs)
-            if bug is not None and bug.tolerance is not None:
-                # a documented deviation of this backend: known only while within its own bound (as the op tier)
-                deviation = compare(translated.case, exact, golden, np.asarray(translated.output, np.float64),
-                                    bug.tolerance)
-                if not deviation.passed:
-                    bug = None
+            case = translated.case
+            bug = None
+            try:
+                resolution = resolve(case, partial(known_bugs.find_all, device_name=ran_on, release=release,
+                                                   bugs=bugs))
+            except KeyError:  # no tolerance row to resolve against: nothing can explain the failure
+                resolution = None
+            if resolution is not None:
+                held = True
+                if resolution.deviation is not None:
+                    # a documented deviation of this backend: known only while within its own bound (as the op tier)
+                    held = compare(case, exact, golden, np.asarray(translated.output, np.float64),
+                                   resolution.deviation).passed
+                bug = resolution.explaining("fail", held)
             verdict.status = "expected" if bug is not None else "FAIL"
             verdict.detail = (f"known bug {bug.id}: " if bug is not None else "") + metrics.detail
             if not translated.layout_exact:
@@ -205,6 +312,8 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
         out.append(verdict)
         if stop_after_first and verdict.status == "FAIL":
             break
+    if on_judged is not None:
+        on_judged(total, total)
     return out
 
 
@@ -236,8 +345,9 @@ class GoldenMemory:
             return t
         return CapturedTensor(t.name, t.dtype, t.ne, t.nb, raw, t.address, t.buffer, t.op)
 
-    def write(self, t: CapturedTensor, values: np.ndarray, persistent: bool = False) -> None:
-        """Store logical ``values`` as ``t`` would hold them (its type and strides) at its address."""
+    def write(self, t: CapturedTensor, values: np.ndarray, persistent: bool = False) -> bool:
+        """Store logical ``values`` as ``t`` would hold them (its type and strides) at its address; False where
+        the type is not one stored here (the device's bytes would stay: the caller must say so)."""
         raw = t.raw.copy()
         if t.dtype in ("f32", "f16", "i32", "i64"):
             dtype = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64}[t.dtype]
@@ -245,40 +355,87 @@ class GoldenMemory:
                                                      shape=tuple(reversed(t.ne)), strides=tuple(reversed(t.nb)))
             target[...] = np.asarray(values).reshape(target.shape).astype(dtype)
         else:
-            return  # a quantized destination: the device's bytes stay (the replay reads what it can)
+            return False
         self.regions.setdefault(t.buffer, []).append((t.address, raw))
         if persistent:
             self.persistent.setdefault(t.buffer, []).append((t.address, raw))
+        return True
 
 
-def golden_replay(run: ModelRun) -> tuple[list[np.ndarray], int]:
-    """Golden logits per step from the golden's own values, and how many nodes it had to take from the device."""
-    memory = GoldenMemory()
-    from_device = 0
-    logits: dict[int, np.ndarray] = {}
-    step = 0
-    for node in run.nodes:
-        if node.step != step:
+class GoldenReplay:
+    """The golden's own forward pass, node by node as the capture goes (so a greedy decode can take the
+    golden's next token before the device decodes it): logits per step, and the nodes it could not compute
+    (reason: count).
+
+    The logits are the golden's only when ``gaps`` is empty: a node it cannot compute keeps the device's bytes
+    in the replay's memory (so later nodes still run), and the caller must then not compare logits."""
+
+    def __init__(self) -> None:
+        self.memory = GoldenMemory()
+        self.gaps: dict[str, int] = {}
+        self.logits: dict[int, np.ndarray] = {}
+        self.step = 0
+        self.done = 0  # the nodes of the run replayed so far
+
+    def _gap(self, reason: str) -> None:
+        self.gaps[reason] = self.gaps.get(reason, 0) + 1
+
+    def advance(self, nodes: list[CapturedNode]) -> None:
+        """Replay ``nodes[done:]`` (the run's node list as it grows)."""
+        for node in nodes[self.done:]:
+            self._replay(node)
+        self.done = len(nodes)
+
+    def _replay(self, node: CapturedNode) -> None:
+        memory = self.memory
+        if node.step != self.step:
             memory.new_step()
-            step = node.step
+            self.step = node.step
         replayed = CapturedNode(node.index, node.step, node.name, node.op, node.op_params,
                                 [memory.read(s) if s is not None else None for s in node.srcs], memory.read(node.out))
         translated = node_case(replayed)
         if translated is None:
-            continue  # a view: it reads memory the replay already holds
-        values: np.ndarray
+            return  # a view: it reads memory the replay already holds
         if isinstance(translated, NotJudged):
-            values, from_device = node.out.values(), from_device + 1
-        else:
-            try:
-                exact = catalogue.golden_inputs(translated.case, translated.inputs)
-                values = catalogue.evaluate(translated.case, exact)
-            except Exception:
-                values, from_device = node.out.values(), from_device + 1
-        memory.write(node.out, values, persistent=node.op == "SET_ROWS")
+            self._gap(translated.summary)
+            return
+        try:
+            exact = catalogue.golden_inputs(translated.case, translated.inputs)
+            values = catalogue.evaluate(translated.case, exact)
+        except Exception as exc:  # the golden refused or broke: a gap, never the device's value in its place
+            self._gap(f"the golden cannot evaluate {node.op} ({type(exc).__name__})")
+            return
+        # the KV cache outlives the step: SET_ROWS writes it, and before SET_ROWS (b5640) a CPY into a view of it
+        to_cache = node.op == "SET_ROWS" or (node.op == "CPY" and node.out.name.startswith("cache_"))
+        if not memory.write(node.out, values, persistent=to_cache):
+            self._gap(f"the replay does not store a {node.out.dtype} output")
+            return
         if node.name == "result_output":
-            logits[node.step] = np.asarray(values, np.float64).reshape(-1, node.out.ne[0])
-    return [logits[s] for s in sorted(logits)], from_device
+            self.logits[node.step] = np.asarray(values, np.float64).reshape(-1, node.out.ne[0])
+
+
+def golden_replay(run: ModelRun) -> tuple[list[np.ndarray], dict[str, int]]:
+    """Golden logits per step from the golden's own values, and the nodes it could not compute (reason: count)."""
+    replay = GoldenReplay()
+    replay.advance(run.nodes)
+    return [replay.logits[s] for s in sorted(replay.logits)], replay.gaps
+
+
+@dataclass
+class DecodeStep:
+    """One greedy decode step: the token fed (the golden's greedy choice from the step before), and the
+    device's own greedy choice from the same step's logits beside it."""
+
+    step: int
+    fed: int
+    golden: int | None  # None where the golden's forward pass had a gap (the device's choice was fed)
+    device: int
+    device_from: str  # which run's logits gave the device's choice (the fused run, as users run it)
+    # where they differ: the golden's logit of its choice minus its logit of the device's (a near-tie is small)
+    golden_margin: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
@@ -304,11 +461,34 @@ def logits_figures(device: str, golden: list[np.ndarray], measured: list[np.ndar
                          float(kl.max()) if finite else math.inf, top1, int(g.shape[0]))
 
 
+JUDGE_UPDATES = 200  # progress lines over the judging: what the parent's bar moves by
+
+
+def _judge_lines(progress: TextIO | None) -> Callable[[int, int], None] | None:
+    """``on_judged`` writing a ``judge<TAB>i<TAB>n`` line every n/200 nodes (and at the end) to ``progress``."""
+    if progress is None:
+        return None
+    last = [-1]
+
+    def on_judged(i: int, n: int) -> None:
+        if i == n or i - last[0] >= max(1, n // JUDGE_UPDATES):
+            last[0] = i
+            progress.write(f"judge\t{i}\t{n}\n")
+            progress.flush()
+    return on_judged
+
+
 def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps: list[list[int]],
                 out_dir: Path | None, threads: int = 1, with_cpu: bool = True, tamper: Tamper | None = None,
-                progress: TextIO | None = None, flash_attn: int = 0) -> ModelVerdict:
+                progress: TextIO | None = None, flash_attn: int = 0, expectations: Sequence[str] = (),
+                greedy: int = 0, prompt: str = "") -> ModelVerdict:
     """The whole model tier for one model on one ggml device (``CPU``, ``Vulkan0``, ``CANN0``); ``progress``
-    gets a line per stage and per captured node (what a crash report names)."""
+    gets a line per stage, per captured node (what a crash report names) and every 1/200 of the judging.
+    ``expectations``: known-bug files or folders besides the in-repo lists, as ``conform run --expectations``.
+
+    ``steps`` are fed as given; then ``greedy`` decode steps, each feeding the golden's greedy token (the
+    argmax of the golden's own logits of the step before) to the device, and the same ids to every later
+    run, so the device and the golden decode one sequence; the device's own choice is recorded beside it."""
 
     def stage(text: str) -> None:
         if progress is not None:
@@ -318,18 +498,52 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
     from device.llama.capture import run_model
     from device.llama.lib import load
 
-    release = load(lib_dir).ggml.version
+    bugs = known_bugs.all_known_bugs(expectations)  # read before the run: a bad file stops it at once
+    lib = load(lib_dir)
+    release = lib.ggml.version
     stage(f"capture run on {device} (every node observed)")
+    replay = GoldenReplay()
+
+    def golden_next(run: ModelRun) -> int:
+        replay.advance(run.nodes)
+        step = len(run.logits) - 1
+        if replay.gaps or step not in replay.logits:  # no golden logits: the device's own choice goes on
+            return int(np.argmax(run.logits[-1][-1]))
+        return int(np.argmax(replay.logits[step][-1]))
+
     captured = run_model(lib_dir, model_path, device, steps, capture=True, tamper=tamper, threads=threads,
-                         progress=progress, flash_attn=flash_attn)
+                         progress=progress, flash_attn=flash_attn, greedy=greedy, next_token=golden_next)
+    steps = captured.steps  # the greedy ids fixed: every later run decodes the same sequence
     stage("judging the nodes")
-    verdict = ModelVerdict(str(model_path), device, captured.description)
-    verdict.nodes = judge_nodes(captured, device, release, out_dir / "artefacts" if out_dir else None)
-    golden, verdict.replayed_from_device = golden_replay(captured)
+    verdict = ModelVerdict(str(model_path), device, captured.description, prompt=prompt, fed=steps)
+    verdict.libllama = f"{lib.files.library.name} ({lib.version or 'no llama_version'}), llama.h {lib.revision}"
+    verdict.nodes = judge_nodes(captured, device, release, out_dir / "artefacts" if out_dir else None, bugs=bugs,
+                                on_judged=_judge_lines(progress))
+    replay.advance(captured.nodes)
+    golden, verdict.replay_gaps = [replay.logits[s] for s in sorted(replay.logits)], replay.gaps
+    verdict.replayed_from_device = sum(verdict.replay_gaps.values())
+
+    def record_decode(device_logits: list[np.ndarray], source: str) -> None:
+        first_greedy = len(steps) - greedy
+        for step in range(first_greedy, len(steps)):
+            fed = steps[step][0]
+            before = step - 1  # the logits the choice was made from
+            golden_choice = int(np.argmax(golden[before][-1])) if not verdict.replay_gaps else None
+            device_choice = int(np.argmax(device_logits[before][-1]))
+            margin = None
+            if golden_choice is not None and device_choice != golden_choice:
+                margin = float(golden[before][-1][golden_choice] - golden[before][-1][device_choice])
+            verdict.decode.append(DecodeStep(step, fed, golden_choice, device_choice, source, margin))
+    if verdict.replay_gaps:
+        # no golden logits to compare with: the fused and CPU runs would be figures against nothing
+        stage("logits not judged: " + verdict.logits_not_judged)
+        record_decode(captured.logits, "capture run (the golden's forward pass had gaps: the device's choice was fed)")
+        return verdict
     verdict.logits.append(logits_figures(NODE_BY_NODE, golden, captured.logits))
     stage(f"fused run on {device} (no callback)")
     fused = run_model(lib_dir, model_path, device, steps, threads=threads, flash_attn=flash_attn)
     verdict.logits.append(logits_figures(device, golden, fused.logits))
+    record_decode(fused.logits, f"fused run on {device}")
     if with_cpu and device != "CPU":
         stage("reference run on CPU")
         cpu = run_model(lib_dir, model_path, "CPU", steps, threads=threads, flash_attn=flash_attn)

@@ -128,14 +128,44 @@ def _metadata(arch: str, s: TinyShape, add: Callable[[str, object], None]) -> No
         add("final_logit_softcapping", 30.0)
 
 
+def byte_level_vocab() -> tuple[list[str], list[str], list[int], dict[str, int]]:
+    """A small real tokenizer for the synthetic models: GPT-2's byte-level BPE over the 256 bytes, a few
+    merges of common English pairs, and ChatML's control tokens (a chat template libllama recognises).
+    Returns (tokens, merges, token types, special ids)."""
+    def byte_char(b: int) -> str:  # GPT-2's printable stand-in for each byte (ggml's byte-level BPE reads it)
+        printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+        if b in printable:
+            return chr(b)
+        return chr(256 + sum(1 for x in range(b) if x not in printable))
+    tokens = [byte_char(b) for b in range(256)]
+    merges = []
+    for pair in ("h e", "l l", "l o", "Ġ t", "Ġt he", "he llo", "o r", "Ġ w", "Ġw or", "Ġwor l", "Ġworl d", "i n"):
+        left, right = pair.split(" ")
+        if left + right not in tokens:
+            merges.append(pair)
+            tokens.append(left + right)
+    specials = {"eos": len(tokens), "im_start": len(tokens) + 1, "im_end": len(tokens) + 2}
+    tokens += ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    types = [1] * (len(tokens) - 3) + [3, 3, 3]  # normal, control
+    return tokens, merges, types, specials
+
+
+CHATML_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+                   "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+                   "{% endif %}")
+
+
 def write_tiny_model(path: str | Path, arch: str, weights: str = "q8_0", seed: int = 0,
-                     shape: TinyShape | None = None) -> Path:
+                     shape: TinyShape | None = None, vocab: bool = False) -> Path:
     """Write a synthetic ``arch`` model to ``path``; returns the path. KeyError for an unknown arch.
 
     Matrices are quantized by ggml's own reference quantizer (``ggml_quantize_chunk``, the one that
     writes model files) through ctypes: the test data is ggml's, the judgement never uses ggml. That
     runs in a child interpreter: the wheel's ggml loaded here would sit beside the ggml a later
-    ``--ggml-lib`` loads in this process, and two ggml registries in one process abort."""
+    ``--ggml-lib`` loads in this process, and two ggml registries in one process abort.
+
+    ``vocab``: a real byte-level BPE tokenizer with a ChatML template (:func:`byte_level_vocab`; the
+    vocabulary size follows it) in place of ``no_vocab``."""
     if arch not in ARCHITECTURES:
         raise KeyError(f"unknown architecture {arch!r} (synthetic models: {', '.join(ARCHITECTURES)})")
     if weights not in WEIGHT_TYPES:
@@ -146,8 +176,12 @@ def write_tiny_model(path: str | Path, arch: str, weights: str = "q8_0", seed: i
     import sys
 
     shape = shape or shape_for(weights)
+    if vocab:
+        import dataclasses
+
+        shape = dataclasses.replace(shape, n_vocab=len(byte_level_vocab()[0]))
     request = json.dumps({"path": str(path), "arch": arch, "weights": weights, "seed": seed,
-                          "shape": shape.__dict__})
+                          "shape": shape.__dict__, "vocab": vocab})
     env = {k: v for k, v in os.environ.items() if k != "GGML_LIB_DIR"}  # the wheel's quantizer: any release's
     proc = subprocess.run([sys.executable, "-m", "conformance.model_synthetic", request], capture_output=True,
                           text=True, env=env, timeout=600)
@@ -157,7 +191,8 @@ def write_tiny_model(path: str | Path, arch: str, weights: str = "q8_0", seed: i
     return Path(path)
 
 
-def _write_tiny_model(path: str | Path, arch: str, weights: str, seed: int, shape: TinyShape) -> Path:
+def _write_tiny_model(path: str | Path, arch: str, weights: str, seed: int, shape: TinyShape,
+                      vocab: bool = False) -> Path:
     import gguf
 
     from device.ggml.quant import ggml_quantize
@@ -176,7 +211,21 @@ def _write_tiny_model(path: str | Path, arch: str, weights: str, seed: int, shap
             writer.add_uint32(full, int(value))  # type: ignore[call-overload]
 
     _metadata(arch, shape, add)
-    writer.add_string("tokenizer.ggml.model", "no_vocab")
+    if vocab:
+        tokens, merges, types, specials = byte_level_vocab()
+        if len(tokens) != shape.n_vocab:
+            raise ValueError(f"the vocabulary has {len(tokens)} tokens, the shape {shape.n_vocab}")
+        writer.add_string("tokenizer.ggml.model", "gpt2")
+        writer.add_string("tokenizer.ggml.pre", "default")
+        writer.add_token_list(tokens)
+        writer.add_token_merges(merges)
+        writer.add_token_types(types)
+        writer.add_bos_token_id(specials["eos"])
+        writer.add_eos_token_id(specials["im_end"])
+        writer.add_add_bos_token(True)
+        writer.add_chat_template(CHATML_TEMPLATE)
+    else:
+        writer.add_string("tokenizer.ggml.model", "no_vocab")
 
     def tensor(name: str, np_shape: tuple[int, ...]) -> None:
         if len(np_shape) == 1:  # norms near 1, biases near 0
@@ -218,4 +267,4 @@ if __name__ == "__main__":  # the child write_tiny_model runs: one JSON request 
 
     _request = json.loads(sys.argv[1])
     _write_tiny_model(_request["path"], _request["arch"], _request["weights"], _request["seed"],
-                      TinyShape(**_request["shape"]))
+                      TinyShape(**_request["shape"]), _request.get("vocab", False))

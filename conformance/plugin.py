@@ -37,7 +37,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from conformance.options import COMMAND_ENV
 from device.interrupt import stop_on_signals
 from device.spec import DeviceSpec
-from results.record import FooterRecord, HeaderRecord
+from results.record import FooterRecord, HeaderRecord, SkipRecord
 
 if TYPE_CHECKING:
     from conformance.harness import Harness
@@ -87,7 +87,10 @@ class ConformSession:
         from device.registry import expand_specs
 
         self.config = config
-        self.options = {"ggml_lib": config.getoption("ggml_lib"), "threads": config.getoption("threads")}
+        # absolute, so a worker restarted after a crash finds the build whatever its working folder
+        lib = config.getoption("ggml_lib")
+        self.options = {"ggml_lib": os.path.abspath(os.path.expanduser(lib)) if lib else None,
+                        "threads": config.getoption("threads")}
         self.timeout = config.getoption("case_timeout")
         self.known_bug_timeout = config.getoption("known_bug_timeout")
         self.stage_memory = config.getoption("stage_memory")
@@ -113,6 +116,10 @@ class ConformSession:
         self.pytest_failed = 0
         self.pytest_errors = 0
         self.failed_tests: list[dict[str, str]] = []
+        # skips seen before this process opened its results file (a skip mark runs before any fixture)
+        self.pending_skips: list[SkipRecord] = []
+        # xdist's controller sees its workers' reports, and the workers write their own skips
+        self.records_skips = hasattr(config, "workerinput") or _xdist_workers(config) == 0
 
     def pinned_devices(self) -> list[DeviceSpec]:
         """The devices this process serves: under xdist, worker gwN serves device N mod count."""
@@ -157,6 +164,7 @@ class ConformSession:
                     expectations=self.expectations, stage_memory_gib=self.stage_memory,
                 )
             self._write_header()
+            self._write_pending_skips()
             for h in self.harnesses.values():
                 h.writer = self.writer
         return self.harnesses[spec]
@@ -185,8 +193,24 @@ class ConformSession:
             header["shard"] = shard
         self.writer.write(header)
 
+    def _write_pending_skips(self) -> None:
+        if self.writer is not None:
+            for record in self.pending_skips:
+                self.writer.write(record.to_json())
+            self.pending_skips.clear()
+
+    def note_skip(self, report: pytest.TestReport) -> None:
+        """A skip record for a skipped test (not an xfail, which pytest also reports as skipped)."""
+        if not self.records_skips or not self.results_path or hasattr(report, "wasxfail"):
+            return
+        self.pending_skips.append(SkipRecord(run_id=self.run_id, worker=self.worker, test_id=report.nodeid,
+                                             when=report.when, reason=_skip_reason(report)))
+        self._write_pending_skips()
+
     def note_report(self, report: pytest.TestReport) -> None:
-        """Count pytest's failures (call) and errors (setup, teardown) for the footer."""
+        """Count pytest's failures (call) and errors (setup, teardown) for the footer; record skips."""
+        if report.skipped:
+            self.note_skip(report)
         if not report.failed:
             return
         if report.when == "call":
@@ -221,6 +245,9 @@ class ConformSession:
                 pass
         if self.writer is None and self.results_path and self.config.stash.get(_SHARD_KEY, None) is not None:
             self._write_header()  # a shard that ran no case still says which shard it was (an empty one)
+        if self.writer is None and self.results_path and self.pending_skips:
+            self._write_header()  # a run whose every test skipped still says which, and why
+        self._write_pending_skips()
         if self.writer is not None:
             if exitstatus in _NORMAL_END:
                 self.writer.write(FooterRecord(
@@ -241,6 +268,14 @@ def _failure_line(report: pytest.TestReport) -> str:
     text = getattr(crash, "message", None) or report.longreprtext or ""
     first = next((line.strip() for line in str(text).splitlines() if line.strip()), "")
     return first[:300]
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    """pytest's reason for a skip, one line: its longrepr is (path, line, "Skipped: reason")."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr or "")
+    text = str(text).removeprefix("Skipped: ")
+    return " ".join(text.split())[:300]
 
 
 def _memory_at_end(harness: Harness) -> dict[str, Any]:

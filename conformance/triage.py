@@ -50,6 +50,9 @@ DIM_SIZES = (1, 2, 31, 32, 33, 511, 512, 513, 1023, 1024, 1025, 2048)
 MAX_VARIANT_ELEMENTS = 1 << 22  # a dim variant bigger than this is not tried (lavapipe: minutes a case)
 DEVIATION_RATIO = 100.0  # a wrong result within this factor of its bound may be a documented deviation
 PARAM_DRAWS = 150  # cases drawn per signature to learn the values a param takes
+# a size changes the values drawn from a fixed data seed: a size boundary is kept only where it holds for
+# this many fresh seeds on each side (a value-dependent fault once read as "src0 ne[2] >= 3 and ne[3] >= 3")
+REDRAW_SEEDS = 3
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,14 @@ class Cluster:
     op: str
     outcome: str
     signature: str
-    case_ids: list[str]
+    case_ids: list[str]  # distinct cases
     worst_ratio: float | None = None
+    records: int = 0  # the failing records behind them (a case replayed or drawn twice counts each time)
+
+    def counted(self) -> str:
+        """What the cluster counts: distinct cases, and the records the report counts."""
+        cases = f"{len(self.case_ids)} distinct case{'' if len(self.case_ids) == 1 else 's'}"
+        return f"{cases} ({self.records} record{'' if self.records == 1 else 's'})"
 
 
 @dataclass
@@ -119,6 +128,7 @@ def clusters_of(records: Iterable[dict[str, Any]]) -> list[Cluster]:
         signature = ",".join(f"{k}={v}" for k, v in sorted((record.get("dtypes") or {}).items()))
         key = (record["device"], record["op"], record["outcome"], signature)
         cluster = found.setdefault(key, Cluster(*key, case_ids=[]))
+        cluster.records += 1
         if record["case_id"] not in cluster.case_ids:
             cluster.case_ids.append(record["case_id"])
         ratio = (record.get("metrics") or {}).get("error_ratio")
@@ -191,6 +201,16 @@ def layout_variants(case: OpCase, index: int) -> list[tuple[str, OpCase]]:
     return out
 
 
+def with_dim(case: OpCase, index: int, dim: int, value: int) -> OpCase:
+    """ne[dim] of input ``index`` set to ``value``, and of every input that had the same size there; the
+    inputs a param implies (a mask, sinks) follow the sizes they are made from."""
+    size = case.inputs[index].ne[dim]
+    inputs = tuple(
+        dataclasses.replace(t, ne=tuple(value if d == dim else n for d, n in enumerate(t.ne)))  # type: ignore[arg-type]
+        if t.ne[dim] == size else t for t in case.inputs)
+    return refit_implied_inputs(dataclasses.replace(case, inputs=inputs))
+
+
 def dim_variants(case: OpCase, index: int, dim: int) -> list[tuple[int, OpCase]]:
     """ne[dim] of input ``index`` set to each of DIM_SIZES, and of every input that had the same size there."""
     size = case.inputs[index].ne[dim]
@@ -198,13 +218,16 @@ def dim_variants(case: OpCase, index: int, dim: int) -> list[tuple[int, OpCase]]
     for value in DIM_SIZES:
         if value == size:
             continue
-        inputs = tuple(
-            dataclasses.replace(t, ne=tuple(value if d == dim else n for d, n in enumerate(t.ne)))  # type: ignore[arg-type]
-            if t.ne[dim] == size else t for t in case.inputs)
-        if sum(math.prod(t.ne) for t in inputs) > MAX_VARIANT_ELEMENTS:
+        variant = with_dim(case, index, dim, value)
+        if sum(math.prod(t.ne) for t in variant.inputs) > MAX_VARIANT_ELEMENTS:
             continue
-        out.append((value, dataclasses.replace(case, inputs=inputs)))
+        out.append((value, variant))
     return out
+
+
+def fresh_seeds(case: OpCase, count: int = REDRAW_SEEDS) -> list[int]:
+    """Data seeds other than the case's, for re-drawing its values (a fixed stride: reruns draw the same)."""
+    return [(case.data_seed + 7919 * (k + 1)) % (1 << 31) for k in range(count)]
 
 
 def param_domain(case: OpCase, draws: int = PARAM_DRAWS) -> dict[str, list[Any]]:
@@ -416,9 +439,100 @@ def _dim_step(case: OpCase, index: int, dim: int, triage: Triage, finding: Findi
         return
     limits = {k: int(v) for k, v in bounds.items()}
     text = " and ".join(f"{'≥' if k == 'min' else '≤'} {v}" for k, v in limits.items())
+    seen = f"src{index} ne[{dim}] {text} (failing at {sorted(failing)}, passing at {sorted(passing)})"
+    # the nearest sizes on each side of the boundary, and the case's own, each with fresh data
+    near_failing, near_passing = (min(failing), max(passing)) if "min" in limits else (max(failing), min(passing))
+    sides = [(size, True) for size in dict.fromkeys((case.inputs[index].ne[dim], near_failing))]
+    sides.append((near_passing, False))
+    variants = [((size, seed, fails), dataclasses.replace(with_dim(case, index, dim, size), data_seed=seed))
+                for size, fails in sides for seed in fresh_seeds(case)]
+    redrawn = _run_all(triage, f"{feature} re-drawn", [(f"ne[{dim}]={v[0]}, data seed {v[1]}", c)
+                                                       for v, c in variants], finding)
+    if redrawn is None:  # the budget ran out: a boundary not re-drawn is not kept
+        finding.undecided.append(f"{feature}: {seen} was not re-drawn with fresh data (time budget spent); "
+                                 "no size boundary proposed")
+        return
+    by_value = {t.value: t for t in redrawn}
+    broken = []
+    for (size, seed, fails), _ in variants:
+        trial = by_value.get(f"ne[{dim}]={size}, data seed {seed}")
+        held = trial is not None and (trial.keeps_failure if fails else trial.passed)
+        if not held:
+            got = "no valid case" if trial is None else trial.outcome
+            broken.append(f"ne[{dim}]={size} {'should fail' if fails else 'should pass'}, gave {got} "
+                          f"with data seed {seed}")
+    if broken:
+        finding.undecided.append(
+            f"{feature}: {seen} with data seed {case.data_seed}, but it did not hold when the data was re-drawn "
+            f"({'; '.join(broken)}): the values drawn, not the size, decide it; no size boundary proposed")
+        return
     finding.decisions.append(Decision(feature, {"input": index, "dim": dim, **limits},
-                                      f"src{index} ne[{dim}] {text} (failing at {sorted(failing)}, passing at "
-                                      f"{sorted(passing)})"))
+                                      f"{seen}; it held with {REDRAW_SEEDS} fresh data seeds on each side "
+                                      f"(ne[{dim}] = {', '.join(str(v) for v, _ in sides)})"))
+
+
+# params that say whether an optional input is there (golden/attention.py, golden/softmax.py): turning one on
+# or off adds or drops that input, else the variant is no valid case (or, for SOFT_MAX, a mask read as sinks)
+def _fa_mask(case: OpCase) -> TensorSpec:
+    q, k = case.inputs[0], case.inputs[1]
+    return TensorSpec("f16", (k.ne[1], q.ne[1], 1, 1))  # [n_kv, n_q]: ggml_flash_attn_ext's smallest mask
+
+
+def _fa_sinks(case: OpCase) -> TensorSpec:
+    return TensorSpec("f32", (case.inputs[0].ne[2], 1, 1, 1))  # one logit per head
+
+
+def _soft_max_mask(case: OpCase) -> TensorSpec:
+    a = case.inputs[0]
+    return TensorSpec("f32", (a.ne[0], a.ne[1], 1, 1))
+
+
+def _soft_max_sinks(case: OpCase) -> TensorSpec:
+    return TensorSpec("f32", (case.inputs[0].ne[2], 1, 1, 1))
+
+
+# (op, param): the input's index (-1: last) and its spec when the param turns it on
+IMPLIED_INPUTS: dict[tuple[str, str], tuple[int, Callable[[OpCase], TensorSpec]]] = {
+    ("FLASH_ATTN_EXT", "mask"): (3, _fa_mask), ("FLASH_ATTN_EXT", "sinks"): (-1, _fa_sinks),
+    ("SOFT_MAX", "mask"): (1, _soft_max_mask), ("SOFT_MAX", "sinks"): (-1, _soft_max_sinks),
+}
+
+
+def refit_implied_inputs(case: OpCase) -> OpCase:
+    """The implied inputs resized to what they are made from (sinks: one per head; a mask: n_kv or the row
+    length by at least the rows), keeping their dtype and layout; other inputs as they are."""
+    inputs = list(case.inputs)
+    for (op, name), (index, make) in IMPLIED_INPUTS.items():
+        if op != case.op or not case.param(name, False):
+            continue
+        at = len(inputs) - 1 if index < 0 else index
+        wanted: tuple[int, ...] = make(case).ne
+        old = inputs[at].ne
+        if name == "mask":  # a taller mask and broadcast planes stay where they still divide
+            q = case.inputs[0]
+            planes = tuple(m if n % m == 0 else 1 for m, n in zip(old[2:], q.ne[2:], strict=True))
+            wanted = (wanted[0], max(wanted[1], old[1]), *planes)
+        inputs[at] = dataclasses.replace(inputs[at], ne=wanted)  # type: ignore[arg-type]
+    return dataclasses.replace(case, inputs=tuple(inputs))
+
+
+def param_variant(case: OpCase, name: str, value: Any) -> OpCase:
+    """``case`` with param ``name`` set to ``value``, adding or dropping the input the param implies (a mask
+    dropped takes ALiBi's max_bias to 0, which needs one)."""
+    params = tuple((k, value if k == name else w) for k, w in case.params)
+    variant = dataclasses.replace(case, params=params)
+    implied = IMPLIED_INPUTS.get((case.op, name))
+    if implied is None or bool(value) == bool(case.param(name)):
+        return variant
+    index, make = implied
+    inputs = list(case.inputs)
+    if value:
+        inputs.insert(len(inputs) if index < 0 else index, make(case))
+    else:
+        inputs.pop(index)
+        if name == "mask":
+            params = tuple((k, 0.0 if k == "max_bias" else w) for k, w in params)
+    return dataclasses.replace(variant, inputs=tuple(inputs), params=params)
 
 
 def _param_step(case: OpCase, triage: Triage, finding: Finding) -> None:
@@ -430,8 +544,7 @@ def _param_step(case: OpCase, triage: Triage, finding: Finding) -> None:
         if not others:
             continue
         others = _spread(others, 8)
-        variants = [(v, dataclasses.replace(case, params=tuple((k, v if k == name else w) for k, w in case.params)))
-                    for v in others]
+        variants = [(v, param_variant(case, name, v)) for v in others]
         feature = f"param {name}"
         trials = _run_all(triage, feature, variants, finding)
         if trials is None:
@@ -713,6 +826,7 @@ def triage_cluster(cluster: Cluster, options: dict[str, Any], timeout: float, bu
         # a plug-in is matched by its spec (conformance/harness.py), a ggml device by its name and release
         device_name = str(inventory.get("name")) if release and inventory.get("name") else cluster.device
         is_ggml = bool(release)
+        where = device_words(inventory, cluster.device)
         first = bench.run(case)
         second = bench.run(case)
         finding.message = first.message
@@ -745,7 +859,7 @@ def triage_cluster(cluster: Cluster, options: dict[str, Any], timeout: float, bu
                             break
             if finding.deviation is None:
                 characterise(case, Triage(bench, cluster.outcome, budget_s), finding)
-        _propose(finding, case, device_name, release, first)
+        _propose(finding, case, device_name, release, first, where)
         if is_ggml:
             _upstream(finding, case, device_name, release, options, out_dir, include_dir, index)
     finally:
@@ -758,13 +872,44 @@ def _device_pattern(name: str) -> str:
     return re.sub(r"(?<=[A-Za-z])\d+$", "*", name) if ":" not in name else name
 
 
-def _propose(finding: Finding, case: OpCase, device_name: str, release: str, record: Any) -> None:
+def signature_slug(case: OpCase) -> str:
+    """The cluster's dtypes for an entry id: each distinct one in input order, then dst (``f16-f32``)."""
+    names: list[str] = []
+    for name in [t.dtype for t in case.inputs] + [case.dst]:
+        if name not in names:
+            names.append(name)
+    return "-".join(names)
+
+
+def signature_tables(case: OpCase) -> list[dict[str, Any]]:
+    """``[[bug.when]]`` tables that hold for the case's dtype signature only (each input's dtype and dst):
+    an entry of one cluster covers that cluster, not its neighbour of another dtype."""
+    return [{"input": i, "dtype": t.dtype} for i, t in enumerate(case.inputs)] + [{"dst": case.dst}]
+
+
+def device_words(inventory: dict[str, Any], spec: str) -> str:
+    """Where it ran, from the device's inventory (as the results header records it): ``ggml 0.25.1 (commit
+    0ad4a86) Vulkan0 (llvmpipe ...)`` for a ggml device, the spec for a plug-in; never a placeholder."""
+    release, name = inventory.get("ggml_version"), inventory.get("name")
+    if not (isinstance(release, str) and release and isinstance(name, str) and name):
+        return f"the device {spec}"
+    commit = inventory.get("ggml_commit")
+    described = inventory.get("description")
+    return (f"ggml {release}" + (f" (commit {commit})" if isinstance(commit, str) and commit else "") + f" {name}"
+            + (f" ({described})" if isinstance(described, str) and described else ""))
+
+
+def _propose(finding: Finding, case: OpCase, device_name: str, release: str, record: Any,
+             where: str = "") -> None:
     cluster = finding.cluster
+    where = where or f"the device {device_name}"
     features = [d for d in finding.decisions if d.predicate is not None]
     slug = "-".join(re.sub(r"[^a-z0-9]+", "-", d.feature.lower()).strip("-") for d in features[:2]) or "defect"
     backend = re.sub(r"\d+$", "", device_name).lower() if ":" not in device_name else "plugin"
     op_slug = case.op.lower().replace("_", "-")
-    entry: dict[str, Any] = {"id": f"{backend}-{op_slug}-{slug}" if finding.deviation is None
+    dtype_slug = signature_slug(case)
+    outcome_slug = "" if cluster.outcome == "fail" else f"-{cluster.outcome}"
+    entry: dict[str, Any] = {"id": f"{backend}-{op_slug}-{dtype_slug}{outcome_slug}-{slug}" if finding.deviation is None
                              else f"{backend}-{op_slug}-{case.dst}-builtin-precision",
                              "devices": _device_pattern(device_name), "op": case.op}
     if release:
@@ -777,21 +922,26 @@ def _propose(finding: Finding, case: OpCase, device_name: str, release: str, rec
         why = f"within the documented deviation {finding.deviation}"
     else:
         finding.when = [d.predicate for d in features if d.predicate is not None]
-        why = "; ".join(d.summary for d in features) or "no feature decided it"
+        if not any(d.feature == "dtype" for d in features):  # the cluster's own dtypes, as it was formed
+            finding.when += signature_tables(case)
+        why = "; ".join(d.summary for d in features) or (
+            "no feature decided it (a plain signature entry: the cluster's dtypes only)")
     ratio = (record.metrics or {}).get("error_ratio")
     measured = f"worst ratio {ratio:.3g}× the bound" if isinstance(ratio, (int, float)) else record.outcome.value
-    entry["reason"] = (f"proposed by conform triage: {case.op} {cluster.outcome} on {device_name} {release} "
-                       f"when {why}; {measured}; replay: " + ", ".join(f"{k} {v}" for k, v in finding.replay.items()))
+    entry["reason"] = (f"proposed by conform triage: {case.op} {cluster.outcome} on {where} "
+                       f"when {why}; {measured}; {cluster.counted()} in the cluster; replay: "
+                       + ", ".join(f"{k} {v}" for k, v in finding.replay.items()))
     entry["repro"] = case.case_id
     finding.entry = entry
     cpu = finding.replay.get("ggml:CPU, same library folder")
+    golden = finding.replay.get("golden")
     finding.paragraph = (
-        f"On ggml {release or '?'} {device_name}, {case.op} ({cluster.signature}) gives a {cluster.outcome} "
-        f"({finding.message.strip()[:300]}). Minimal case: `{case.case_id}`. It "
+        f"On {where}, {case.op} ({cluster.signature}) gives a {cluster.outcome} "
+        f"({finding.message.strip()[:300]}) in {cluster.counted()}. Minimal case: `{case.case_id}`. It "
         f"{'reproduces' if finding.replay.get('alone, fresh process') == cluster.outcome else 'does not reproduce'} "
         f"alone in a fresh process"
         + (f"; ggml:CPU of the same build gives {cpu}" if cpu else "")
-        + f"; the exact (float64) reference is {finding.replay.get('golden', '?')}. "
+        + (f"; the exact (float64) reference is {golden}" if golden else "") + ". "
         + (f"The result is within the backend's documented {finding.deviation} bound. " if finding.deviation else
            ("It fails exactly when " + "; ".join(d.summary for d in features) + ". " if features else
             "No single feature varied made it pass. "))
@@ -826,7 +976,7 @@ def _upstream(finding: Finding, case: OpCase, device_name: str, release: str, op
 # ---- the command ---------------------------------------------------------------------------------------------
 def render(finding: Finding) -> str:
     c = finding.cluster
-    lines = [f"## {c.op} {c.outcome} on {c.device} ({c.signature}): {len(c.case_ids)} case(s)",
+    lines = [f"## {c.op} {c.outcome} on {c.device} ({c.signature}): {c.counted()}",
              f"smallest: {finding.smallest}",
              "replay: " + ", ".join(f"{k}: {v}" for k, v in finding.replay.items())]
     if finding.deviation:
@@ -902,18 +1052,24 @@ def cmd_triage(args: argparse.Namespace, usage_error: type[Exception]) -> int:
                         "dtypes": {f"src{i}": t.dtype for i, t in enumerate(case.inputs)} | {"dst": case.dst}})
     if not records:
         raise usage_error("nothing to triage: give RESULTS files or --case ids")
-    options = {"ggml_lib": args.ggml_lib, "threads": 1}
+    # absolute: a worker restarted later must find the folder whatever its working directory
+    options = {"ggml_lib": os.path.abspath(args.ggml_lib) if args.ggml_lib else None, "threads": 1}
     out = Path(args.out)
     include = args.include or _wheel_include()
     if any(r["outcome"] == "?" for r in records):  # --case: the outcome is what the device gives now
         _classify_cases(records, options, args.case_timeout)
     clusters = clusters_of(records)
-    print(f"conform triage: {len(clusters)} cluster(s) of unexpected failures", flush=True)
+    cases, n_records = sum(len(c.case_ids) for c in clusters), sum(c.records for c in clusters)
+    print(f"conform triage: {len(clusters)} cluster(s) of unexpected failures: {cases} distinct case(s) "
+          f"({n_records} record{'' if n_records == 1 else 's'}; the report counts records)", flush=True)
     findings = []
+    taken = _listed_ids(args.write)
     for n, cluster in enumerate(clusters, 1):
         print(f"[{n}/{len(clusters)}] {cluster.op} {cluster.outcome} on {cluster.device}", flush=True)
         finding = triage_cluster(cluster, options, args.case_timeout, args.budget, out, include, n,
                                  progress=lambda line: print(line, flush=True))
+        # each cluster its own entry, under an id no other entry has (two dtypes can end in the same features)
+        finding.entry["id"] = _unique_id(finding.entry["id"], taken)
         findings.append(finding)
         print(render(finding), flush=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -921,7 +1077,7 @@ def cmd_triage(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     if args.json:
         (out / "triage.json").write_text(json.dumps([_as_json(f) for f in findings], indent=1))
     if args.write:
-        accepted = _distinct([f for f in findings if f.accepted])
+        accepted = [f for f in findings if f.accepted]
         with open(args.write, "a", encoding="utf-8") as handle:
             for finding in accepted:
                 handle.write("\n" + finding.entry_toml())
@@ -931,17 +1087,28 @@ def cmd_triage(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     return 0
 
 
-def _distinct(findings: list[Finding]) -> list[Finding]:
-    """One entry per distinct proposal: clusters of several dtype signatures often end in the same predicates."""
-    seen: set[str] = set()
-    out = []
-    for finding in findings:
-        key = json.dumps([{k: v for k, v in finding.entry.items() if k not in ("reason", "repro")}, finding.when],
-                         sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            out.append(finding)
-    return out
+def _listed_ids(path: str | None) -> set[str]:
+    """The ids already listed: the known bugs, and the entries of the file the accepted ones are appended to."""
+    from device import known_bugs
+    from device.expectation_file import ExpectationFileError, load
+
+    taken = {b.id for b in known_bugs.all_known_bugs()}
+    if path and os.path.exists(path):
+        try:
+            taken |= {b.id for b in load([path])}
+        except (ExpectationFileError, OSError):
+            pass  # an unreadable file: its ids cannot be known here; the loader will say so when it reads it
+    return taken
+
+
+def _unique_id(wanted: str, taken: set[str]) -> str:
+    """``wanted``, or ``wanted-2``, ``-3``... the first no entry has yet (then taken)."""
+    chosen, n = wanted, 1
+    while chosen in taken:
+        n += 1
+        chosen = f"{wanted}-{n}"
+    taken.add(chosen)
+    return chosen
 
 
 def _classify_cases(records: list[dict[str, Any]], options: dict[str, Any], timeout: float) -> None:

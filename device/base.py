@@ -133,6 +133,9 @@ class GraphRunResult:
     inputs_intact: dict[str, list[bool]] = field(default_factory=dict)  # run -> per graph input
     not_run: dict[str, str] = field(default_factory=dict)  # run -> reason
     extra: dict[str, Any] = field(default_factory=dict)
+    # run -> node -> (address, bytes) where the run placed it (the graph-allocator run's reuse of freed
+    # blocks; a device that does not say leaves it empty)
+    placement: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -53,7 +53,8 @@ class GoldenDevice:
         golden = evaluate_graph(case, exact_graph_inputs(case, inputs))
         result = GraphRunResult()
         for run in GraphRun:
-            wanted = [n.name for n in graph.nodes] if run is GraphRun.BLOCKED else list(graph.outputs)
+            wanted = ([n.name for n in graph.nodes] if run is GraphRun.BLOCKED else
+                      list(graph.allocator_outputs() if run is GraphRun.GALLOCR else graph.outputs))
             result.nodes[run.value] = {name: as_output(golden.exact[name], graph.node(name).dst) for name in wanted}
             result.inputs_intact[run.value] = [True] * len(graph.inputs)
         return result

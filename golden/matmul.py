@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from golden import dtypes
 from golden.case import OpCase
 from golden.spec import InputLayouts, OpList, OpSpec, sig
 from golden.tolerance import F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs
@@ -238,6 +239,8 @@ def _format_row(weights: str, routed_pairs: bool = False) -> Tolerance:
         typical_name="√K·u·Σ|a||b| + √Σ(|a|·e_src1)²")
 
 
+# the weight formats drawn beyond Q4_0/Q8_0 (golden.dtypes.DRAWN_WEIGHT_TYPES): each needs its row above
+WEIGHT_FORMATS: tuple[str, ...] = tuple(w for w in dtypes.DRAWN_WEIGHT_TYPES if w not in dtypes.DRAWN_QUANT_TYPES)
 FORMAT_MATMUL_ROWS: dict[str, Tolerance] = {
     f"{w}_{src1}_to_f32": _format_row(w) for w in WEIGHT_ACTIVATIONS for src1 in ("f32", "f16")}
 
@@ -249,7 +252,8 @@ SPECS.add(OpSpec(
     signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32"), sig("f16", "f16", dst="f32"),
                 sig("bf16", "f32", dst="f32"), sig("bf16", "bf16", dst="f32"), sig("f32", "f16", dst="f32")),
     quantized_signatures=(sig("q4_0", "f32", dst="f32"), sig("q8_0", "f32", dst="f32"),
-                          sig("q4_0", "f16", dst="f32"), sig("q8_0", "f16", dst="f32")),
+                          sig("q4_0", "f16", dst="f32"), sig("q8_0", "f16", dst="f32"))
+    + tuple(sig(w, src1, dst="f32") for w in WEIGHT_FORMATS for src1 in ("f32", "f16")),
     tolerance={"f32": Tolerance(_GAMMA_K + "; ggml CPU: ≤ 0.84 of it at K = 1, 4e-5 at K = 4096",
                                 ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL),
                "f16_f32_to_f32": Tolerance(
@@ -367,7 +371,8 @@ SPECS.add(OpSpec(
     name="MUL_MAT_ID", family="matmul", golden=lambda xs, c: mul_mat_id(xs[0], xs[1], xs[2]),
     signatures=(sig("f32", "f32", "i32", dst="f32"), sig("f16", "f32", "i32", dst="f32"),
                 sig("f16", "f16", "i32", dst="f32")),
-    quantized_signatures=(sig("q4_0", "f32", "i32", dst="f32"), sig("q8_0", "f32", "i32", dst="f32")),
+    quantized_signatures=(sig("q4_0", "f32", "i32", dst="f32"), sig("q8_0", "f32", "i32", dst="f32"))
+    + tuple(sig(w, "f32", "i32", dst="f32") for w in WEIGHT_FORMATS),
     tolerance={"f32": Tolerance("MUL_MAT's γ_K dot-product bound per routed pair (F16 experts with F32 src1: "
                                 "src1 may be rounded to F16, as ggml's CPU does); ggml CPU, 300 cases each: "
                                 "F32 ≤ 0.50, F16·F32 ≤ 0.93 (src1 rounded to F16 at K = 1), F16·F16 ≤ 0.22 "

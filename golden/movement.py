@@ -218,7 +218,8 @@ SPECS.add(OpSpec(
 SPECS.add(OpSpec(
     name="GET_ROWS", family="movement", golden=two(get_rows),
     signatures=(sig("f32", "i32"), sig("f16", "i32", dst="f32"), sig("bf16", "i32", dst="f32")),
-    quantized_signatures=(sig("q4_0", "i32", dst="f32"), sig("q8_0", "i32", dst="f32")),
+    quantized_signatures=(sig("q4_0", "i32", dst="f32"), sig("q8_0", "i32", dst="f32"))
+    + tuple(sig(w, "i32", dst="f32") for w in dtypes.DRAWN_WEIGHT_TYPES if w not in dtypes.DRAWN_QUANT_TYPES),
     tolerance={"*": Tolerance("bit-exact: rows are copied, and F16/BF16 widen to F32 exactly (Q4_0/Q8_0 "
                               "dequantize exactly: (q−8)·d or q·d with the F16 scale widened; every other block "
                               "format's scale·quant products are exact in f32 and at most one rounding follows, "

@@ -40,6 +40,7 @@ from reports.matrix import (  # noqa: F401  (re-exported: the matrix's names are
     CELL_LABELS,
     CELL_MARKS,
     CLAIMED_FAIL,
+    KNOWN_ONLY,
     NONE_PASS,
     NOT_CLAIMED,
     NOT_RUN,
@@ -205,6 +206,7 @@ class OpDeviceStats:
     worst_passing_ratio: float | None = None
     worst_case_id: str = ""
     ratio_bins: list[int] = field(default_factory=lambda: [0] * HIST_BINS)  # error-ratio histogram
+    known_bins: list[int] = field(default_factory=lambda: [0] * HIST_BINS)  # of those, known-bug failures
 
     @property
     def pass_rate(self) -> float | None:
@@ -310,6 +312,49 @@ class DeviceSummary:
     def pass_rate(self) -> float | None:
         return self.counts[Outcome.PASS] / self.ran if self.ran else None
 
+    @property
+    def judged(self) -> int:
+        """Cases that ran and that no known bug covers: the ones whose verdict is news."""
+        return self.ran - self.known
+
+    @property
+    def judged_pass_rate(self) -> float | None:
+        """Passing cases ÷ judged cases: 100 % when every case no known bug covers passed."""
+        return self.counts[Outcome.PASS] / self.judged if self.judged else None
+
+
+@dataclass(frozen=True)
+class SkippedTest:
+    """A test pytest skipped (a ``skip`` record), with its reason."""
+
+    test_id: str
+    reason: str
+    when: str
+    path: str  # the results file
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The figures a release note quotes, over every device of the report.
+
+    ``judged`` are the cases that ran and that no known bug covers (``passed`` + ``unexpected``);
+    ``known`` the failures a known bug or an expectations entry explains, also by entry; ``not_run``
+    the cases the backend declined; ``skipped`` the tests pytest skipped (they leave no case)."""
+
+    cases: int
+    judged: int
+    passed: int
+    known: int
+    known_by_entry: list[tuple[str, int]]
+    unexpected: int
+    not_run: int
+    skipped: int
+
+    @property
+    def every_uncovered_case_passed(self) -> bool:
+        """Some case was judged and every judged case passed (the run's completeness is the caller's)."""
+        return self.judged > 0 and self.unexpected == 0
+
 
 @dataclass
 class RunInfo:
@@ -372,6 +417,27 @@ class ReportData:
         """Only a complete run, that ran cases, with no unexpected failure of any kind and a clean exit."""
         return (self.total_cases > 0 and not self.is_partial and self.unexpected_failures == 0
                 and self.unrecorded_failures == 0 and all(run.status.clean for run in self.runs))
+
+    @property
+    def skipped_tests(self) -> list[SkippedTest]:
+        return [SkippedTest(test_id=str(skip.get("test_id") or "?"), reason=str(skip.get("reason") or ""),
+                            when=str(skip.get("when") or ""), path=str(results.path))
+                for results in self.files for skip in results.skips]
+
+    def headline(self) -> Headline:
+        passed = sum(summary.counts[Outcome.PASS] for summary in self.device_summaries.values())
+        declined = sum(summary.counts[Outcome.UNSUPPORTED] for summary in self.device_summaries.values())
+        by_entry: Counter[str] = Counter()
+        for cluster in self.known_clusters:
+            by_entry[cluster.known_cause.id if cluster.known_cause else "?"] += cluster.count
+        return Headline(cases=self.total_cases, judged=passed + self.unexpected_failures, passed=passed,
+                        known=self.known_failures, known_by_entry=sorted(by_entry.items(), key=lambda e: (-e[1], e[0])),
+                        unexpected=self.unexpected_failures, not_run=declined, skipped=len(self.skipped_tests))
+
+    @property
+    def all_uncovered_passed(self) -> bool:
+        """What a release note may say: a complete, clean run in which every case no known bug covers passed."""
+        return self.is_green and self.headline().every_uncovered_case_passed
 
     @property
     def device_names(self) -> list[str]:
@@ -734,13 +800,16 @@ def _add_to_op(op: OpSummary, column: str, case: CaseView, known: bool) -> None:
             stats.failed += 1
             stats.known += known
         ratio = case.error_ratio
+        known_failure = known and outcome.failing
         if ratio is None:
             if outcome.failing:  # a crash or timeout has no error to measure: off the scale
                 stats.ratio_bins[-1] += 1
+                stats.known_bins[-1] += known_failure
         else:
             if math.isnan(ratio):
                 ratio = math.inf  # a NaN error is as bad as it gets
             stats.ratio_bins[ratio_bin(ratio)] += 1
+            stats.known_bins[ratio_bin(ratio)] += known_failure
             if stats.worst_ratio is None or ratio > stats.worst_ratio:
                 stats.worst_ratio = ratio
                 stats.worst_case_id = case.case_id

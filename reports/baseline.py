@@ -9,7 +9,11 @@ module compares those, and the support matrix's cells:
 * per op and device: pass rate and worst error ratio now against the pooled baseline runs, with the
   pass rate of each baseline run for the plot; a fall in pass rate is flagged when it exceeds the
   noise of two binomial samples, a worst passing ratio when it grew more than 2×;
-* support-matrix cells whose mark changed (newly supported, newly declined, newly failing...).
+* support-matrix cells whose mark changed (newly supported, newly declined, newly failing...); a cell
+  whose every failure a known bug explains is "known only" on either side, not "claimed supported,
+  but fails";
+* whether the baseline is partial (a baseline run that was cut off reads as if it had not run what
+  it missed).
 
 Several baseline files of one run (several hosts) pool into that run; several runs give the plot
 its history, oldest first.
@@ -45,10 +49,12 @@ class _Figures:
     passed: int = 0
     ran: int = 0
     claimed_failing: int = 0
+    known: int = 0  # failures a known bug the harness matched explains (the record's ``expected``)
+    claimed_failing_known: int = 0
     worst: float | None = None  # worst error ratio of any case that ran (a crash counts as inf)
     worst_passing: float | None = None
 
-    def add(self, outcome: str, ratio: float | None, claimed: bool) -> None:
+    def add(self, outcome: str, ratio: float | None, claimed: bool, known: bool = False) -> None:
         self.total += 1
         if outcome == Outcome.UNSUPPORTED:
             return
@@ -57,6 +63,8 @@ class _Figures:
             self.passed += 1
         else:
             self.claimed_failing += claimed
+            self.known += known
+            self.claimed_failing_known += claimed and known
         if ratio is None:
             if outcome == Outcome.PASS:
                 return
@@ -73,6 +81,8 @@ class _Figures:
         self.passed += other.passed
         self.ran += other.ran
         self.claimed_failing += other.claimed_failing
+        self.known += other.known
+        self.claimed_failing_known += other.claimed_failing_known
         for name in ("worst", "worst_passing"):
             mine, theirs = getattr(self, name), getattr(other, name)
             if theirs is not None and (mine is None or theirs > mine):
@@ -85,7 +95,8 @@ class _Figures:
     @property
     def cell_kind(self) -> str:
         return classify_cell(CellStats(total=self.total, passed=self.passed, failed=self.ran - self.passed,
-                                       unsupported=self.total - self.ran, claimed_failing=self.claimed_failing))
+                                       unsupported=self.total - self.ran, claimed_failing=self.claimed_failing,
+                                       known=self.known, claimed_failing_known=self.claimed_failing_known))
 
 
 @dataclass
@@ -123,12 +134,13 @@ def _summarise(files: list[ResultsFile], run_of: dict[int, str] | None = None) -
             figures = cells.get(key)
             if figures is None:
                 figures = cells[key] = _Figures()
-            figures.add(outcome, ratio, case.get("supported") is True)
+            known = isinstance(case.get("expected"), dict)
+            figures.add(outcome, ratio, case.get("supported") is True, known)
             if several_runs and outcome != Outcome.UNSUPPORTED:
                 counts = summary.per_run.setdefault((run, op, spec), [0, 0])
                 counts[0] += outcome == Outcome.PASS
                 counts[1] += 1
-            if outcome in FAILING_OUTCOMES and not isinstance(case.get("expected"), dict):
+            if outcome in FAILING_OUTCOMES and not known:
                 kind, detail = failure_kind(case)
                 signature = dtype_signature(case.get("dtypes"))
                 match = (op, spec, signature, kind.name, detail)
@@ -218,6 +230,13 @@ class BaselineDiff:
     grown_clusters: list[ClusterChange] = field(default_factory=list)
     op_trends: list[OpTrend] = field(default_factory=list)
     cell_changes: list[CellChange] = field(default_factory=list)
+    # why the baseline is partial, one line per file that is ("path: reason"); empty when complete
+    partial_reasons: list[str] = field(default_factory=list)
+    cells_not_in_baseline: int = 0  # op × type × device cells of this run the baseline has no case of
+
+    @property
+    def is_partial(self) -> bool:
+        return bool(self.partial_reasons)
 
     @property
     def flagged_trends(self) -> list[OpTrend]:
@@ -272,7 +291,9 @@ def diff_against_baseline(files: list[ResultsFile], baseline_files: list[Results
     run_of, run_labels = _runs(baseline_files)
     before = _summarise(baseline_files, run_of)
     now = _summarise(files)
-    diff = BaselineDiff(baseline_paths=[str(f.path) for f in baseline_files], baseline_runs=run_labels)
+    partial = [f"{f.path}: {reason}" for f in baseline_files for reason in f.partial_reasons()]
+    diff = BaselineDiff(baseline_paths=[str(f.path) for f in baseline_files], baseline_runs=run_labels,
+                        partial_reasons=partial)
 
     ran_now = {(op, spec) for (op, spec), figures in now.ops.items() if figures.ran}
     for match, figures in now.clusters.items():
@@ -311,6 +332,7 @@ def diff_against_baseline(files: list[ResultsFile], baseline_files: list[Results
 
     for key in sorted(now.cells):
         old_cell = before.cells.get(key)
+        diff.cells_not_in_baseline += old_cell is None
         kind_before = old_cell.cell_kind if old_cell is not None else classify_cell(None)
         kind_now = now.cells[key].cell_kind
         # support changes only: pass/fail mixes move with what was drawn; the clusters cover those

@@ -25,6 +25,7 @@ from reports.analysis import (
     CELL_LABELS,
     CELL_MARKS,
     CLAIMED_FAIL,
+    KNOWN_ONLY,
     ReportData,
     analyse,
     attach_error_plots,
@@ -91,6 +92,25 @@ def format_number(value: Any) -> str:
     return f"{number:.3g}"
 
 
+# The bound of an error ratio: a ratio printed as this must be exactly this.
+RATIO_BOUND = 1.0
+RATIO_DIGITS = 3  # significant digits of a ratio away from the bound
+RATIO_MAX_DIGITS = 17  # enough to tell any float from another
+
+
+def format_ratio(value: Any) -> str:
+    """An error ratio (error ÷ tolerance) with enough digits to be told from the bound: 0.99998 and
+    1.00002 never print as "1", which the report reserves for a ratio of exactly 1 (a half-ulp tie)."""
+    number = as_float(value)
+    if number is None or math.isnan(number) or math.isinf(number) or number == RATIO_BOUND:
+        return format_number(value)
+    for digits in range(RATIO_DIGITS, RATIO_MAX_DIGITS + 1):
+        text = f"{number:.{digits}g}"
+        if float(text) != RATIO_BOUND:
+            return text if digits > RATIO_DIGITS else format_number(number)
+    return repr(number)
+
+
 def format_duration(seconds: float | None) -> str:
     if seconds is None:
         return "—"
@@ -140,6 +160,13 @@ def breakable(text: Any) -> Markup:
     return Markup(re.sub(r"([,/(\[])", r"\1<wbr>", escaped))
 
 
+def name_breakable(text: Any) -> Markup:
+    """A device name or spec (``tests.plugins.faulty:erf_gelu_quick``) with a break opportunity after each
+    dot, colon, underscore and slash: in the Summary's narrow columns it wraps between its parts."""
+    escaped = str(escape("" if text is None else text))
+    return Markup(re.sub(r"([./:_])", r"\1<wbr>", escaped))
+
+
 def _make_environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
@@ -151,6 +178,7 @@ def _make_environment() -> jinja2.Environment:
     )
     env.filters.update(
         num=format_number,
+        ratio=format_ratio,
         duration=format_duration,
         percent=format_percent,
         bytes=format_bytes,
@@ -165,6 +193,7 @@ def _make_environment() -> jinja2.Environment:
         seconds=format_seconds,
         quantity=format_quantity,
         breakable=breakable,
+        name_breakable=name_breakable,
     )
     return env
 
@@ -202,6 +231,9 @@ def render_report(data: ReportData, title: str | None = None, perf: PerfSection 
         cell_counts=data.cell_kind_counts(),
         unexpected_claimed_cells=data.unexpected_claimed_cells(),
         claimed_fail=CLAIMED_FAIL,
+        known_only=KNOWN_ONLY,
+        headline=data.headline(),
+        skipped_tests=data.skipped_tests,
         headers=_distinct_headers(data),
         bar_width=BAR_WIDTH,
         bound_x=bar_position(1.0),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,14 +12,16 @@ from results.outcome import Outcome
 CLAIMED_FAIL = "claimed-fail"
 NONE_PASS = "none-pass"
 SOME_PASS = "some-pass"
+KNOWN_ONLY = "known-only"
 ALL_PASS = "all-pass"
 NOT_CLAIMED = "not-claimed"
 NOT_RUN = "not-run"
-CELL_KINDS = (CLAIMED_FAIL, NONE_PASS, SOME_PASS, ALL_PASS, NOT_CLAIMED, NOT_RUN)
+CELL_KINDS = (CLAIMED_FAIL, NONE_PASS, SOME_PASS, KNOWN_ONLY, ALL_PASS, NOT_CLAIMED, NOT_RUN)
 CELL_MARKS = {
     CLAIMED_FAIL: "‼",
     NONE_PASS: "✗",
     SOME_PASS: "◐",
+    KNOWN_ONLY: "k",
     ALL_PASS: "✓",
     NOT_CLAIMED: "–",
     NOT_RUN: "·",
@@ -27,6 +30,7 @@ CELL_LABELS = {
     CLAIMED_FAIL: "claimed supported, but fails",
     NONE_PASS: "no case passes",
     SOME_PASS: "some cases pass",
+    KNOWN_ONLY: "fails only by known bugs",
     ALL_PASS: "every case passes",
     NOT_CLAIMED: "not claimed (backend declines)",
     NOT_RUN: "not run",
@@ -36,6 +40,8 @@ CELL_EXPLANATIONS = {
     "or errored. A program using ggml would run this op on the device and get wrong results.",
     NONE_PASS: "Cases ran and none passed (the device could not say beforehand whether it supports them).",
     SOME_PASS: "Some cases passed; others failed or were declined by the backend.",
+    KNOWN_ONLY: "Cases failed, and a known bug (or an expectations entry) explains every one, whether or not "
+    "the backend claims support: listed under Known failures, not news for a release.",
     ALL_PASS: "Every case ran and passed.",
     NOT_CLAIMED: "The backend declined every case (supports_op said no); ggml falls back to another device.",
     NOT_RUN: "No case of this op and type ran on this device.",
@@ -131,10 +137,14 @@ class CellStats:
 
 
 def classify_cell(stats: CellStats | None) -> str:
-    """The support-matrix mark for a cell; ``None`` (no records) is "not run"."""
+    """The support-matrix mark for a cell; ``None`` (no records) is "not run". A cell whose every
+    failure a known bug explains is "known only", never "claimed supported, but fails": that mark is
+    for failures nobody has explained."""
     if stats is None or stats.total == 0:
         return NOT_RUN
-    if stats.claimed_failing:
+    if stats.failed and stats.failed == stats.known:
+        return KNOWN_ONLY
+    if stats.claimed_failing > stats.claimed_failing_known:
         return CLAIMED_FAIL
     if stats.ran == 0:
         return NOT_CLAIMED
@@ -145,12 +155,32 @@ def classify_cell(stats: CellStats | None) -> str:
     return SOME_PASS
 
 
+GRAPH_FAMILY = "graph"
+MODEL_BLOCK_FAMILY = "model block"
+# Records of the harness' own tiers that are neither a catalogue op nor a graph pattern: the set/get
+# round trip (conformance/set_get.py's OP; reports does not import conformance).
+TIER_FAMILIES = {"SET_GET": "transfer"}
+
+
+@functools.cache
 def op_family(op: str) -> str:
-    """The golden catalogue's family of an op (``unary``, ``binary``, ``norm``...); ``other`` for an op
-    the catalogue does not know (results of another harness version)."""
+    """The golden catalogue's family of an op (``unary``, ``binary``, ``norm``...); a graph pattern's
+    record (its ``op`` is the pattern in upper case) is ``graph``, or ``model block`` for the patterns
+    that are whole model blocks (golden/graphs/patterns/blocks.py); a set/get round trip ``transfer``;
+    ``other`` for a name none of them knows
+    (results of another harness version)."""
     from golden import catalogue
 
     try:
         return catalogue.get(op).family or "other"
     except KeyError:
-        return "other"
+        pass
+    from golden.graphs.patterns import blocks
+    from golden.graphs.registry import patterns
+
+    if op in TIER_FAMILIES:
+        return TIER_FAMILIES[op]
+    name = op.lower()
+    if name in {pattern.name for pattern in blocks.PATTERNS}:
+        return MODEL_BLOCK_FAMILY
+    return GRAPH_FAMILY if name in patterns() else "other"

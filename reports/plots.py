@@ -37,6 +37,8 @@ def ratio_bin(ratio: float) -> int:
     if ratio < 10.0**HIST_LOG_MIN:
         return 0
     position = (math.log10(ratio) - HIST_LOG_MIN) * HIST_BINS_PER_DECADE
+    if ratio == 1.0:  # a ratio of exactly the bound passes (a half-ulp tie): the bin under the bound holds it
+        return (0 - HIST_LOG_MIN) * HIST_BINS_PER_DECADE
     return 1 + min(HIST_INNER_BINS - 1, int(position))
 
 
@@ -44,11 +46,13 @@ def _bin_upper_log(index: int) -> float:
     return HIST_LOG_MIN + index / HIST_BINS_PER_DECADE
 
 
-def ratio_histogram_svg(bins: Sequence[int], label: str, width: int = 200, height: int = 40) -> Markup:
+def ratio_histogram_svg(bins: Sequence[int], label: str, width: int = 200, height: int = 40,
+                        known_bins: Sequence[int] | None = None) -> Markup:
     """Bars of case counts per error-ratio bin; the black line is the bound (ratio 1).
 
     Heights are on a square-root scale, and any non-empty bin is at least 2 px tall: a handful of
-    failures next to thousands of passes must still be visible.
+    failures next to thousands of passes must still be visible. ``known_bins``: per bin, the failures
+    known bugs explain; a bar over the bound made of those alone is drawn in their calm colour.
     """
     total = sum(bins)
     plot_h = height - 12  # room for the axis labels
@@ -64,6 +68,8 @@ def ratio_histogram_svg(bins: Sequence[int], label: str, width: int = 200, heigh
         h = max(2.0, plot_h * math.sqrt(count / peak))
         over = index >= bound_index
         kind = "over" if over else ("near" if index == bound_index - 1 else "ok")
+        if over and known_bins is not None and index < len(known_bins) and known_bins[index] == count:
+            kind = "known"
         x = index * bar_w
         lower = "0" if index == 0 else f"{10 ** _bin_upper_log(index - 1):.3g}"
         upper = "∞, NaN or none (crash)" if index == HIST_BINS - 1 else f"{10 ** _bin_upper_log(index):.3g}"

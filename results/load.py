@@ -23,7 +23,7 @@ import numpy as np
 from results.outcome import Outcome
 from results.schema import OUTCOMES, SCHEMA, SCHEMA_VERSION
 
-RECORD_TYPES = ("header", "case", "footer")
+RECORD_TYPES = ("header", "case", "footer", "skip")
 FAILING_OUTCOMES: tuple[str, ...] = tuple(outcome.value for outcome in Outcome if outcome.failing)
 REQUIRED_CASE_FIELDS = ("case_id", "device", "op", "outcome")
 
@@ -50,6 +50,7 @@ class ResultsFile:
     headers: list[dict[str, Any]] = field(default_factory=list)
     cases: list[dict[str, Any]] = field(default_factory=list)
     footers: list[dict[str, Any]] = field(default_factory=list)
+    skips: list[dict[str, Any]] = field(default_factory=list)  # tests pytest skipped ("skip" records)
     truncated_line: int | None = None  # 1-based number of a dropped, cut-off final line
     ignored_records: int = 0  # records of a type this reader does not know (newer writer)
     _headers_by_writer: dict[tuple[Any, Any], dict[str, Any]] = field(default_factory=dict, repr=False)
@@ -209,6 +210,8 @@ def _load_results(path: Path) -> ResultsFile:
             result.headers.append(record)
         elif kind == "footer":
             result.footers.append(record)
+        elif kind == "skip":
+            result.skips.append(record)
         else:
             result.ignored_records += 1
     if not result.headers:

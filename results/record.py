@@ -256,6 +256,30 @@ class HeaderRecord:
 
 
 @dataclass
+class SkipRecord:
+    """A test pytest skipped, written when it skips (an interrupted run keeps the skips it had): a
+    skipped test leaves no case record, so without this line a run in which a whole tier skipped
+    would read like one that never selected it."""
+
+    run_id: str
+    worker: str | None
+    test_id: str
+    when: str  # "setup" (a skip mark, or a fixture that skipped) or "call" (the test body skipped)
+    reason: str  # pytest's reason, one line
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "skip", "run_id": self.run_id, "worker": self.worker, "test_id": self.test_id,
+                "when": self.when, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SkipRecord:
+        worker = data.get("worker")
+        return cls(run_id=str(data.get("run_id") or ""), worker=None if worker is None else str(worker),
+                   test_id=str(data.get("test_id") or "?"), when=str(data.get("when") or ""),
+                   reason=str(data.get("reason") or ""))
+
+
+@dataclass
 class FooterRecord:
     """The last line of a process that ended normally; ``breakers`` and ``repeats_not_rerun`` are the
     pytest plug-in's (None: left out, as the perf process writes it)."""

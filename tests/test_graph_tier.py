@@ -50,6 +50,10 @@ EXAMPLES = (  # one case of each pattern, decode and prefill, broadcast and swap
     "GRAPH[llama_layer](type=f16,hd=32,heads=1,n=1,kv=48,p0=47,ff=96,attn=softmax,eps=1e-06,mode=0,n_dims=16,"
     "freq_base=500000.0,data=uniform:15)",
     "GRAPH[moe_ffn](type=q8_0,d=64,ff=32,e=8,k=2,n=3,data=uniform:16)",
+    "GRAPH[attention](type=f16,hd=64,heads=8,kv_heads=2,n=7,kv=64,p0=20,max_bias=8.0,softcap=30.0,sinks=True,"
+    "data=uniform:17)",
+    "GRAPH[attention](type=f32,hd=80,heads=2,kv_heads=2,n=1,kv=33,p0=32,max_bias=0.0,softcap=0.0,sinks=False,"
+    "data=dense:18)",
 )
 
 

@@ -7,7 +7,6 @@ Runs ggml 0.25.1's libllama from ``.backends/ggml-0.25.1-vulkan`` (``scripts/set
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,16 +16,9 @@ import pytest
 
 from golden import dtypes, formats
 from golden.catalogue import get
+from tests.model_tier_support import LIB, ROOT, needs_libllama, subprocess_env
 
-ROOT = Path(__file__).parent.parent
-LIB = ROOT / ".backends" / "ggml-0.25.1-vulkan"
-needs_libllama = pytest.mark.skipif(
-    not any(LIB.glob("libllama*.so")),
-    reason="no libllama in .backends/ggml-0.25.1-vulkan (scripts/setup-vulkan.sh puts it there)")
-
-
-def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+_env = subprocess_env
 
 
 def test_the_dtype_table_holds_every_format_the_golden_reads() -> None:

@@ -1,6 +1,7 @@
 """The model verdict's rules (conformance/model.py), on figures made by hand: a failing node decides first;
 with every node passing, fused logits beyond the bar read "wrong only with the whole graph"; a not-judged
-node is never a pass by itself; and the logits figures themselves."""
+node (or logits the golden could not compute) make the run incomplete, a pass only when the user accepts the
+gap; and the logits figures themselves."""
 
 from __future__ import annotations
 
@@ -44,9 +45,29 @@ def test_fused_logits_beyond_the_bar_are_wrong_only_with_the_whole_graph() -> No
     assert _verdict(["pass"] * 3, 1e-7, math.nan).verdict.startswith("FAIL: wrong only")
 
 
-def test_not_judged_nodes_are_said_so() -> None:
-    v = _verdict(["pass", "not judged"], 1e-7, 1e-7)
-    assert v.verdict == "pass (every judged node; some not judged)" and v.counts == {"pass": 1, "not judged": 1}
+def test_not_judged_nodes_make_the_run_incomplete_unless_accepted() -> None:
+    v = _verdict(["pass", "not judged", "not judged", "not judged"], 1e-7, 1e-7)
+    for node, kind in zip(v.nodes[1:], ("a source has ggml type q4_1", "a source has ggml type q4_1", "no op"),
+                          strict=True):
+        node.not_judged_kind, node.detail = kind, f"{kind} (node {node.index})"
+    v.nodes[3].op = "ROPE"
+    assert v.verdict == "incomplete: 3 of 4 computed nodes not judged" and not v.passed and v.exit_status == 3
+    assert v.not_judged == [("a source has ggml type q4_1", 2, ["MUL"]), ("no op", 1, ["ROPE"])]
+    v.allow_unjudged = True
+    assert v.passed and v.exit_status == 0
+    assert v.verdict == "pass (every judged node; 3 of 4 computed nodes not judged: accepted with --allow-unjudged)"
+    # a failing node still decides first
+    v.nodes[0].status = "FAIL"
+    assert v.exit_status == 1 and v.verdict.startswith("FAIL at node 0")
+
+
+def test_logits_the_golden_could_not_compute_are_not_judged_and_say_why() -> None:
+    v = _verdict(["pass", "pass"], 1e-7, 1e-7)
+    v.logits = []
+    v.replay_gaps = {"a source has ggml type q4_1, which the golden does not read": 60, "no SET_ROWS dst": 2}
+    assert v.logits_not_judged == ("the golden's forward pass cannot compute 62 node(s) (a source has ggml type q4_1, "
+                                   "which the golden does not read: 60; no SET_ROWS dst: 2)")
+    assert v.verdict == "incomplete: 0 of 2 computed nodes not judged; logits not judged" and v.exit_status == 3
 
 
 def test_logits_figures() -> None:
@@ -60,3 +81,19 @@ def test_logits_figures() -> None:
     row[top] = row.min() - 1.0  # token 2's top-1 is now another id
     figures = logits_figures("d", golden, swapped)
     assert figures.top1_agreement == 6 / 7 and figures.kl_max > figures.kl_mean > 0
+
+
+def test_nodes_another_backend_computed_are_counted_and_named_apart() -> None:
+    """ggml's scheduler puts a node the device declines on the CPU: a pass says how many nodes were the
+    device's, and a failure on the CPU is not called the device's."""
+    v = _verdict(["pass"] * 5, 1e-7, 1e-7)
+    for node in v.nodes:
+        node.computed_by = "Vulkan0"
+    assert v.verdict == "pass" and not v.computed_elsewhere
+    v.nodes[0].computed_by = v.nodes[3].computed_by = "CPU"
+    assert v.computed_elsewhere == {"CPU": 2}
+    assert v.verdict == "pass (Vulkan0 computed 3 of 5 nodes; 2 on CPU, judged apart)" and v.exit_status == 0
+    v.nodes[3].status = "FAIL"
+    assert v.verdict == "FAIL at node 3 (n3, MUL) computed by CPU, not Vulkan0" and v.exit_status == 1
+    v.nodes[1].status = "FAIL"  # the device's own failure comes first in node order
+    assert v.verdict == "FAIL at node 1 (n1, MUL)"

@@ -150,7 +150,14 @@ def test_merged_report_over_a_partial_baseline_reads_at_both_widths(merged: tupl
     assert new_clusters and all(row.startswith("<tr><td>GELU_QUICK</td>") and FAULTY in row for row in new_clusters)
     faulty_changes = [row for row in support_changes if FAULTY in row]
     assert len(faulty_changes) == 2 and all(f'class="k-{CLAIMED_FAIL}"' in row for row in faulty_changes)
+    assert 'id="baseline-partial"' in html  # the report says the baseline was cut off
+    from tests.reports.test_chromium_model import measure as measure_words
+
     for width in (1024, 1920):
+        words = measure_words(page, width, tmp_path, tables="table")
+        # a soft hyphen (the Summary's "un&shy;expected") is a break the template offers
+        broken = [b for b in words["broken"] if "\u00ad" not in b[1]]
+        assert not broken, f"{width} px: words broken inside (text, word, section, table): {broken}"
         m = measure(page, width, tmp_path)
         assert m["scrollWidth"] <= m["clientWidth"], f"{width} px: {json.dumps(m)[:500]}"
         assert m["summaryRight"] <= m["clientWidth"] and m["summaryScroll"] <= m["summaryBox"], "Summary cut off"

@@ -1,12 +1,14 @@
 """``conform triage`` finds planted boundaries, and what it writes turns those failures into known ones.
 
 The plug-in ``tests.plugins.faulty_triage:boundaries`` is wrong exactly for ADD with src0 at a byte offset
-not a multiple of 16, SILU rows longer than 1024, and CONV_TRANSPOSE_1D at stride 3 (and nowhere else)."""
+not a multiple of 16, SILU rows longer than 1024, CONV_TRANSPOSE_1D at stride 3, and SQR where a value of
+src0 exceeds 0.99 in magnitude (a value fault that a fixed data seed shows as a size boundary)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +29,10 @@ CASES = {
     "CONV_TRANSPOSE_1D": ("CONV_TRANSPOSE_1D(type0=f32,ne0=[3,2,2,1],type1=f32,ne1=[5,2,1,1],dst=f32,s0=3,"
                           "data=uniform:1)", [{"param": "s0", "equals": 3}]),
 }
+# triaged with CASES: the f16 form of the SILU case (a second cluster that ends in the same features), and a
+# value fault whose fixed-seed size variants look like boundaries on every dim
+SILU_F16 = "SILU(type=f16,ne=[2048,2,1,1],dst=f16,data=uniform:1)"
+SQR_VALUES = "SQR(type=f32,ne=[2,2,3,3],dst=f32,data=uniform:3)"
 
 
 def _conform(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -35,36 +41,96 @@ def _conform(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[st
 
 
 @pytest.fixture(scope="module")
-def triaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
+def triaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path, str]:
     tmp = tmp_path_factory.mktemp("triage")
     written = tmp / "vendor.toml"
     args = ["triage", "--device", PLANTED, "--budget", "300", "--out", str(tmp / "out"), "--json",
             "--write", str(written)]
-    for case_id, _ in CASES.values():
+    for case_id in [case_id for case_id, _ in CASES.values()] + [SILU_F16, SQR_VALUES]:
         args += ["--case", case_id]
     done = _conform(*args)
     assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads((tmp / "out" / "triage.json").read_text()), written
+    text = done.stdout + (tmp / "out" / "triage.md").read_text()
+    return json.loads((tmp / "out" / "triage.json").read_text()), written, text
+
+
+def _finding(triaged: tuple[list[dict], Path, str], case_id: str) -> dict:
+    return next(f for f in triaged[0] if f["smallest"] == case_id)
+
+
+def _signature_tables(case_id: str) -> list[dict]:
+    """What each entry adds to keep to its own cluster: each input's dtype and dst."""
+    case = parse_case_id(case_id)
+    return [{"input": i, "dtype": t.dtype} for i, t in enumerate(case.inputs)] + [{"dst": case.dst}]
 
 
 @pytest.mark.parametrize("op", sorted(CASES))
-def test_triage_finds_the_planted_boundary_and_nothing_else(triaged: tuple[list[dict], Path], op: str) -> None:
-    findings = {f["cluster"]["op"]: f for f in triaged[0]}
-    finding = findings[op]
+def test_triage_finds_the_planted_boundary_and_nothing_else(triaged: tuple[list[dict], Path, str], op: str) -> None:
+    finding = _finding(triaged, CASES[op][0])
     assert finding["replay"]["alone, fresh process"] == "fail" and finding["replay"]["golden"] == "pass"
-    assert finding["when"] == CASES[op][1]
+    assert finding["when"] == CASES[op][1] + _signature_tables(CASES[op][0])
     assert finding["accepted"] and finding["entry"]["devices"] == PLANTED
     assert any(not t["keeps_failure"] for t in finding["trials"])  # it did find passing variants
 
 
-def test_the_written_entries_load_and_match_their_cases(triaged: tuple[list[dict], Path]) -> None:
-    bugs = {b.op: b for b in load([triaged[1]])}
-    assert set(bugs) == set(CASES)
-    for op, (case_id, _) in CASES.items():
-        assert bugs[op].matches(parse_case_id(case_id), PLANTED, "")
-        assert bugs[op].source == str(triaged[1])
+def test_the_written_entries_load_and_match_their_cases(triaged: tuple[list[dict], Path, str]) -> None:
+    bugs = {b.repro: b for b in load([triaged[1]])}
+    assert set(bugs) == {case_id for case_id, _ in CASES.values()} | {SILU_F16}  # SQR: nothing decided it
+    for case_id, _ in CASES.values():
+        assert bugs[case_id].matches(parse_case_id(case_id), PLANTED, "")
+        assert bugs[case_id].source == str(triaged[1])
     moved = parse_case_id(CASES["ADD"][0].replace("offs[1]", "offs[4]"))  # 16 bytes: the planted fault is gone
-    assert not bugs["ADD"].matches(moved, PLANTED, "")
+    assert not bugs[CASES["ADD"][0]].matches(moved, PLANTED, "")
+
+
+def test_two_clusters_of_two_dtypes_get_an_entry_each(triaged: tuple[list[dict], Path, str]) -> None:
+    """SILU of F32 and of F16 end in the same features: each is written, under its own id, and covers its
+    own cluster only (main wrote one entry, `plugin-silu-src0-dim-0`, and dropped the other silently)."""
+    f32, f16 = CASES["SILU"][0], SILU_F16
+    ids = [_finding(triaged, c)["entry"]["id"] for c in (f32, f16)]
+    assert len(set(ids)) == 2, ids
+    bugs = {b.repro: b for b in load([triaged[1]])}
+    assert [bugs[f32].id, bugs[f16].id] == ids
+    assert len({b.id for b in bugs.values()}) == len(bugs)
+    assert bugs[f32].matches(parse_case_id(f32), PLANTED, "") and not bugs[f32].matches(parse_case_id(f16), PLANTED, "")
+    assert bugs[f16].matches(parse_case_id(f16), PLANTED, "") and not bugs[f16].matches(parse_case_id(f32), PLANTED, "")
+
+
+def test_no_placeholder_survives_in_what_triage_prints(triaged: tuple[list[dict], Path, str]) -> None:
+    """A plug-in has no ggml release: the prose names the device instead of saying `On ggml ?`."""
+    text = triaged[2]
+    lone_marks = re.findall(r".{0,30}(?<![\w?])\?(?![\w?]).{0,30}", text)
+    assert not lone_marks, lone_marks[:5]
+    for finding in triaged[0]:
+        assert finding["paragraph"].startswith(f"On the device {PLANTED}, ")
+
+
+def test_what_is_counted_is_said(triaged: tuple[list[dict], Path, str]) -> None:
+    n = len(CASES) + 2
+    assert f"{n} cluster(s) of unexpected failures: {n} distinct case(s) ({n} records; the report counts " \
+           "records)" in triaged[2]
+    assert "): 1 distinct case (1 record)" in triaged[2]
+    for finding in triaged[0]:
+        assert "1 distinct case (1 record)" in finding["paragraph"]
+
+
+def test_a_value_fault_is_not_read_as_a_size_boundary(triaged: tuple[list[dict], Path, str]) -> None:
+    """From data seed 3 every dim of the SQR case looks like a boundary (ne = 1 draws no value above 0.99);
+    fresh data on each side breaks each, so no size is proposed and the entry is the cluster's signature."""
+    finding = _finding(triaged, SQR_VALUES)
+    assert not any("dim" in table for table in finding["when"]), finding["when"]
+    assert finding["when"] == _signature_tables(SQR_VALUES) and not finding["accepted"]
+    redrawn = [u for u in finding["undecided"] if "did not hold when the data was re-drawn" in u]
+    assert {u.split(":")[0] for u in redrawn} == {f"src0 dim {d}" for d in range(4)}
+    assert any(t["feature"].endswith("re-drawn") and t["passed"] for t in finding["trials"])
+
+
+def test_a_real_size_boundary_holds_on_fresh_data(triaged: tuple[list[dict], Path, str]) -> None:
+    finding = _finding(triaged, CASES["SILU"][0])
+    (decision,) = [d for d in finding["decisions"] if d["feature"] == "src0 dim 0"]
+    assert "held with 3 fresh data seeds on each side (ne[0] = 2048, 1025, 1024)" in decision["summary"]
+    redrawn = [t for t in finding["trials"] if t["feature"] == "src0 dim 0 re-drawn"]
+    assert len(redrawn) == 9 and len({parse_case_id(t["case_id"]).data_seed for t in redrawn}) == 3
 
 
 VENDOR_TOML = """
@@ -216,3 +282,89 @@ def test_params_are_varied_where_an_optional_input_is_outside_the_signatures() -
                          "prec=f32,mask=False,sinks=True,data=wide:1)")
     domain = param_domain(case, draws=60)
     assert len(domain["scale"]) > 1 and set(domain["prec"]) == {"default", "f32"}
+
+
+def test_a_cluster_counts_distinct_cases_and_records_apart() -> None:
+    """The report counts records (a case drawn twice, or replayed by the shrinker, is two); triage's
+    clusters are of distinct cases: each says both."""
+    from conformance.triage import clusters_of
+
+    records = [{"device": "ggml:Vulkan0", "op": "SILU", "case_id": case_id, "outcome": "fail",
+                "dtypes": {"src0": "f32", "dst": "f32"}} for case_id in ("A", "B", "A")]
+    (cluster,) = clusters_of(records)
+    assert (cluster.case_ids, cluster.records) == (["A", "B"], 3)
+    assert cluster.counted() == "2 distinct cases (3 records)"
+
+
+def _check_valid(case: object) -> None:
+    """Raises where ggml would refuse the case (the op's validator) or the golden model cannot evaluate it."""
+    from conformance.inputs import make_inputs
+    from golden import catalogue
+
+    spec = catalogue.get(case.op)  # type: ignore[attr-defined]
+    inputs = make_inputs(case)  # type: ignore[arg-type]
+    if spec.validate is not None:
+        spec.validate(case, inputs)  # type: ignore[arg-type]
+    catalogue.evaluate(case, catalogue.golden_inputs(case, inputs))  # type: ignore[arg-type]
+
+
+class _SinksFault:
+    """A bench wrong exactly when FLASH_ATTN_EXT has sinks; a case the golden validator refuses is a harness
+    error, as on a real device (a sinks param off with the sinks input still there is one)."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def run(self, case: object) -> object:
+        from types import SimpleNamespace
+
+        self.ran.append(case.case_id)  # type: ignore[attr-defined]
+        outcome, message = "fail", "wrong"
+        try:
+            _check_valid(case)
+            if not case.param("sinks"):  # type: ignore[attr-defined]
+                outcome, message = "pass", ""
+        except ValueError as exc:
+            outcome, message = "error", f"harness error: {exc}"
+        return SimpleNamespace(outcome=SimpleNamespace(value=outcome), message=message, expected=None, metrics={})
+
+
+def test_a_param_that_implies_an_input_adds_or_drops_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turning FLASH_ATTN_EXT's sinks off drops the sinks input (main kept it: every such variant was refused,
+    so sinks were never found to decide); turning the mask on adds an [n_kv, n_q] F16 mask before the sinks."""
+    import conformance.triage as triage
+
+    case = parse_case_id("FLASH_ATTN_EXT(type0=f32,ne0=[64,2,2,1],type1=f16,ne1=[64,4,1,1],type2=f16,"
+                         "ne2=[64,4,1,1],type3=f32,ne3=[2,1,1,1],dst=f32,scale=0.125,max_bias=0.0,"
+                         "logit_softcap=0.0,prec=f32,mask=False,sinks=True,data=uniform:1)")
+    monkeypatch.setattr(triage, "param_domain", lambda c: {"sinks": [True, False], "mask": [False, True]})
+    bench = _SinksFault()
+    finding = triage.Finding(triage.Cluster("x", case.op, "fail", "", [case.case_id]), case.case_id)
+    triage._param_step(case, triage.Triage(bench, "fail", 600), finding)  # type: ignore[arg-type]
+    assert [d.predicate for d in finding.decisions] == [{"param": "sinks", "equals": True}]
+    by_value = {(t.feature, t.value): parse_case_id(t.case_id) for t in finding.trials}
+    no_sinks = by_value[("param sinks", "False")]
+    assert len(no_sinks.inputs) == 3 and not no_sinks.param("sinks")
+    masked = by_value[("param mask", "True")]
+    assert [(t.dtype, t.ne) for t in masked.inputs[3:]] == [("f16", (4, 2, 1, 1)), ("f32", (2, 1, 1, 1))]
+    for variant in (no_sinks, masked):
+        _check_valid(variant)
+
+
+@pytest.mark.parametrize("op_case", [
+    "FLASH_ATTN_EXT(type0=f32,ne0=[64,2,2,1],type1=f16,ne1=[64,4,1,1],type2=f16,ne2=[64,4,1,1],type3=f16,"
+    "ne3=[4,2,1,1],type4=f32,ne4=[2,1,1,1],dst=f32,scale=0.125,max_bias=0.0,logit_softcap=0.0,prec=f32,mask=True,"
+    "sinks=True,data=uniform:1)",
+    "SOFT_MAX(type0=f32,ne0=[16,3,2,1],type1=f32,ne1=[16,3,1,1],type2=f32,ne2=[2,1,1,1],dst=f32,scale=1.0,"
+    "max_bias=0.0,mask=True,sinks=True,data=uniform:1)",
+])
+def test_size_variants_resize_the_inputs_a_param_implies(op_case: str) -> None:
+    """q's heads (or the softmax input's planes) varied: the sinks follow, one per head, and the mask keeps
+    n_kv and the rows (main left them: those variants were refused, never run)."""
+    from conformance.triage import dim_variants
+
+    case = parse_case_id(op_case)
+    for _, variant in dim_variants(case, 0, 2)[:6]:
+        variant = parse_case_id(variant.case_id)
+        _check_valid(variant)
+        assert variant.inputs[-1].ne == (variant.inputs[0].ne[2], 1, 1, 1)

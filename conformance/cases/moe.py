@@ -15,11 +15,13 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
+from conformance.cases.quant import format_row_sizes
 from conformance.cases.registry import register
 from conformance.data import plain_input
 from conformance.strategies import ROW_KEEPING_PERMS, finish, input_layouts, layouts, row_size, spec
 from golden import catalogue
 from golden.case import Layout, OpCase
+from golden.dtypes import DRAWN_QUANT_TYPES
 from golden.spec import Signature
 
 ROUTED_ELEMENTS = 1 << 18  # tokens · slots · N · K: the routed pairs the error model expands
@@ -34,7 +36,10 @@ def _divisors(n: int) -> list[int]:
 
 @st.composite
 def _mul_mat_id(draw: st.DrawFn, op: str, sig: Signature, quantized: bool) -> OpCase:
-    k = draw(st.sampled_from(QUANT_K)) if quantized else draw(row_size(max_ne0=1024))
+    if quantized and sig.srcs[0] not in DRAWN_QUANT_TYPES:  # a weight format: its block edges (cases/quant.py)
+        k = draw(format_row_sizes(sig.srcs[0]))
+    else:
+        k = draw(st.sampled_from(QUANT_K)) if quantized else draw(row_size(max_ne0=1024))
     n_used = draw(st.integers(1, 8))
     n_expert = draw(st.one_of(st.integers(n_used, n_used + 4), st.integers(1, 10)))
     tokens = draw(st.one_of(st.just(1), st.integers(2, 8), st.integers(33, 64)))

@@ -32,7 +32,7 @@ from conformance.strategies import (
     special_branch,
     weight_names,
 )
-from golden import catalogue, dtypes, quant, rope
+from golden import catalogue, dtypes, formats, quant, rope
 from golden.case import Layout, OpCase
 from golden.conv import conv_output_size, pool_output_size
 from golden.spec import Signature
@@ -228,7 +228,15 @@ def mul_mat_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
     if not same_sign_operands(case):
         return out
     for i, t in enumerate(case.inputs):
-        if dtypes.is_quantized(t.dtype):  # Q weights: quantize |values| again, block by block
+        if dtypes.is_quantized(t.dtype) and t.dtype not in dtypes.DRAWN_QUANT_TYPES:
+            # a weight format: |values| quantized again where the golden has its quantizer (raw random
+            # blocks have no sign to fold); the others keep their mixed-sign weights
+            fmt = formats.get(t.dtype)
+            if fmt.quantize is not None:
+                values = fmt.dequantize(np.asarray(out[i], np.uint8).ravel(), t.nelements)
+                raw = fmt.quantize(np.abs(values).reshape(-1, t.ne[0]), "reference")
+                out[i] = raw.reshape(np.shape(out[i]))
+        elif dtypes.is_quantized(t.dtype):  # Q weights: quantize |values| again, block by block
             values = quant.dequantize(np.asarray(out[i], np.uint8).ravel(), t.dtype, t.nelements)
             raw = quant.quantize(np.abs(values).astype(np.float32).reshape(-1, t.ne[0]), t.dtype)
             out[i] = raw.reshape(np.shape(out[i]))

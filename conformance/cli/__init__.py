@@ -15,6 +15,7 @@ Bad input gets one line on stderr and exit code 2, never a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from conformance.cli import bisect, listing, perf, repro, run, triage
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = argv  # as typed, for the results header
+    if getattr(args, "ggml_lib", None):  # absolute: workers restarted later may not share the cwd
+        args.ggml_lib = os.path.abspath(os.path.expanduser(args.ggml_lib))
     from device.base import DeviceError
     from device.interrupt import stop_on_signals
 

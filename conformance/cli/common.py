@@ -27,6 +27,19 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def expectation_paths(values: Sequence[str] | None) -> tuple[str, ...]:
+    """--expectations files and $CONFORM_EXPECTATIONS, as the suite reads them (checked: UsageError if bad)."""
+    from device.expectation_file import paths_from_env
+
+    check = OPTIONS_BY_FLAG["--expectations"].check
+    try:
+        if check is not None:
+            check(list(values or []))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return (*(values or ()), *paths_from_env())
+
+
 def device_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"ggml_lib": args.ggml_lib, "threads": getattr(args, "threads", 1)}
 

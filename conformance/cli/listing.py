@@ -47,6 +47,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
         rows.append({
             "op": spec.name, "family": spec.family, "implemented": spec.implemented,
             "signatures": [s.label() for s in spec.signatures],
+            "quantized_signatures": [s.label() for s in spec.quantized_signatures],
             "tolerance": {k: v.describe() for k, v in spec.tolerance.items()},
             "notes": spec.notes,
         })
@@ -65,6 +66,9 @@ def cmd_ops(args: argparse.Namespace) -> int:
         for dst, row in r["tolerance"].items():
             bounds = " ".join(f"{k}={readable_bound(v)}" for k, v in row.items() if k != "reason")
             print(f"    {dst:<6} {bounds}  ({row.get('reason', 'no reason given')})")
+    print("\nQUANTIZED TYPE  OPS DRAWN WITH IT (test_quantized; the signatures that hold the type)")
+    for qtype, ops in quantized_type_ops(catalogue.OPS.values()).items():
+        print(f"{qtype:<15} {', '.join(ops) if ops else undrawn_reason(qtype)}")
     return 0
 
 
@@ -84,6 +88,27 @@ def readable_bound(value: object) -> str:
             power = f"2^{exponent - bits}"
             return f"{sign}{power}" if multiple == 1 else f"{sign}{int(multiple)}·{power}"
     return f"{number:.4g}"
+
+
+def undrawn_reason(qtype: str) -> str:
+    from golden import formats
+
+    if qtype in formats.TYPES and not formats.get(qtype).has_to_float:
+        return "none: an activation format (ggml has no to_float for it), judged inside the products that use it"
+    return "none: read only where a model or a test file holds it"
+
+
+def quantized_type_ops(specs: Any) -> dict[str, list[str]]:
+    """Every quantized type of golden.dtypes, with the ops whose quantized signatures draw it."""
+    from golden import dtypes
+
+    found: dict[str, list[str]] = {q: [] for q in dtypes.QUANT_TYPES}
+    for spec in specs:
+        for signature in spec.quantized_signatures:
+            for qtype in dict.fromkeys(t for t in (*signature.srcs, signature.dst) if t in found):
+                if spec.name not in found[qtype]:
+                    found[qtype].append(spec.name)
+    return found
 
 
 def declare_parser(sub: Any) -> None:

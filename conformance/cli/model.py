@@ -1,19 +1,26 @@
 """``conform model``: run a GGUF (a user's, or a synthetic tiny model of a named architecture) through
 libllama on a ggml device, judge every node it computes against the golden, and its logits end to end.
 
-Exit status: 0 pass, 1 a node or the logits fail, 2 bad input (one line on stderr).
+Exit status: 0 pass, 1 a node or the logits fail, 2 bad input (one line on stderr), 3 incomplete: a node the
+device computed, or the logits, could not be judged (the summary says why, one line per reason); with
+``--allow-unjudged`` such a run passes and says what was left out.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
+import os
 import pickle
+import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -21,7 +28,9 @@ if TYPE_CHECKING:
     from conformance.model import ModelVerdict
 
 GGUF_MAGIC = b"GGUF"
-DEFAULT_PREFILL = "1,5,9,17,33,65"
+DEFAULT_PREFILL = "1,5,9,17,33,65"  # a model without a tokenizer (no_vocab): ids
+DEFAULT_PROMPT = "The capital of France is"  # a model with one: text, through its tokenizer
+MAX_DECODE = 2048
 FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # enum llama_flash_attn_type
 
 
@@ -30,14 +39,15 @@ class ModelUsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from conformance.cli.common import OUTPUT_RULE, DefaultsFormatter, OneLineParser
+    from conformance.cli.common import OUTPUT_RULE, DefaultsFormatter, OneLineParser, declare
     from conformance.model_synthetic import ARCHITECTURES, WEIGHT_TYPES
 
     p = OneLineParser(prog="conform model", formatter_class=DefaultsFormatter,
                       description="Run a model through libllama on a device, judge every node it computes against "
                                   "the golden (first failing node with a conform repro line and an .npz), then "
-                                  "its logits end to end next to ggml:CPU. Exit status: 0 pass, 1 fail, 2 bad input. "
-                                  "Outputs: " + OUTPUT_RULE + ".")
+                                  "its logits end to end next to ggml:CPU. Exit status: 0 pass, 1 fail, 2 bad input, "
+                                  "3 incomplete (a node the device computed, or the logits, not judged; see "
+                                  "--allow-unjudged). Outputs: " + OUTPUT_RULE + ".")
     p.add_argument("gguf", nargs="?", default=None, help="a GGUF model file (or use --arch for a synthetic one)")
     p.add_argument("--arch", default=None, choices=ARCHITECTURES,
                    help="a synthetic tiny model of this architecture (2 layers, 128-token vocabulary, seeded weights)")
@@ -45,33 +55,96 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --arch: the matrices' type, or a llama-quantize mix (q4_k_m, q5_k_m, q3_k_m, q2_k; "
                         "mxfp4: gpt-oss's MXFP4 experts, for a MoE --arch)")
     p.add_argument("--seed", type=int, default=0, help="with --arch: the weights' seed")
+    p.add_argument("--vocab", action="store_true",
+                   help="with --arch: a real byte-level BPE tokenizer with a ChatML template (271 tokens) in place "
+                        "of no_vocab, so prompts are text")
     p.add_argument("--device", action="append", default=[], metavar="ggml:NAME",
                    help="the ggml device: ggml:CPU (the default), ggml:Vulkan0, ggml:CANN0; repeatable (one section "
                         "each in model.html)")
     p.add_argument("--ggml-lib", default=None, metavar="DIR",
                    help="the llama.cpp build folder with libllama and ggml (default: $GGML_LIB_DIR)")
-    p.add_argument("--tokens", default=DEFAULT_PREFILL, metavar="ID,...", help="the prefill's token ids")
-    p.add_argument("--decode", type=int, default=2, metavar="N", help="decode steps after the prefill (KV cache)")
+    p.add_argument("--prompt", default=None, metavar="TEXT",
+                   help="the prefill as text, tokenized by the model's own tokenizer through libllama (default: "
+                        f"{DEFAULT_PROMPT!r} where the model has a tokenizer)")
+    p.add_argument("--prompt-file", default=None, metavar="FILE", help="the prompt's text from a file")
+    p.add_argument("--chat", action="store_true",
+                   help="lay the prompt out as a user message by the model's chat template (llama_chat_apply_template)")
+    p.add_argument("--tokens", default=None, metavar="ID,...",
+                   help=f"the prefill's token ids (default for a model without a tokenizer: {DEFAULT_PREFILL})")
+    p.add_argument("--decode", type=int, default=2, metavar="N",
+                   help=f"greedy decode steps after the prefill (KV cache), up to {MAX_DECODE}: each feeds the "
+                        "golden's greedy token to the device and the golden; the device's own choice is reported "
+                        "beside it")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads")
     p.add_argument("--flash-attn", default="off", choices=tuple(FLASH_ATTN),
                    help="llama.cpp's flash attention: off (MUL_MAT, SOFT_MAX, MUL_MAT nodes), on (FLASH_ATTN_EXT "
                         "nodes), auto (as llama.cpp decides for the device, as users run it)")
     p.add_argument("--no-cpu", action="store_true", help="skip ggml:CPU's logits beside the device's")
+    p.add_argument("--allow-unjudged", action="store_true",
+                   help="accept nodes (and logits) the golden cannot judge: exit 0 with the gap stated, not 3 "
+                        "(incomplete)")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: conform-out/model-<time>)")
+    declare(p, "--expectations")
     return p
 
 
-def _tokens(text: str, n_decode: int) -> list[list[int]]:
+def _token_ids(text: str) -> list[int]:
     try:
         prefill = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
         raise ModelUsageError(f"--tokens {text!r}: not a comma-separated list of token ids") from None
     if len(prefill) < 2 or any(t < 0 for t in prefill):
         raise ModelUsageError(f"--tokens {text!r}: a prefill needs at least two non-negative token ids")
-    if n_decode < 0 or n_decode > 64:
-        raise ModelUsageError(f"--decode {n_decode}: between 0 and 64 steps")
-    # decode ids are fixed, not sampled: every device decodes the same sequence
-    return [prefill] + [[(prefill[-1] + 7 * (i + 1)) % 128] for i in range(n_decode)]
+    return prefill
+
+
+def _check_prompt_args(args: argparse.Namespace) -> None:
+    """The prompt options that contradict each other, before anything loads."""
+    if args.decode < 0 or args.decode > MAX_DECODE:
+        raise ModelUsageError(f"--decode {args.decode}: between 0 and {MAX_DECODE} steps")
+    if args.prompt is not None and args.prompt_file is not None:
+        raise ModelUsageError("give --prompt or --prompt-file, not both")
+    if args.tokens is not None and (args.prompt is not None or args.prompt_file is not None or args.chat):
+        raise ModelUsageError("--tokens gives ids: it takes no --prompt, --prompt-file or --chat")
+    if args.tokens is not None:
+        _token_ids(args.tokens)
+
+
+def _prefill(args: argparse.Namespace, path: Path, lib_dir: str | None) -> tuple[list[int], str]:
+    """The prefill's ids and the text they came from (empty for ids): --tokens as given, else the prompt
+    through the model's tokenizer (the default prompt where it has one, the default ids where it has none);
+    every id inside the vocabulary (one line naming the first outside it)."""
+    from device.llama.tokenizer import read_vocabulary
+
+    text: str | None = args.prompt
+    if args.prompt_file is not None:
+        try:
+            text = Path(args.prompt_file).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelUsageError(f"--prompt-file {args.prompt_file}: cannot read it ({exc.__class__.__name__})") \
+                from None
+    if text is not None and not text.strip():
+        raise ModelUsageError("the prompt is empty")
+    # one vocabulary load where the text is known; the default prompt needs to know first whether there is a
+    # tokenizer to take it
+    vocab = read_vocabulary(lib_dir, path, text, chat=args.chat)
+    if args.tokens is None and text is None:
+        if vocab.has_tokenizer:
+            text = DEFAULT_PROMPT
+            vocab = read_vocabulary(lib_dir, path, text, chat=args.chat)
+        elif args.chat:
+            raise ModelUsageError(f"{path} has no tokenizer (no_vocab): --chat needs a prompt it can tokenize")
+    if text is not None:
+        ids, shown = vocab.prompt_ids, vocab.prompt_text
+        if len(ids) < 2:
+            raise ModelUsageError(f"the prompt {text[:60]!r} is {len(ids)} token(s): a prefill needs at least two")
+    else:
+        ids, shown = _token_ids(args.tokens or DEFAULT_PREFILL), ""
+    outside = next((t for t in ids if t >= vocab.n_vocab), None)
+    if outside is not None:
+        raise ModelUsageError(f"token id {outside} is outside the vocabulary of {path} ({vocab.n_vocab} tokens: "
+                              f"ids 0..{vocab.n_vocab - 1})")
+    return ids, shown
 
 
 def _check_gguf(path: Path) -> None:
@@ -101,6 +174,25 @@ def _check_fits(path: Path, device: str, lib_dir: str | None) -> None:
     raise ModelUsageError(f"no ggml device {device!r} here (have: {', '.join(ggml.device_names())})")
 
 
+def _print_findings(verdict: ModelVerdict) -> None:
+    """The nodes that did not pass: the device's own first, then those other backends computed, apart."""
+    others = verdict.computed_elsewhere
+    if others:
+        mine = len(verdict.nodes) - sum(others.values())
+        print(f"computed by {verdict.device}: {mine} nodes; by "
+              + ", ".join(f"{backend}: {count}" for backend, count in sorted(others.items()))
+              + " (ggml's scheduler put them in host memory: the device declined them, or llama.cpp keeps them "
+                "there; judged, listed apart)")
+    for apart in (False, True):  # the device's own findings first, then the other backends' apart
+        listed = [n for n in verdict.nodes if n.status not in ("pass", "not judged") and verdict.elsewhere(n) == apart]
+        if apart and listed:
+            print("  on other backends (not the device under test):")
+        for n in listed:
+            print(f"  node {n.index} step {n.step} {n.name} {n.op} [{n.shapes}]: {n.status}"
+                  + (f" on {n.computed_by}" if apart else "")
+                  + (f" ({n.error_ratio:.3g}x)" if n.error_ratio is not None else "") + f" {n.detail[:160]}")
+
+
 def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: Path) -> None:
     from conformance.model import ModelVerdict
 
@@ -109,16 +201,17 @@ def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: 
     for n in verdict.nodes:
         by_op.setdefault(n.op, []).append(n.error_ratio if n.error_ratio is not None else float("nan"))
     print(f"model {verdict.model} ({verdict.description}) on {device_spec}")
+    if verdict.libllama:
+        print(f"libllama: {verdict.libllama}")
     counts = ", ".join(f"{v} {k}" for k, v in sorted(verdict.counts.items()))
     print(f"nodes: {len(verdict.nodes)} computed ({counts})")
     print(f"{'op':<14} {'nodes':>5} {'max error ratio':>16}")
     for op, ratios in sorted(by_op.items()):
         judged = [r for r in ratios if r == r]
         print(f"{op:<14} {len(ratios):>5} {max(judged) if judged else float('nan'):>16.3g}")
-    for n in verdict.nodes:
-        if n.status not in ("pass",):
-            print(f"  node {n.index} step {n.step} {n.name} {n.op} [{n.shapes}]: {n.status}"
-                  + (f" ({n.error_ratio:.3g}x)" if n.error_ratio is not None else "") + f" {n.detail[:160]}")
+    _print_findings(verdict)
+    for reason, count, ops in verdict.not_judged:  # one line per reason: the nodes are in nodes.tsv
+        print(f"  not judged: {count} node(s) ({', '.join(ops)}): {reason}")
     first = verdict.first_failure
     if first is not None:
         lib = f" --ggml-lib {lib_dir}" if lib_dir else ""
@@ -127,11 +220,24 @@ def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: 
             print(f"  repro: conform repro '{first.case_id}' --device {device_spec}{lib}")
         if first.artefact:
             print(f"  tensors: {first.artefact}")
-    print(f"logits vs the golden's own forward pass (NMSE bar {verdict.logits_bar:.3g}):")
-    print(f"  {'run':<14} {'NMSE':>10} {'KL mean':>10} {'KL p99.9':>10} {'KL max':>10} {'top-1':>7}")
-    for f in verdict.logits:
-        print(f"  {f.device:<14} {f.nmse:>10.3g} {f.kl_mean:>10.3g} {f.kl_p999:>10.3g} {f.kl_max:>10.3g} "
-              f"{f.top1_agreement:>7.1%}")
+    if verdict.decode:
+        fed = [d.fed for d in verdict.decode]
+        print(f"decode: {len(fed)} greedy step(s) fed the golden's token: {fed[:16]}{' ...' if len(fed) > 16 else ''}")
+        diverged = verdict.first_divergence
+        if diverged is not None:
+            print(f"  finding: the device's own greedy choice first differs at step {diverged.step}: device "
+                  f"{diverged.device}, golden {diverged.golden} ({diverged.device_from}; the golden's logits put "
+                  f"its choice {diverged.golden_margin:.3g} above the device's)")
+        elif all(d.golden is not None for d in verdict.decode):
+            print("  the device's own greedy choice is the golden's at every step")
+    if verdict.logits_not_judged:
+        print(f"logits vs the golden's own forward pass: not judged: {verdict.logits_not_judged}")
+    else:
+        print(f"logits vs the golden's own forward pass (NMSE bar {verdict.logits_bar:.3g}):")
+        print(f"  {'run':<14} {'NMSE':>10} {'KL mean':>10} {'KL p99.9':>10} {'KL max':>10} {'top-1':>7}")
+        for f in verdict.logits:
+            print(f"  {f.device:<14} {f.nmse:>10.3g} {f.kl_mean:>10.3g} {f.kl_p999:>10.3g} {f.kl_max:>10.3g} "
+                  f"{f.top1_agreement:>7.1%}")
     print(f"verdict: {verdict.verdict}  (results in {out})")
 
 
@@ -146,38 +252,68 @@ class Crash:
 
 
 def _check_in_child(progress: TextIO, path: str, device: str, lib_dir: str | None, steps: list[list[int]],
-                    out: str, threads: int, with_cpu: bool, flash_attn: int) -> object:
+                    out: str, threads: int, with_cpu: bool, flash_attn: int,
+                    expectations: tuple[str, ...] = (), greedy: int = 0, prompt: str = "") -> object:
     from conformance.model import check_model
 
     return check_model(path, device, lib_dir, steps, Path(out), threads=threads, with_cpu=with_cpu,
-                       progress=progress, flash_attn=flash_attn)
+                       progress=progress, flash_attn=flash_attn, expectations=expectations, greedy=greedy,
+                       prompt=prompt)
 
 
-def _child_main(target: Callable[..., object], args: tuple[object, ...], out: str) -> None:
+def _child_main(target: Callable[..., object], args: tuple[object, ...], out: str,
+                conn: Connection | None = None) -> None:
+    from conformance.cli.model_progress import ProgressTee
     from device.base import DeviceError
+    from device.expectation_file import ExpectationFileError
 
     folder = Path(out)
-    with (folder / "progress.log").open("w") as progress:
+    with (folder / "progress.log").open("w") as log:
+        progress = ProgressTee(log, conn)
         try:
             result: tuple[str, object] = ("ok", target(progress, *args))
-        except DeviceError as exc:
+        except (DeviceError, ExpectationFileError) as exc:
             result = ("error", str(exc))
     (folder / "child-result.pickle").write_bytes(pickle.dumps(result))
 
 
-def run_isolated(target: Callable[..., object], args: tuple[object, ...], out: Path) -> object:
+def _follow(process: BaseProcess, reader: Connection, show: Callable[[str], None]) -> None:
+    """Show each progress line as the child sends it, until the child has exited and the pipe is drained."""
+    from multiprocessing.connection import wait
+
+    open_pipe = True
+    while open_pipe:
+        for ready in wait([reader, process.sentinel]):
+            if ready is reader:
+                try:
+                    show(reader.recv_bytes().decode(errors="replace"))
+                except EOFError:
+                    open_pipe = False
+            elif not reader.poll():  # the child exited and nothing is left to read
+                open_pipe = False
+    process.join()
+
+
+def run_isolated(target: Callable[..., object], args: tuple[object, ...], out: Path,
+                 show: Callable[[str], None] | None = None) -> object:
     """``target(progress, *args)`` in a fresh process: a device that aborts takes only that process down, and
-    the crash is reported with the stage and the node it was in (from the progress file)."""
+    the crash is reported with the stage and the node it was in (from the progress file). ``show`` gets
+    each progress line as the child writes it."""
     result_file = out / "child-result.pickle"
     result_file.unlink(missing_ok=True)
-    process = multiprocessing.get_context("spawn").Process(target=_child_main, args=(target, args, str(out)))
+    context = multiprocessing.get_context("spawn")
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(target=_child_main, args=(target, args, str(out), writer))
     process.start()
+    writer.close()  # the child holds the only writing end: its exit ends the pipe
     try:
-        process.join()
+        _follow(process, reader, show or (lambda line: None))
     except KeyboardInterrupt:
         process.terminate()
         process.join()
         raise
+    finally:
+        reader.close()
     if result_file.exists():
         kind, payload = pickle.loads(result_file.read_bytes())
         result_file.unlink()
@@ -241,9 +377,7 @@ def _check_outputs(out: Path, gguf: str | None, device_specs: list[str]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.model import ModelVerdict
-    from conformance.model_synthetic import write_tiny_model
-    from reports.model_html import build_model_report
+    from conformance.cli.common import UsageError, expectation_paths
 
     if (args.gguf is None) == (args.arch is None):
         raise ModelUsageError("give a GGUF file or --arch ARCH (one of them)")
@@ -254,47 +388,98 @@ def run(args: argparse.Namespace) -> int:
             raise ModelUsageError(f"--device {spec!r}: the model tier runs on ggml devices (ggml:NAME)")
     if args.threads < 1:
         raise ModelUsageError(f"--threads {args.threads}: at least 1")
-    steps = _tokens(args.tokens, args.decode)
+    _check_prompt_args(args)
+    try:
+        expectations = expectation_paths(args.expectations)
+    except UsageError as exc:
+        raise ModelUsageError(str(exc)) from None
     out = Path(args.out or f"conform-out/model-{time.strftime('%Y%m%d-%H%M%S')}")
     _check_outputs(out, args.gguf, device_specs)
+    if args.gguf is not None:
+        _check_gguf(Path(args.gguf))
+    with _removed_on_failure(out):
+        return _run_in(out, args, device_specs, expectations)
+
+
+@contextlib.contextmanager
+def _removed_on_failure(out: Path) -> Iterator[None]:
+    """A run that fails (bad input found once the folder exists, a device that does not open) leaves no
+    --out behind: what it wrote there is removed, and the folder too where this run made it."""
+    from device.base import DeviceError
+
+    made = [folder for folder in (out, *out.parents) if not folder.exists()]
+    before = set(out.iterdir()) if out.is_dir() else set()
+    try:
+        yield
+    except (ModelUsageError, DeviceError):
+        if out.is_dir():
+            for entry in set(out.iterdir()) - before:
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        for folder in made:  # innermost first; only folders this run made, and only while empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _run_in(out: Path, args: argparse.Namespace, device_specs: list[str], expectations: tuple[str, ...]) -> int:
+    from conformance.cli.model_progress import ProgressDisplay
+    from conformance.model import ModelVerdict
+    from conformance.model_synthetic import write_tiny_model
+    from reports.model_html import build_model_report
+
     out.mkdir(parents=True, exist_ok=True)
     if args.arch is not None:
-        path = write_tiny_model(out / f"tiny-{args.arch}-{args.weights}-s{args.seed}.gguf", args.arch, args.weights,
-                                args.seed)
+        path = write_tiny_model(out / f"tiny-{args.arch}-{args.weights}-s{args.seed}"
+                                f"{'-vocab' if args.vocab else ''}.gguf", args.arch, args.weights, args.seed,
+                                vocab=args.vocab)
     else:
         path = Path(args.gguf)
     _check_gguf(path)
     for spec in device_specs:  # every device is checked before any runs: bad input leaves no results
         _check_fits(path, spec.partition(":")[2], args.ggml_lib)
-    failed = False
+    prefill, prompt = _prefill(args, path, args.ggml_lib)
+    steps = [prefill]
+    if prompt:
+        print(f"prompt: {prompt!r} -> {len(prefill)} tokens {prefill}")
+    status = 0
     results: list[Path] = []
     for spec in device_specs:
         name = spec.partition(":")[2]
         folder = out if len(device_specs) == 1 else out / name
         folder.mkdir(parents=True, exist_ok=True)
-        outcome = run_isolated(_check_in_child, (str(path), name, args.ggml_lib, steps, str(folder), args.threads,
-                                                 not args.no_cpu, FLASH_ATTN[args.flash_attn]), folder)
+        display = ProgressDisplay()
+        try:
+            outcome = run_isolated(_check_in_child, (str(path), name, args.ggml_lib, steps, str(folder), args.threads,
+                                                     not args.no_cpu, FLASH_ATTN[args.flash_attn], expectations,
+                                                     args.decode, prompt),
+                                   folder, show=display.line)
+        finally:
+            display.close()
         if isinstance(outcome, Crash):
             _crash_record(folder, spec, path, outcome)
             print(f"model {path} on {spec}: {outcome.verdict}")
             print(f"  {outcome.detail}")
-            failed = True
+            status = 1
         else:
             if not isinstance(outcome, ModelVerdict):
                 raise TypeError(f"the model process returned {type(outcome).__name__}, not a ModelVerdict")
+            outcome.allow_unjudged = args.allow_unjudged
             _write_results(folder, spec, outcome)
             _print_summary(outcome, spec, args.ggml_lib, folder)
-            failed = failed or not outcome.passed
+            # a failure on any device outranks an incomplete run on another
+            status = 1 if 1 in (status, outcome.exit_status) else max(status, outcome.exit_status)
         results.append(folder / "model.json")
     build_model_report(results, out / "model.html")
     print(f"model section: {out / 'model.html'}")
-    return 1 if failed else 0
+    return status
 
 
 def main(argv: list[str]) -> int:
     from device.base import DeviceError
 
     args = build_parser().parse_args(argv)
+    if args.ggml_lib:  # absolute: the capture's child processes may not share the cwd
+        args.ggml_lib = os.path.abspath(os.path.expanduser(args.ggml_lib))
     try:
         return run(args)
     except (ModelUsageError, DeviceError) as exc:

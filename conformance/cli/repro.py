@@ -457,17 +457,9 @@ def _sequence_status(step: Step, strict: bool) -> int:
 
 def _expectations(args: argparse.Namespace) -> tuple[str, ...]:
     """--expectations files and $CONFORM_EXPECTATIONS, as the suite reads them (checked: one line if bad)."""
-    from conformance.options import OPTIONS_BY_FLAG
-    from device.expectation_file import paths_from_env
+    from conformance.cli.common import expectation_paths
 
-    paths = (*(args.expectations or ()), *paths_from_env())
-    check = OPTIONS_BY_FLAG["--expectations"].check
-    try:
-        if check is not None:
-            check(list(args.expectations or []))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return paths
+    return expectation_paths(args.expectations)
 
 
 def declare_parser(sub: Any) -> None:

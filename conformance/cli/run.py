@@ -202,9 +202,20 @@ INTERRUPT_GRACE_S = 5.0
 INTERRUPT_FINISH_S = 60.0
 
 
+class _StopAtOnce(Exception):
+    """The second Ctrl-C: stop pytest now."""
+
+
+def _stop_at_once(signum: int, frame: object) -> None:
+    raise _StopAtOnce
+
+
 def _run_pytest(cmd: list[str], env: dict[str, str]) -> tuple[int, bool]:
     """Run pytest; on Ctrl-C let it finish writing (it gets the terminal's SIGINT too; forwarded when
-    only conform got it). Returns pytest's exit code and whether the run was interrupted."""
+    only conform got it). Returns pytest's exit code and whether the run was interrupted. From the first
+    Ctrl-C on, a second one stops pytest at once, and any later one is ignored while conform writes the
+    JUnit file and report of what was measured (a KeyboardInterrupt there would leave a traceback and a
+    closing line that is not true)."""
     import signal
 
     child = subprocess.Popen(cmd, env=env)
@@ -212,17 +223,21 @@ def _run_pytest(cmd: list[str], env: dict[str, str]) -> tuple[int, bool]:
         return child.wait(), False
     except KeyboardInterrupt:
         pass
-    print("\nconform: interrupted; pytest is writing what it measured (Ctrl-C again to stop at once)",
-          file=sys.stderr, flush=True)
+    signal.signal(signal.SIGINT, _stop_at_once)  # before the line below: the user answers it with Ctrl-C
     try:
         try:
+            print("\nconform: interrupted; pytest is writing what it measured (Ctrl-C again to stop at once)",
+                  file=sys.stderr, flush=True)
             code = child.wait(timeout=INTERRUPT_GRACE_S)
         except subprocess.TimeoutExpired:
             child.send_signal(signal.SIGINT)
             code = child.wait(timeout=INTERRUPT_FINISH_S)
-    except (KeyboardInterrupt, subprocess.TimeoutExpired):
+    except (_StopAtOnce, KeyboardInterrupt, subprocess.TimeoutExpired):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a third Ctrl-C must not cut the kill short
         child.kill()
         code = child.wait()
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     return code, True
 
 

@@ -56,6 +56,8 @@ class GraphBuilder:
             raise GraphBuildError("ggml_init failed")
 
     def new_tensor(self, dtype: str, ne: tuple[int, ...]) -> TensorP:
+        if dtypes.is_quantized(dtype):
+            check_type_known(self.lib, dtype)
         ne_arr = (C.c_int64 * len(ne))(*ne)
         return self.lib.ggml_new_tensor(self.ctx, dtypes.GGML_TYPE_ID[dtype], len(ne), ne_arr)
 
@@ -69,6 +71,21 @@ class GraphBuilder:
             self.ctx = None
 
 
+def check_type_known(lib: GgmlLib, dtype: str) -> None:
+    """Unsupported where the bound release's type traits do not name ``dtype`` at its enum value (a release
+    older than the format, or one whose enum moved): ggml_new_tensor would abort or read other bytes."""
+    from golden import formats
+
+    key = (id(lib), dtype)
+    if key not in _KNOWN_TYPES:
+        name = (lib.ggml_type_name(dtypes.GGML_TYPE_ID[dtype]) or b"").decode(errors="replace")
+        _KNOWN_TYPES[key] = name == formats.get(dtype).ggml_name
+    if not _KNOWN_TYPES[key]:
+        raise Unsupported(f"ggml {lib.version} has no {dtype} type (its type traits name type "
+                          f"{dtypes.GGML_TYPE_ID[dtype]} otherwise)")
+
+
+_KNOWN_TYPES: dict[tuple[int, str], bool] = {}
 Builder = Callable[[GraphBuilder, list[TensorP], OpCase], TensorP]
 _BOUND: dict[tuple[int, str], Any] = {}
 

@@ -56,11 +56,14 @@ def build(device: GraphHost, case: GraphCase, run: GraphRun) -> tuple[PreparedGr
                 raise GraphBuildError(f"{node.op} constructor returned NULL for node {node.name}")
             lib.ggml_set_name(t, node.name.encode())
             tensors[node.name] = nodes[node.name] = t
-        flagged = list(nodes) if run is GraphRun.BLOCKED else list(graph.outputs)
+        # the graph-allocator run flags what it reads back: with the view sources left to the allocator (as
+        # llama.cpp leaves them) an output view that is not read there is not flagged either
+        flagged = (list(nodes) if run is GraphRun.BLOCKED else
+                   list(graph.allocator_outputs() if run is GraphRun.GALLOCR else graph.outputs))
         for name in flagged:
             set_output(g_nodes, nodes[name])
             view_src = nodes[name].contents.view_src
-            if run is GraphRun.GALLOCR and view_src:
+            if run is GraphRun.GALLOCR and view_src and graph.hold_view_sources:
                 # an output view keeps its source's memory: the allocator frees (and reuses) a source
                 # that is not flagged once its views are consumed; not in the fused run, where the
                 # flag would stop the backend fusing through the source
@@ -91,10 +94,12 @@ def run_graph(device: GraphHost, case: GraphCase, inputs: list[np.ndarray]) -> G
                 if refused is not None:
                     raise declined(device.lib, refused, f"node {refused.contents.name.decode()}")
             prepared.allocate()
+            result.placement[run.value] = {name: (int(t.contents.data or 0), int(device.lib.ggml_nbytes(t)))
+                                           for name, t in nodes.items()}
             prepared.upload(inputs)
             elapsed = prepared.compute()
             wanted = ([n.name for n in graph.nodes if graph.read_back(n.name)] if run is GraphRun.BLOCKED
-                      else list(graph.outputs))
+                      else list(graph.allocator_outputs() if run is GraphRun.GALLOCR else graph.outputs))
             result.nodes[run.value] = {
                 name: prepared.read(nodes[name], as_output=True).astype(output_dtype(graph.node(name).dst), copy=False)
                 for name in wanted

@@ -118,6 +118,7 @@ class GgmlApi:
     ggml_set_name: Callable[[Tensor, Str], Tensor]
     ggml_nbytes: Callable[[Tensor], Size]
     ggml_op_desc: Callable[[Tensor], OptStr]
+    ggml_type_name: Callable[[Int], OptStr]
     ggml_new_graph_custom: Callable[[Ptr, Size, Bool], Ptr]
     ggml_build_forward_expand: Callable[[Ptr, Tensor], None]
     ggml_backend_alloc_ctx_tensors: Callable[[Ptr, Ptr], Ptr]
@@ -198,6 +199,9 @@ REGISTRY_SYMBOL_NAMES = frozenset(
     {"ggml_backend_load_all_from_path", "ggml_backend_dev_count", "ggml_backend_dev_get", "ggml_backend_dev_by_name"}
 )
 FIRST_OPTIONAL_SYMBOL = "ggml_quantize_chunk"  # GgmlApi declares core symbols first, then op constructors
+# core symbols a release may predate: llama.cpp b5640's ggml (node-llama-cpp 3.10.0) has neither; where
+# ggml_version is missing its version is unknown ("") and older than ggml 0.9.1 (dev_type_names)
+PREDATED_CORE = frozenset({"ggml_version", "ggml_commit"})
 
 
 @dataclass(frozen=True)
@@ -396,12 +400,14 @@ class GgmlLib(GgmlApi):
         label = f"ggml {version or '(no ggml_version)'}"
         missing_core: list[str] = []
         self.missing_symbols: list[str] = []  # op constructors this release lacks
+        version_bound = hasattr(self.base, "ggml_version")
         for proto in prototypes().values():
             lib = self.registry if proto.in_registry else self.base
             try:
                 fn = getattr(lib, proto.name)
             except AttributeError:
-                if proto.core:
+                # a release with no ggml_version predates both symbols; with it, a missing ggml_commit is wrong
+                if proto.core and not (proto.name in PREDATED_CORE and not version_bound):
                     missing_core.append(proto.name)
                 else:
                     self.missing_symbols.append(proto.name)
@@ -423,8 +429,9 @@ class GgmlLib(GgmlApi):
                 f"ggml {HEADER_CHECKED_RELEASES[0]}..{HEADER_CHECKED_RELEASES[-1]}"
             )
         self.header_checked = version in HEADER_CHECKED_RELEASES
-        self.commit = (self.ggml_commit() or b"").decode()
-        self.dev_type_names = dev_type_names(version)
+        self.commit = (self.ggml_commit() or b"").decode() if "ggml_commit" not in self.missing_symbols else ""
+        # no ggml_version at all: a release from before it was added, so before 0.9.1's enum
+        self.dev_type_names = dev_type_names(version if "ggml_version" not in self.missing_symbols else "0.0.0")
         # ggml-vulkan lists CPU-type Vulkan devices (lavapipe) only when they are named here; the
         # user's own choice wins
         os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0")

@@ -33,6 +33,16 @@ NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np
                 "i16": np.int16}
 # elements and bytes per block of each block format
 BLOCK = {name: (d.block_size, d.type_size) for name, d in dtypes.DTYPES.items() if d.kind == "quant"}
+READABLE = frozenset(GGML_TYPES.values())
+
+
+def type_name(ggml: ggml_lib.GgmlLib, type_id: int) -> str:
+    """ggml's own name of a type id (``q4_1``), so a type the golden does not read is named as ggml names it."""
+    known = GGML_TYPES.get(type_id)
+    if known is not None:
+        return known
+    name = ggml.base.ggml_type_name(type_id) if 0 <= type_id < 1024 else None
+    return name.decode(errors="replace") if name else f"type{type_id}"
 
 
 class ModelLoadError(DeviceError):
@@ -42,7 +52,7 @@ class ModelLoadError(DeviceError):
 @dataclass
 class CapturedTensor:
     name: str
-    dtype: str  # a GGML_TYPES name, or "type<N>" for a type the golden does not read
+    dtype: str  # ggml's name of the type (ggml_type_name): a GGML_TYPES name where the golden reads it
     ne: tuple[int, int, int, int]
     nb: tuple[int, int, int, int]
     raw: np.ndarray  # uint8: the bytes from the tensor's first to its last element
@@ -50,9 +60,15 @@ class CapturedTensor:
     buffer: int  # the backend buffer: (buffer, address) identifies memory (Vulkan's addresses restart per buffer)
     op: str  # the op that produced it (NONE for weights and inputs)
 
+    @property
+    def readable(self) -> bool:
+        """Whether the golden reads this type (else only its raw bytes are known)."""
+        return self.dtype in READABLE
+
     def values(self) -> np.ndarray:
-        """The logical values in numpy order (ne3, ne2, ne1, ne0); quantized types stay raw blocks."""
-        if self.dtype in BLOCK:
+        """The logical values in numpy order (ne3, ne2, ne1, ne0); quantized types (and a type the golden does
+        not read) stay raw bytes."""
+        if self.dtype in BLOCK or not self.readable:
             return self.raw
         dtype = np.dtype(np.uint16 if self.dtype == "bf16" else NUMPY_DTYPES.get(self.dtype, np.float32))
         if not self.raw.size:
@@ -85,6 +101,11 @@ class ModelRun:
     nodes: list[CapturedNode] = field(default_factory=list)
     description: str = ""
     n_vocab: int = 0
+    steps: list[list[int]] = field(default_factory=list)  # the ids fed, step by step (greedy ones included)
+
+
+# chooses the next decode step's token from the run so far (its logits, and the nodes of a capture run)
+NextToken = Callable[[ModelRun], int]
 
 
 def _dev_by_name(ggml: ggml_lib.GgmlLib, name: str) -> int:
@@ -99,6 +120,7 @@ def _bind_extra(ggml: ggml_lib.GgmlLib) -> None:
                              ("ggml_backend_buffer_name", C.c_char_p)):
         fn = getattr(ggml.base, fn_name)
         fn.restype, fn.argtypes = restype, [C.c_void_p]
+    ggml.base.ggml_type_name.restype, ggml.base.ggml_type_name.argtypes = C.c_char_p, [C.c_int]
     ggml.base.ggml_backend_buffer_is_host.restype = C.c_bool
     ggml.base.ggml_backend_buffer_is_host.argtypes = [C.c_void_p]
     ggml.base.ggml_backend_buffer_get_usage.restype = C.c_int
@@ -135,7 +157,7 @@ def _read(ggml: ggml_lib.GgmlLib, ptr: int) -> CapturedTensor:
     if nbytes and t.buffer:
         ggml.ggml_backend_tensor_get(C.cast(C.c_void_p(ptr), ggml_lib.TENSOR_POINTER), raw.ctypes.data, 0, nbytes)
     return CapturedTensor(
-        name=t.name.decode(errors="replace"), dtype=GGML_TYPES.get(t.type, f"type{t.type}"),
+        name=t.name.decode(errors="replace"), dtype=type_name(ggml, int(t.type)),
         ne=tuple(int(v) for v in t.ne), nb=tuple(int(v) for v in t.nb),  # type: ignore[arg-type]
         raw=raw, address=int(t.data or 0), buffer=int(t.buffer or 0), op=(ggml.base.ggml_op_desc(ptr) or b"").decode())
 
@@ -150,25 +172,37 @@ def write_output(ggml: ggml_lib.GgmlLib, node_ptr: int, values: np.ndarray) -> N
 Tamper = Callable[[CapturedNode, Callable[[np.ndarray], None]], None]
 
 
+def _check_ids(steps: list[list[int]], n_vocab: int, model_path: str | Path) -> None:
+    """libllama's decode answers an id outside the vocabulary with -1 and a log line: say which, first."""
+    for step_tokens in steps:
+        outside = next((t for t in step_tokens if not 0 <= t < n_vocab), None)
+        if outside is not None:
+            raise ModelLoadError(f"token id {outside} is outside the vocabulary of {model_path} "
+                                 f"({n_vocab} tokens: ids 0..{n_vocab - 1})")
+
+
+def _next(run: ModelRun, next_token: NextToken | None) -> int:
+    return next_token(run) if next_token is not None else int(np.argmax(run.logits[-1][-1]))
+
+
 def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: list[list[int]],
               capture: bool = False, tamper: Tamper | None = None, threads: int = 1,
-              progress: TextIO | None = None, flash_attn: int = llama_lib.FLASH_ATTN_DISABLED) -> ModelRun:
+              progress: TextIO | None = None, flash_attn: int = llama_lib.FLASH_ATTN_DISABLED,
+              greedy: int = 0, next_token: NextToken | None = None) -> ModelRun:
     """Load ``model_path`` on ``device`` (a ggml device name: CPU, Vulkan0, CANN0) and decode ``steps``: the
     first a prefill batch of several token ids, each later one a decode step (one id) that reads the KV
-    cache. The ids are given, not sampled, so every device decodes the same sequence. ``progress`` gets a
-    line per node before it runs (index, step, op, name), so a crash can be named by the node it died in."""
+    cache. The ids are given, not sampled, so every device decodes the same sequence. Then ``greedy`` more
+    decode steps, each feeding ``next_token(run)`` (the golden's greedy choice, in the model tier; the
+    device's own argmax without it). ``progress`` gets a line per node before it runs (index, step, op,
+    name), so a crash can be named by the node it died in."""
     lib = llama_lib.load(lib_dir)
     ggml = lib.ggml
     _bind_extra(ggml)
     dev = _dev_by_name(ggml, device)
     devices = (C.c_void_p * 2)(dev, None)
-    mp = lib.model_params()
-    mp.devices = C.cast(devices, C.c_void_p).value
-    mp.n_gpu_layers = -1
-    mp.load_mode = llama_lib.LOAD_MODE_NONE
-    mp.use_extra_bufts = False  # no repacked weight layouts: the captured weights stay in their GGUF types
+    mp = lib.loading_params(C.cast(devices, C.c_void_p).value)
     lib.log_tail = []
-    model = lib.lib.llama_model_load_from_file(str(model_path).encode(), mp)
+    model = lib.call("model_load", str(model_path).encode(), mp)
     if not model:
         reason = lib.last_error() or "no reason given"
         raise ModelLoadError(f"{model_path}: libllama {lib.version} cannot load it: {reason}")
@@ -178,15 +212,11 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
         buf = C.create_string_buffer(256)
         lib.lib.llama_model_desc(model, buf, 256)
         run.description = buf.value.decode(errors="replace")
-        run.n_vocab = int(lib.lib.llama_vocab_n_tokens(lib.lib.llama_model_get_vocab(model)))
+        run.n_vocab = lib.n_vocab(model)
         if run.n_vocab <= 0:
             raise ModelLoadError(f"{model_path}: the model reports no vocabulary size")
-        cp = lib.context_params()
-        n_total = sum(len(s) for s in steps)
-        cp.n_ctx = max(64, n_total + 8)
-        cp.n_batch = cp.n_ubatch = max(8, max(len(s) for s in steps))
-        cp.n_threads = cp.n_threads_batch = threads
-        cp.flash_attn_type = flash_attn
+        _check_ids(steps, run.n_vocab, model_path)
+        n_total = sum(len(s) for s in steps) + greedy
         step_box = [0]
         callback = None
         if capture:
@@ -225,12 +255,15 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
                 return True
 
             callback = llama_lib.EVAL_CALLBACK(observe)
-            cp.cb_eval = callback
-        ctx = lib.lib.llama_init_from_model(model, cp)
+        cp = lib.decoding_params(max(64, n_total + 8), max(8, max(len(s) for s in steps)), threads, flash_attn,
+                                 callback)
+        ctx = lib.call("context_new", model, cp)
         if not ctx:
             raise ModelLoadError(f"{model_path}: cannot make a context on {device}: {lib.last_error()}")
         pos = 0
-        for step, step_tokens in enumerate(steps):
+        for step in range(len(steps) + greedy):
+            step_tokens = steps[step] if step < len(steps) else [_next(run, next_token)]
+            run.steps.append(list(step_tokens))
             step_box[0] = step
             n = len(step_tokens)
             tok = (C.c_int32 * n)(*step_tokens)
@@ -251,4 +284,4 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
     finally:
         if ctx:
             lib.lib.llama_free(ctx)
-        lib.lib.llama_model_free(model)
+        lib.call("model_free", model)

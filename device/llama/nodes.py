@@ -33,7 +33,12 @@ class NodeCase:
 
 @dataclass(frozen=True)
 class NotJudged:
-    reason: str
+    reason: str  # this node's reason (it may name the node's tensors)
+    kind: str = ""  # the reason without this node's names: what the run's summary counts nodes by
+
+    @property
+    def summary(self) -> str:
+        return self.kind or self.reason
 
 
 def _ints(node: CapturedNode) -> tuple[int, ...]:
@@ -145,6 +150,14 @@ def _cont(node: CapturedNode) -> tuple[str, list[CapturedTensor], dict[str, obje
     return "CONT", [src], params, ""
 
 
+def _cpy(node: CapturedNode) -> tuple[str, list[CapturedTensor], dict[str, object], str] | NotJudged:
+    # llama.cpp before SET_ROWS (b5640) stores K and V into a view of the cache with CPY: the source's values
+    # in logical order, converted to the view's type; the view's own strides are read back by values()
+    src = node.srcs[0]
+    assert src is not None
+    return "CPY", [src], {"dst_ne": tuple(node.out.ne)}, ""
+
+
 def _set_rows(node: CapturedNode) -> tuple[str, list[CapturedTensor], dict[str, object], str] | NotJudged:
     if len(node.srcs) < 3 or node.srcs[2] is None:
         return NotJudged("SET_ROWS without its destination as src[2] (older ggml): the rows kept are unknown")
@@ -180,7 +193,7 @@ TRANSLATIONS: dict[str, Translate] = {
     "MUL_MAT": _plain("MUL_MAT", 2), "MUL_MAT_ID": _plain("MUL_MAT_ID", 3), "GET_ROWS": _plain("GET_ROWS", 2),
     "SUM_ROWS": _plain("SUM_ROWS", 1), "SILU": _plain("SILU", 1), "GELU": _plain("GELU", 1),
     "SIGMOID": _plain("SIGMOID", 1), "TANH": _plain("TANH", 1), "SQR": _plain("SQR", 1), "SQRT": _plain("SQRT", 1),
-    "RMS_NORM": _norm, "NORM": _norm, "ROPE": _rope, "SOFT_MAX": _soft_max, "SCALE": _scale, "CONT": _cont,
+    "RMS_NORM": _norm, "NORM": _norm, "ROPE": _rope, "SOFT_MAX": _soft_max, "SCALE": _scale, "CONT": _cont, "CPY": _cpy,
     "SET_ROWS": _set_rows, "ARGSORT": _argsort, "CLAMP": _clamp, "FLASH_ATTN_EXT": _flash_attn_ext,
     "DUP": _plain("DUP", 1),
     **{op: _glu for op in GLU_OPS},
@@ -204,10 +217,12 @@ def node_case(node: CapturedNode) -> NodeCase | NotJudged | None:
     if spec.golden is None:
         return NotJudged(f"the golden has no model of {op}")
     for s in srcs:
-        if s.dtype.startswith("type"):
-            return NotJudged(f"source {s.name} has ggml {s.dtype}, which the golden does not read")
-    if node.out.dtype.startswith("type"):
-        return NotJudged(f"output has ggml {node.out.dtype}, which the golden does not read")
+        if not s.readable:
+            return NotJudged(f"source {s.name} has ggml type {s.dtype}, which the golden does not read",
+                             f"a source has ggml type {s.dtype}, which the golden does not read")
+    if not node.out.readable:
+        return NotJudged(f"output has ggml type {node.out.dtype}, which the golden does not read",
+                         f"the output has ggml type {node.out.dtype}, which the golden does not read")
     layouts_ok: list[bool] = []
     specs = tuple(_spec(s, layouts_ok) for s in srcs)
     ordered = tuple((k, params[k]) for k in spec.params if k in params)

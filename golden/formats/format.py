@@ -17,6 +17,9 @@ ROUNDINGS: tuple[Rounding, ...] = ("reference", "x86")
 Dequantize = Callable[[np.ndarray, int], np.ndarray]
 Quantize = Callable[[np.ndarray, Rounding], np.ndarray]
 BlockBody = Callable[[np.ndarray, np.ndarray], None]  # (raw blocks, float32 out rows) -> None, in place
+# how a format's super-scale fields are stored: little-endian F16 or f32, or one E8M0 exponent byte
+ScaleEncoding = Literal["f16", "f32", "e8m0"]
+SCALE_FIELD_BYTES: dict[str, int] = {"f16": 2, "f32": 4, "e8m0": 1}
 
 
 @dataclass(frozen=True)
@@ -31,15 +34,35 @@ class Format:
     dequantize: Dequantize  # (raw uint8 blocks, n elements) -> float32[n], bit for bit with to_float
     quantize: Quantize | None = None  # (float rows, rounding) -> flat raw blocks; None: ggml has none at run time
     has_to_float: bool = True  # False for the vec_dot-only types (Q8_1, Q8_K): ggml has no to_float
+    # byte offsets in a block of the super-scale fields every value of the block is a multiple of (the
+    # F16 d, and dmin/m where the format has one; MXFP4's E8M0 exponent byte; Q8_K's f32 d): what a
+    # raw random block must keep finite and sane, everything else may hold any bits
+    scale_fields: tuple[int, ...] = ()
+    scale_encoding: ScaleEncoding = "f16"
 
     @classmethod
     def of_blocks(
         cls, name: str, ggml_name: str, ggml_type: int, block_size: int, type_size: int, body: BlockBody,
         chunk_blocks: int, quantize: Quantize | None = None, has_to_float: bool = True,
+        scale_fields: tuple[int, ...] = (), scale_encoding: ScaleEncoding = "f16",
     ) -> Format:
         """A format whose dequantize runs ``body`` over chunks of blocks (:func:`block_dequantizer`)."""
         dequantize = block_dequantizer(name, block_size, type_size, body, chunk_blocks)
-        return cls(name, ggml_name, ggml_type, block_size, type_size, dequantize, quantize, has_to_float)
+        return cls(name, ggml_name, ggml_type, block_size, type_size, dequantize, quantize, has_to_float,
+                   scale_fields, scale_encoding)
+
+    def write_scales(self, blocks: np.ndarray, scales: np.ndarray) -> None:
+        """Store ``scales`` (blocks, len(scale_fields)) into the scale fields of (blocks, type_size) uint8
+        ``blocks``, in place: rounded to F16/f32 (nearest even), or for E8M0 the exponent byte of the
+        power of two (``scales`` then holds the biased exponents 0..255 themselves)."""
+        width = SCALE_FIELD_BYTES[self.scale_encoding]
+        for i, offset in enumerate(self.scale_fields):
+            column = np.asarray(scales[:, i])
+            if self.scale_encoding == "e8m0":
+                encoded = column.astype(np.uint8).reshape(-1, 1)
+            else:
+                encoded = column.astype("<f2" if self.scale_encoding == "f16" else "<f4").view(np.uint8)
+            blocks[:, offset : offset + width] = encoded.reshape(-1, width)
 
     def row_size(self, ne0: int) -> int:
         """``ggml_row_size``: bytes of ``ne0`` elements (a multiple of the block)."""

@@ -35,6 +35,8 @@ dequantization is bit for bit ``to_float`` on any bytes.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from golden.formats import grids
@@ -144,11 +146,21 @@ def _iq3_s_body(blocks: np.ndarray, out: np.ndarray) -> None:
     _signed_groups(db[:, :, None, None], values, signs, out.reshape(m, 8, 4, 8))
 
 
+@functools.cache
+def _shifted_grid_table() -> np.ndarray:
+    """(4096, 8) float32: row ``index | negative << 11`` is ``iq1s_grid[index] ± IQ1S_DELTA``, each
+    entry the one f32 sum ``to_float`` forms, so a single gather replaces a gather and an add."""
+    delta = grids.iq1s_delta()
+    grid = grids.float_grid("iq1s_grid")
+    out = np.concatenate([grid + delta, grid - delta]).astype(np.float32)
+    out.setflags(write=False)
+    return out
+
+
 def _shifted_grid(index: np.ndarray, delta_negative: np.ndarray) -> np.ndarray:
     """``grid[j] + delta`` of ``iq1s_grid`` (exact in f32): (..., 8) for (...) indices and delta signs."""
-    delta = grids.iq1s_delta()
-    shift = np.where(delta_negative, -delta, delta).astype(np.float32)
-    return grids.float_grid("iq1s_grid")[index] + shift[..., None]
+    rows = index.astype(np.uint16) | (delta_negative.astype(np.uint16) << np.uint16(11))
+    return _shifted_grid_table()[rows]
 
 
 def _odd_scales(d: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -182,13 +194,13 @@ def _iq1_m_body(blocks: np.ndarray, out: np.ndarray) -> None:
 
 
 FORMATS: tuple[Format, ...] = (
-    Format("iq4_nl", "iq4_nl", 20, 32, 18, dequantize_iq4_nl),
-    Format.of_blocks("iq4_xs", "iq4_xs", 23, QK_K, 136, _iq4_xs_body, _CHUNK_BLOCKS),
-    Format.of_blocks("iq2_xxs", "iq2_xxs", 16, QK_K, 66, _iq2_xxs_body, _CHUNK_BLOCKS),
-    Format.of_blocks("iq2_xs", "iq2_xs", 17, QK_K, 74, _iq2_xs_body, _CHUNK_BLOCKS),
-    Format.of_blocks("iq2_s", "iq2_s", 22, QK_K, 82, _iq2_s_body, _CHUNK_BLOCKS),
-    Format.of_blocks("iq3_xxs", "iq3_xxs", 18, QK_K, 98, _iq3_xxs_body, _CHUNK_BLOCKS),
-    Format.of_blocks("iq3_s", "iq3_s", 21, QK_K, 110, _iq3_s_body, _CHUNK_BLOCKS),
-    Format.of_blocks("iq1_s", "iq1_s", 19, QK_K, 50, _iq1_s_body, _CHUNK_BLOCKS),
+    Format("iq4_nl", "iq4_nl", 20, 32, 18, dequantize_iq4_nl, scale_fields=(0,)),
+    Format.of_blocks("iq4_xs", "iq4_xs", 23, QK_K, 136, _iq4_xs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("iq2_xxs", "iq2_xxs", 16, QK_K, 66, _iq2_xxs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("iq2_xs", "iq2_xs", 17, QK_K, 74, _iq2_xs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("iq2_s", "iq2_s", 22, QK_K, 82, _iq2_s_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("iq3_xxs", "iq3_xxs", 18, QK_K, 98, _iq3_xxs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("iq3_s", "iq3_s", 21, QK_K, 110, _iq3_s_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("iq1_s", "iq1_s", 19, QK_K, 50, _iq1_s_body, _CHUNK_BLOCKS, scale_fields=(0,)),
     Format.of_blocks("iq1_m", "iq1_m", 29, QK_K, 56, _iq1_m_body, _CHUNK_BLOCKS),
 )

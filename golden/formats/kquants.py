@@ -39,15 +39,30 @@ QK_K = 256
 _CHUNK_BLOCKS = 1024  # 1 MiB of f32 output a chunk
 
 
-_TWO_BIT_SHIFTS = np.arange(0, 8, 2, dtype=np.uint8)[None, None, :, None]
+def _shifted_copies(source: np.ndarray, shifts: range, out: np.ndarray) -> np.ndarray:
+    """out[:, i·w : (i+1)·w] = source >> shifts[i] for (blocks, w) ``source``: one scalar shift per
+    field (NumPy's broadcast uint8 loops are several times slower than its scalar ones)."""
+    width = source.shape[1]
+    for index, shift in enumerate(shifts):
+        np.right_shift(source, np.uint8(shift), out=out[:, index * width : (index + 1) * width])
+    return out
 
 
 def _two_bit_quants(qs: np.ndarray) -> np.ndarray:
-    """(blocks, 64) qs -> (blocks, 256) uint8: Q2_K/Q3_K's 2-bit fields in element order."""
-    m = qs.shape[0]
-    fields = np.right_shift(qs.reshape(m, 2, 1, 32), _TWO_BIT_SHIFTS)  # (m, half, j, l)
-    np.bitwise_and(fields, np.uint8(3), out=fields)
-    return fields.reshape(m, QK_K)
+    """(blocks, 64) qs -> (blocks, 256) uint8: Q2_K/Q3_K's 2-bit fields in element order
+    (element 128·h + 32·j + l is bits 2j..2j+1 of qs[32·h + l])."""
+    q = np.empty((qs.shape[0], QK_K), np.uint8)
+    for half in range(2):
+        _shifted_copies(qs[:, 32 * half : 32 * half + 32], range(0, 8, 2), q[:, 128 * half : 128 * half + 128])
+    np.bitwise_and(q, np.uint8(3), out=q)
+    return q
+
+
+def _bit_planes(bytes32: np.ndarray, value: int) -> np.ndarray:
+    """(blocks, 32) bytes -> (blocks, 256) uint8: element 32·b + l is ``value`` where bit b of byte l is set."""
+    planes = _shifted_copies(bytes32, range(8), np.empty((bytes32.shape[0], QK_K), np.uint8))
+    np.bitwise_and(planes, np.uint8(1), out=planes)
+    return np.multiply(planes, np.uint8(value), out=planes)
 
 
 def _apply(out: np.ndarray, q: np.ndarray, scale: np.ndarray, minimum: np.ndarray | None, group: int) -> None:
@@ -82,11 +97,8 @@ def q3_k_scales(packed: np.ndarray) -> np.ndarray:
 
 
 def _q3_k_body(blocks: np.ndarray, out: np.ndarray) -> None:
-    m = blocks.shape[0]
-    hmask = blocks[:, 0:32]
     q = _two_bit_quants(blocks[:, 32:96]).view(np.int8)
-    high = (hmask[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & np.uint8(1)  # (m, 4h+j, l)
-    q += (high.reshape(m, QK_K) << np.uint8(2)).view(np.int8)
+    q += _bit_planes(blocks[:, 0:32], 4).view(np.int8)  # bit 4h + j of hmask[l]: element 128h + 32j + l
     q -= np.int8(4)
     scale = f16_column(blocks, 108)[:, None] * (q3_k_scales(blocks[:, 96:108]).astype(np.float32) - np.float32(32))
     _apply(out, q, scale, None, 16)
@@ -127,24 +139,21 @@ def _q4_k_body(blocks: np.ndarray, out: np.ndarray) -> None:
 
 
 def _q5_k_body(blocks: np.ndarray, out: np.ndarray) -> None:
-    m = blocks.shape[0]
     scale, minimum = _k4_scale_min(blocks)
     q = _nibble_pairs(blocks[:, 48:176])
-    qh = blocks[:, 16:48]
-    high = (qh[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & np.uint8(1)  # (m, sub-block, l)
-    q |= high.reshape(m, QK_K) << np.uint8(4)
+    q |= _bit_planes(blocks[:, 16:48], 16)  # bit (sub-block) of qh[l]
     _apply(out, q, scale, minimum, 32)
 
 
 def _q6_k_body(blocks: np.ndarray, out: np.ndarray) -> None:
     m = blocks.shape[0]
     ql = blocks[:, 0:128].reshape(m, 2, 64)
-    qh = blocks[:, 128:192].reshape(m, 2, 1, 32)
     q = np.empty((m, 2, 128), np.uint8)
     np.bitwise_and(ql, np.uint8(0x0F), out=q[:, :, :64])
     np.right_shift(ql, np.uint8(4), out=q[:, :, 64:])
-    top = (qh >> np.arange(0, 8, 2, dtype=np.uint8)[None, None, :, None]) & np.uint8(3)
-    q |= top.reshape(m, 2, 128) << np.uint8(4)
+    top = _two_bit_quants(blocks[:, 128:192])  # bits 2k..2k+1 of qh[32h + l] for element 128h + 32k + l
+    np.left_shift(top, np.uint8(4), out=top)
+    q |= top.reshape(m, 2, 128)
     signed = q.reshape(m, QK_K).view(np.int8)
     signed -= np.int8(32)
     scale = f16_column(blocks, 208)[:, None] * blocks[:, 192:208].view(np.int8).astype(np.float32)
@@ -207,10 +216,11 @@ def quantize_q8_k(x: np.ndarray, rounding: Rounding = "reference") -> np.ndarray
 
 
 FORMATS: tuple[Format, ...] = (
-    Format.of_blocks("q2_k", "q2_K", 10, QK_K, 84, _q2_k_body, _CHUNK_BLOCKS),
-    Format.of_blocks("q3_k", "q3_K", 11, QK_K, 110, _q3_k_body, _CHUNK_BLOCKS),
-    Format.of_blocks("q4_k", "q4_K", 12, QK_K, 144, _q4_k_body, _CHUNK_BLOCKS),
-    Format.of_blocks("q5_k", "q5_K", 13, QK_K, 176, _q5_k_body, _CHUNK_BLOCKS),
-    Format.of_blocks("q6_k", "q6_K", 14, QK_K, 210, _q6_k_body, _CHUNK_BLOCKS),
-    Format.of_blocks("q8_k", "q8_K", 15, QK_K, 292, _q8_k_body, _CHUNK_BLOCKS, quantize_q8_k, has_to_float=False),
+    Format.of_blocks("q2_k", "q2_K", 10, QK_K, 84, _q2_k_body, _CHUNK_BLOCKS, scale_fields=(80, 82)),
+    Format.of_blocks("q3_k", "q3_K", 11, QK_K, 110, _q3_k_body, _CHUNK_BLOCKS, scale_fields=(108,)),
+    Format.of_blocks("q4_k", "q4_K", 12, QK_K, 144, _q4_k_body, _CHUNK_BLOCKS, scale_fields=(0, 2)),
+    Format.of_blocks("q5_k", "q5_K", 13, QK_K, 176, _q5_k_body, _CHUNK_BLOCKS, scale_fields=(0, 2)),
+    Format.of_blocks("q6_k", "q6_K", 14, QK_K, 210, _q6_k_body, _CHUNK_BLOCKS, scale_fields=(208,)),
+    Format.of_blocks("q8_k", "q8_K", 15, QK_K, 292, _q8_k_body, _CHUNK_BLOCKS, quantize_q8_k, has_to_float=False,
+                     scale_fields=(0,), scale_encoding="f32"),
 )

@@ -40,6 +40,6 @@ def _q2_0_body(blocks: np.ndarray, out: np.ndarray) -> None:
 
 
 FORMATS: tuple[Format, ...] = (
-    Format.of_blocks("q1_0", "q1_0", 41, 128, 18, _q1_0_body, _CHUNK_BLOCKS),
-    Format.of_blocks("q2_0", "q2_0", 42, 64, 18, _q2_0_body, _CHUNK_BLOCKS),
+    Format.of_blocks("q1_0", "q1_0", 41, 128, 18, _q1_0_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format.of_blocks("q2_0", "q2_0", 42, 64, 18, _q2_0_body, _CHUNK_BLOCKS, scale_fields=(0,)),
 )

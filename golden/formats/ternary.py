@@ -14,46 +14,55 @@ from __future__ import annotations
 
 import numpy as np
 
-from golden.formats.format import Format, block_rows, f16_column
+from golden.formats.format import Format, f16_column
 
 _SHIFTS = np.array([0, 2, 4, 6], np.uint8)
 
 
-def dequantize_tq2_0(raw: np.ndarray, n: int) -> np.ndarray:
-    blocks = block_rows(raw, "tq2_0", 256, 66, n)
-    d = np.ascontiguousarray(blocks[:, 64:]).view("<f2").astype(np.float32)  # [nblocks, 1]
-    qs = blocks[:, :64].reshape(-1, 2, 1, 32)  # [block, half, 1, m]
-    codes = (qs >> _SHIFTS[None, None, :, None]) & 3  # [block, half, l, m]
-    values = codes.reshape(blocks.shape[0], 256).astype(np.float32) - np.float32(1)
-    with np.errstate(invalid="ignore", over="ignore"):  # inf/NaN scales propagate as in C
-        return (values * d).reshape(-1)
+def _codes_times_scale(codes: np.ndarray, d: np.ndarray, out: np.ndarray) -> None:
+    """out = (code − 1)·d: small uint8 codes to f32 (exact) in one pass, then the one f32 product."""
+    np.subtract(codes, np.float32(1), out=out, dtype=np.float32)
+    np.multiply(out, d[:, None], out=out)
 
 
-def _base3_digits() -> np.ndarray:
-    """(256, 5) float32: digit n of every byte, less one: −1, 0 or 1 (``(q·3) >> 8`` of a byte is at most 2)."""
-    byte = np.arange(256, dtype=np.uint32)[:, None]
-    shifted = (byte * 3 ** np.arange(5, dtype=np.uint32)[None, :]) & np.uint32(0xFF)  # the uint8 product
-    return ((shifted * np.uint32(3)) >> np.uint32(8)).astype(np.float32) - np.float32(1)
+def _tq2_0_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    codes = np.empty(out.shape, np.uint8)  # element 128h + 32l + m: field l of qs[32h + m]
+    for half in range(2):
+        source = blocks[:, 32 * half : 32 * half + 32]
+        for field in range(4):  # scalar shifts: NumPy's broadcast uint8 loops are several times slower
+            start = 128 * half + 32 * field
+            np.right_shift(source, _SHIFTS[field], out=codes[:, start : start + 32])
+    np.bitwise_and(codes, np.uint8(3), out=codes)
+    _codes_times_scale(codes, f16_column(blocks, 64), out)
 
 
-TQ1_DIGITS = _base3_digits()
-_DIGIT_ROWS = np.ascontiguousarray(TQ1_DIGITS.T)  # (digit, byte): one gather per digit and byte range
+def _base3_codes() -> np.ndarray:
+    """(256,) uint8: the digit ``(q·3) >> 8`` that the uint8 product ``q`` brings to the top (at most 2)."""
+    return ((np.arange(256, dtype=np.uint32) * np.uint32(3)) >> np.uint32(8)).astype(np.uint8)
+
+
+# (byte, digit n): digit n of every byte, less one (−1, 0 or 1); what a byte decodes to wherever it is stored
+TQ1_DIGITS = _base3_codes()[(np.arange(256)[:, None] * 3 ** np.arange(5)[None, :]) & 0xFF].astype(np.float32) - 1
+# (q·3) >> 8 is 1 from q = 86 (258 >> 8) and 2 from q = 171 (513 >> 8): two compares instead of a gather
+_DIGIT_STEPS = (np.uint8(86), np.uint8(171))
 _CHUNK_BLOCKS = 1024  # 1 MiB of f32 output a chunk
 # (first byte, last byte + 1, digits, first element): qs[0:32], qs[32:48], qh[0:4]
 _TQ1_RUNS = ((0, 32, 5, 0), (32, 48, 5, 160), (48, 52, 4, 240))
 
 
 def _tq1_0_body(blocks: np.ndarray, out: np.ndarray) -> None:
+    products = np.empty(out.shape, np.uint8)  # b·3ⁿ in uint8 (wrapping, as the C's uint8_t product), element order
     for first, stop, digits, element in _TQ1_RUNS:
         width = stop - first
-        source = blocks[:, first:stop]
         for digit in range(digits):
             start = element + digit * width
-            np.take(_DIGIT_ROWS[digit], source, out=out[:, start : start + width], mode="clip")
-    np.multiply(out, f16_column(blocks, 52)[:, None], out=out)
+            np.multiply(blocks[:, first:stop], np.uint8(3**digit), out=products[:, start : start + width])
+    codes = np.greater_equal(products, _DIGIT_STEPS[0]).view(np.uint8)
+    codes += np.greater_equal(products, _DIGIT_STEPS[1]).view(np.uint8)
+    _codes_times_scale(codes, f16_column(blocks, 52), out)
 
 
 FORMATS: tuple[Format, ...] = (
-    Format.of_blocks("tq1_0", "tq1_0", 34, 256, 54, _tq1_0_body, _CHUNK_BLOCKS),
-    Format("tq2_0", "tq2_0", 35, 256, 66, dequantize_tq2_0),
+    Format.of_blocks("tq1_0", "tq1_0", 34, 256, 54, _tq1_0_body, _CHUNK_BLOCKS, scale_fields=(52,)),
+    Format.of_blocks("tq2_0", "tq2_0", 35, 256, 66, _tq2_0_body, _CHUNK_BLOCKS, scale_fields=(64,)),
 )

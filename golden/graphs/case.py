@@ -285,6 +285,27 @@ def _silu(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g
     return _abs(s * (1.0 + x * (1.0 - s))) * d + 0.25 * d * d
 
 
+@_rule("SIGMOID")
+def _sigmoid(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # σ' = σ(1 − σ), |σ''| ≤ 1/(6√3) < 0.1: |dy| ≤ σ'(x)·d + 0.05·d² (Taylor with remainder); σ is also
+    # 1/4-Lipschitz, so d/4 bounds it too (the router's gating under the logits' MUL_MAT error)
+    x = np.asarray(xs[0], np.float64)
+    d = _zero_or(deltas[0], g)
+    with np.errstate(over="ignore"):
+        s = 1.0 / (1.0 + np.exp(-x))
+    return np.minimum(s * (1.0 - s) * d + 0.05 * d * d, 0.25 * d)
+
+
+@_rule("SOFTPLUS")
+def _softplus(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
+    # softplus' = σ(x) ∈ (0, 1), softplus'' = σ(1 − σ) ≤ 1/4: |dy| ≤ σ(x)·d + d²/8; and 1-Lipschitz: ≤ d
+    x = np.asarray(xs[0], np.float64)
+    d = _zero_or(deltas[0], g)
+    with np.errstate(over="ignore"):
+        s = 1.0 / (1.0 + np.exp(-x))
+    return np.minimum(s * d + 0.125 * d * d, d)
+
+
 # ---- views, selection and the TOPK_MOE chain (issue 23, item 5) --------------------------------------
 
 @_rule("VIEW")

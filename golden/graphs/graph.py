@@ -24,6 +24,9 @@ class CaseParams(Protocol):
 
 
 VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})  # nodes that are ggml views, not kernels
+# ops whose ggml constructor returns a view of src0 with the op on it (ggml_clamp): the kernel writes its
+# result over its source, so the source's memory holds the op's result once the graph ran
+IN_PLACE_OPS = frozenset({"CLAMP"})
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,10 @@ class Graph:
     nodes: tuple[GraphNode, ...]
     outputs: tuple[str, ...]
     spans: tuple[tuple[str, ...], ...] = ()  # node names a backend may fuse into one kernel
+    # the graph-allocator run flags an output view's source as an output too, so that the view can be
+    # read back after the run; False: only the outputs are flagged, as llama.cpp flags them, and an output
+    # view whose source the allocator may reuse is not read back in that run
+    hold_view_sources: bool = True
 
     def spec_of(self, name: str) -> TensorSpec:
         """The tensor a source name stands for: a graph input as given, a node as a packed tensor."""
@@ -89,7 +96,20 @@ class Graph:
         """Whether a node's memory holds its own value after the graph ran: not a view of an input that
         a node writes in place (the view reads the new contents, so the blocked run cannot judge it)."""
         node = self.node(name)
+        if self.overwritten_in_place(name):
+            return False  # an in-place node (CLAMP) wrote its own result over this node's memory
         return not (node.op in VIEW_OPS and any(i.name == node.srcs[0] and i.written for i in self.inputs))
+
+    def overwritten_in_place(self, name: str) -> bool:
+        """Whether a later in-place node (``IN_PLACE_OPS``) writes its result over this node's memory."""
+        return any(n.op in IN_PLACE_OPS and n.srcs[:1] == (name,) for n in self.nodes)
+
+    def allocator_outputs(self) -> tuple[str, ...]:
+        """The outputs the graph-allocator run can read back: all, unless an output view's source is
+        left to the allocator (``hold_view_sources`` False), whose memory may be reused after its last reader."""
+        if self.hold_view_sources:
+            return self.outputs
+        return tuple(o for o in self.outputs if self.node(o).op not in VIEW_OPS)
 
     def is_input(self, name: str) -> bool:
         return any(i.name == name for i in self.inputs)

@@ -1,16 +1,17 @@
-"""Quantizing copies that are wrong the way a backend author could ship them."""
+"""Quantizing copies, and products of weight formats, that are wrong the way a backend author could ship them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from device.base import RunResult
 from device.golden_device import GoldenDevice
-from golden import catalogue, quant
+from golden import catalogue, dtypes, matmul, quant
 from golden.case import OpCase
-from tests.plugins import FaultyDevice, planted
+from tests.plugins import Distortion, FaultyDevice, planted
 
 
 def _q8_0_scale_over_128(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
@@ -51,3 +52,99 @@ def q8_0_scale_over_128(options: dict[str, Any]) -> FaultyDevice:
 @planted("quantized and cpy and q4_0", "a Q4_0 quantizer that truncates instead of rounding")
 def q4_0_truncating(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("q4_0_truncating", "CPY", _q4_0_truncating)
+
+
+# ---- weight formats read wrongly (issue 37): each shows only on that format's MUL_MAT draws ----------------
+
+
+def _reading_src0_as(qtype: str, misread: Callable[[np.ndarray], np.ndarray]) -> Distortion:
+    """A device that reads src0's ``qtype`` blocks as if their bytes were ``misread(blocks)`` (a copy of the
+    (blocks, type_size) uint8 array): the golden on the misread bytes, the inputs handed back as sent."""
+
+    def distortion(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        if case.inputs[0].dtype != qtype:
+            return golden.run(case, inputs)
+        raw = np.array(inputs[0], np.uint8)
+        blocks = raw.reshape(-1, dtypes.type_size(qtype))
+        misread_inputs = [misread(blocks.copy()).reshape(raw.shape), *inputs[1:]]
+        result = golden.run(case, misread_inputs)
+        return RunResult(result.output, [np.array(x) for x in inputs])
+
+    return distortion
+
+
+def _q4_k_scale_bit5_lost(blocks: np.ndarray) -> np.ndarray:
+    """get_scale_min_k4 masking the first four 6-bit scales with 31: bit 5 of scales[0..3] is dropped."""
+    blocks[:, 4:8] &= np.uint8(0xDF)
+    return blocks
+
+
+def _q5_0_high_bits_reversed(blocks: np.ndarray) -> np.ndarray:
+    """qh read most significant bit first: element j takes bit 31 − j as its fifth bit."""
+    bits = np.unpackbits(blocks[:, 2:6], axis=1, bitorder="little")[:, ::-1]
+    blocks[:, 2:6] = np.packbits(bits, axis=1, bitorder="little")
+    return blocks
+
+
+def _mxfp4_exponent_plus_one(blocks: np.ndarray) -> np.ndarray:
+    """The E8M0 byte decoded as 2^(e − 127) (ggml stores the E2M1 values doubled and halves the scale: the
+    half forgotten), i.e. every block's exponent one too high."""
+    blocks[:, 0] = np.minimum(blocks[:, 0].astype(np.int32) + 1, 255).astype(np.uint8)
+    return blocks
+
+
+def _tq2_0_codes_swapped(blocks: np.ndarray) -> np.ndarray:
+    """TQ2_0's 2-bit codes 0 and 2 swapped (−1 read as +1 and back): the ternary mapping mirrored."""
+    qs = blocks[:, :64]
+    low_bits_clear = ~qs & np.uint8(0x55)  # per 2-bit field: 1 where the code's low bit is 0 (codes 0 and 2)
+    blocks[:, :64] = qs ^ (low_bits_clear << np.uint8(1))
+    return blocks
+
+
+def _q4_1_sum_without_scale(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """Q4_1 × Q8_1's vec_dot adding m·Σq8 instead of m·s (s = d8·Σq8): the activation block's sum without
+    its scale. The src1 rounding itself is left out (the golden's exact src1), so only the sum is wrong:
+    each block adds m_b·Σ_block b·(1/d8 − 1), d8 = amax/127 of the src1 block."""
+    if case.inputs[0].dtype != "q4_1":
+        return golden.run(case, inputs)
+    exact = golden.run(case, inputs)
+    a_raw = np.asarray(inputs[0], np.uint8)
+    k = case.inputs[0].ne[0]
+    minimum = a_raw.reshape(-1, 20)[:, 2:4].copy().view("<f2").astype(np.float64)
+    minimum = minimum.reshape(a_raw.shape[:-1] + (k // 32,))
+    b = np.asarray(catalogue.golden_inputs(case, inputs)[1], np.float64)
+    blocks = b.reshape(b.shape[:-1] + (k // 32, 32))
+    d8 = np.abs(blocks).max(axis=-1) / 127.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        extra = np.where(d8 > 0, blocks.sum(axis=-1) * (1.0 / d8 - 1.0), 0.0)
+    out = np.asarray(exact.output, np.float64) + matmul.mul_mat(minimum, extra)
+    return RunResult(out, [np.array(x) for x in inputs])
+
+
+@planted("quantized and mul_mat- and q4_k", "Q4_K's get_scale_min_k4 masks the first four sub-block scales with 31: "
+                                            "bit 5 of a 6-bit scale lost (random scale bytes set it half the time)")
+def q4_k_scale_bit_lost(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("q4_k_scale_bit_lost", "MUL_MAT", _reading_src0_as("q4_k", _q4_k_scale_bit5_lost))
+
+
+@planted("quantized and mul_mat- and q5_0", "Q5_0's qh read in the wrong order: element j takes bit 31 − j as its "
+                                            "fifth bit")
+def q5_0_high_bits_reversed(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("q5_0_high_bits_reversed", "MUL_MAT", _reading_src0_as("q5_0", _q5_0_high_bits_reversed))
+
+
+@planted("quantized and mul_mat- and mxfp4", "MXFP4's E8M0 scale decoded as 2^(e − 127), not 2^(e − 128) with the "
+                                             "doubled E2M1 table: every block twice too large")
+def mxfp4_exponent_off_by_one(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("mxfp4_exponent_off_by_one", "MUL_MAT", _reading_src0_as("mxfp4", _mxfp4_exponent_plus_one))
+
+
+@planted("quantized and mul_mat- and tq2_0", "TQ2_0's ternary codes 0 and 2 swapped: −1 and +1 mirrored")
+def tq2_0_ternary_swapped(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("tq2_0_ternary_swapped", "MUL_MAT", _reading_src0_as("tq2_0", _tq2_0_codes_swapped))
+
+
+@planted("quantized and mul_mat- and q4_1", "Q4_1 × Q8_1 adds the weight block's minimum times Σq8, the activation "
+                                            "block's sum without its scale d8")
+def q4_1_sum_without_scale(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("q4_1_sum_without_scale", "MUL_MAT", _q4_1_sum_without_scale)

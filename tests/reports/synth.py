@@ -182,8 +182,10 @@ def make_cases(n: int, devices: tuple[str, ...] = ("ggml:CPU", "ggml:CANN0"), se
 
 def write_results(path: Path, cases: list[dict[str, Any]], *, complete: bool = True,
                   header_record: dict[str, Any] | None = None, truncate_tail: str | None = None,
-                  footer_record: dict[str, Any] | None = None) -> Path:
-    """Write a results file; ``truncate_tail`` appends a cut-off final line (no newline).
+                  footer_record: dict[str, Any] | None = None,
+                  extra_records: list[dict[str, Any]] | None = None) -> Path:
+    """Write a results file; ``truncate_tail`` appends a cut-off final line (no newline);
+    ``extra_records`` (skip records...) go after the cases, before the footer.
 
     The default footer's exit status agrees with the cases: 1 when one failed (and no known bug
     the harness matched explains it), else 0.
@@ -191,6 +193,7 @@ def write_results(path: Path, cases: list[dict[str, Any]], *, complete: bool = T
     devices = sorted({case["device"] for case in cases}) or ["ggml:CPU"]
     head = header_record or header(devices=devices, run_id=cases[0]["run_id"] if cases else "run-1")
     lines = [dumps_record(head)] + [dumps_record(case) for case in cases]
+    lines += [dumps_record(record) for record in extra_records or []]
     if complete:
         failing = {case.get("test_id") for case in cases
                    if case["outcome"] in ("fail", "crash", "timeout", "error") and "expected" not in case}

@@ -28,7 +28,8 @@ needs_chromium = pytest.mark.skipif(
 )
 
 # A token (text between white space) longer than this may break anywhere (a hash, a run of one letter);
-# a shorter one only after a hyphen or a slash, where a browser breaks it on its own.
+# a shorter one only after a hyphen or a slash, where a browser breaks it on its own, or where the report
+# offers a break (a soft hyphen; <wbr> after , ( [ . : _ in identifiers, reports.html.breakable).
 LONG_TOKEN = 40
 # A column may be wider than the fraction of rows that fill it by this much (a mostly empty column that
 # takes half the table is what the test is for).
@@ -44,6 +45,7 @@ function checkCell(cell) {
   const chars = [];  // [character, top of its line box]
   const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
   for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+    chars.push([' ', null]);  // text in another element (after a <br>, in a <span>) starts a new token
     for (let i = 0; i < node.data.length; i++) {
       range.setStart(node, i); range.setEnd(node, i + 1);
       const rects = range.getClientRects();
@@ -54,9 +56,11 @@ function checkCell(cell) {
   const flush = () => {
     for (let i = 1; i < token.length; i++) {
       const [prev, prevTop] = token[i - 1], [, top] = token[i];
-      if (prevTop !== null && top !== null && Math.abs(top - prevTop) > 1 && !'-/'.includes(prev)
+      if (prevTop !== null && top !== null && Math.abs(top - prevTop) > 1 && !'-/\u00ad,([.:_'.includes(prev)
           && token.length <= LONG) {
-        broken.push([cell.textContent.trim().slice(0, 80), token.map(c => c[0]).join('')]);
+        const where = cell.closest('table'), sec = cell.closest('section, details');
+        broken.push([cell.textContent.trim().slice(0, 80), token.map(c => c[0]).join(''),
+                     (sec && sec.id) || '', (where && where.className) || '']);
         return;
       }
     }
@@ -74,7 +78,7 @@ const scrollsInItsBox = el => {
   }
   return false;
 };
-const tables = [...document.querySelectorAll('section.model table')];
+const tables = [...document.querySelectorAll('TABLE_SELECTOR')];
 tables.forEach(t => t.querySelectorAll('th, td').forEach(checkCell));
 const columns = [], rowHeights = [];
 document.querySelectorAll('section.model table.nodes').forEach(t => {
@@ -93,6 +97,7 @@ document.body.setAttribute('data-measured', JSON.stringify({
   detailRows: document.querySelectorAll('section.model tr.node-detail').length,
 }));
 </script></body>""".replace("LONG_TOKEN", str(LONG_TOKEN))
+MODEL_TABLES = "section.model table"
 
 
 def llama_like_result(device: str, nodes: int = 150) -> dict[str, Any]:
@@ -151,10 +156,12 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     return model_page, report, tmp
 
 
-def measure(page: Path, width: int, tmp_path: Path) -> dict[str, Any]:
+def measure(page: Path, width: int, tmp_path: Path, tables: str = MODEL_TABLES) -> dict[str, Any]:
+    """The layout figures of ``page`` at ``width``; ``tables``: the CSS selector of the tables whose
+    cells are checked for words broken inside."""
     assert CHROMIUM is not None
     probe = tmp_path / f"measure-{page.stem}-{width}.html"
-    probe.write_text(page.read_text().replace("</body>", MEASURE))
+    probe.write_text(page.read_text().replace("</body>", MEASURE.replace("TABLE_SELECTOR", tables)))
     dom = dump_dom(CHROMIUM, probe, f"--window-size={width},900")
     found = re.search(r'data-measured="([^"]*)"', dom)
     assert found, "the measuring script did not run"

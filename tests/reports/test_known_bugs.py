@@ -83,11 +83,12 @@ def test_a_run_whose_only_failures_are_known_bugs_is_clean(tmp_path: Path) -> No
     html = out.read_text()
     assert data.is_green and data.unexpected_claimed_cells() == 0
     verdict = html[html.index('id="verdict"'):].split("</div>", 1)[0]
-    assert "<strong>Healthy.</strong> No unexpected failures." in verdict
-    assert '<span class="pill o-known">2 known</span> failures (known bugs, in 1 support-matrix cell claimed ' \
-           'supported) are <a href="#known">listed apart</a>.' in verdict
-    # the cell keeps its kind, in the calm colour of known failures
-    assert 'class="cell k-claimed-fail" data-kind="claimed-fail" data-known="all"' in html and "(2 known)" in html
+    assert "Every case that no known bug covers passed</span> (1 of 1 judged)." in verdict
+    assert '<span class="pill o-known">2 known</span> failures (known bugs, in 1 support-matrix cell that fails ' \
+           'only by known bugs) are <a href="#known">listed apart</a>.' in verdict
+    # the cell is "known only", in the calm colour of known failures: nothing on the page is marked claimed-fail
+    assert 'class="cell k-known-only" data-kind="known-only" data-known="all"' in html and "(2 known)" in html
+    assert "k-claimed-fail" not in html.split("</style>", 1)[1]
     cases.append(make_case("CLAMP", outcome="fail", supported=True, index=4))  # one that no bug explains
     data = build_report([write_results(tmp_path / "r2.jsonl", cases)], out)
     assert not data.is_green and data.unexpected_claimed_cells() == 1

@@ -40,6 +40,20 @@ def test_the_model_section_highlights_the_first_failing_node_and_escapes_text() 
     assert "FAIL at node 9" in page and "100.0%" in page
 
 
+def test_an_incomplete_run_lists_its_gaps_by_reason_and_says_the_logits_are_not_judged() -> None:
+    incomplete = dict(_verdict(), verdict="incomplete: 1 of 3 computed nodes not judged; logits not judged",
+                      first_failure=None, logits=[], replayed_from_device=1,
+                      not_judged=[{"reason": "a source has ggml type q4_1, which the golden does not read", "nodes": 1,
+                                   "ops": ["TOP_K"]}],
+                      logits_not_judged="the golden's forward pass cannot compute 1 node(s) (no translation: 1)")
+    page = render_model_section([incomplete])
+    assert "not judged: 1 node(s) (TOP_K): a source has ggml type q4_1, which the golden does not read" in page
+    assert "Logits against the golden's own forward pass: not judged" in page
+    assert "forward pass cannot compute 1 node(s) (no translation: 1)" in page  # the results text is escaped
+    assert "NMSE bar" not in page and "took 1 node(s) from the device" not in page
+    assert 'class="verdict-fail">incomplete' in page
+
+
 def test_a_crashed_run_has_its_section_too() -> None:
     crashed = {"device_spec": "ggml:CANN0", "model": "m.gguf", "device": "CANN0", "description": "",
                "verdict": "CRASH at node 7 (ffn_up-7, MUL_MAT, step 0)", "counts": {}, "replayed_from_device": 0,

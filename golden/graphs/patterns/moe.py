@@ -3,18 +3,24 @@
 As llama.cpp's ``build_moe_ffn`` builds it (node order from ``ggml_build_forward_expand`` over the
 weights, so it is the order in Vulkan's ``topk_moe_*`` op lists)::
 
+    logits   = MUL_MAT(router, x)          (router=mul_mat: the layer input by the router weight;
+                                            router=input: the logits a graph input, as test_topk_moe)
     probs    = SOFT_MAX(logits) | SIGMOID(logits) | logits (softmax_weight) | SQRT(SOFTPLUS(logits))
                                                                          [n_expert, n_tokens]
-    sel      = probs                       or ADD(probs, expert_bias)    (sigmoid or sqrt_softplus with bias)
+    sel      = probs                       or ADD(probs, expert_bias)    (bias=True, any gating: llama.cpp
+                                            adds exp_probs_b to whatever probs is)
     selected = VIEW(ARGSORT(sel, desc), first k of each row)             [k, n_tokens] I32
     weights  = GET_ROWS(RESHAPE(probs, [1, n_expert, n_tokens]), selected)  [1, k, n_tokens]
     softmax_weight (the late softmax, Qwen3/gpt-oss): RESHAPE to [k, n_tokens], SOFT_MAX, RESHAPE back
     norm:      RESHAPE to [k, n_tokens], SUM_ROWS, CLAMP(6.1035e-5, inf), DIV, RESHAPE back
     scale:     SCALE(weights, s)
 
-The outputs are ``weights`` and ``selected`` (test-backend-ops' ``test_topk_moe`` reads both). The
-views are graph nodes. Decode is one token, prefill many: Vulkan's overlap bug (#19768) needed
-more than one row.
+The outputs are ``weights`` and ``selected`` (what build_moe_ffn hands to the expert FFN). With
+``router=input`` the graph allocator run also keeps the ARGSORT that ``selected`` views (flagged
+output, as before); with ``router=mul_mat`` it flags only the two outputs, as llama.cpp leaves the
+ARGSORT to the allocator: its block is freed after its last reader, and ``selected`` is judged in
+the other two runs. The views are graph nodes. Decode is one token, prefill many: Vulkan's overlap
+bug (#19768) needed more than one row.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from golden.spec import P
 
 PATTERNS: list[Pattern] = []
 GATINGS = ("softmax", "sigmoid", "softmax_weight", "sqrt_softplus")  # llama.cpp's expert gating functions
-BIASED_GATINGS = ("sigmoid", "sqrt_softplus")  # an expert-selection bias (exp_probs_b) goes with these
+ROUTERS = ("input", "mul_mat")  # where the logits come from: a graph input, or llama.cpp's router MUL_MAT
 _SOFT_MAX_PARAMS = (("scale", 1.0), ("max_bias", 0.0), ("mask", False), ("sinks", False))
 CLAMP_MIN = 6.103515625e-5  # llama.cpp's clamp of the weights' sum before the division (2^-14)
 
@@ -37,25 +43,34 @@ def _topk_moe(case: CaseParams) -> Graph:
         raise ValueError(f"topk_moe: gating must be one of {', '.join(GATINGS)}, not {gating!r}")
     if not 1 <= k <= n_expert:
         raise ValueError(f"topk_moe: k must be 1..n_expert ({n_expert}), not {k}")
-    if with_bias and gating not in BIASED_GATINGS:
-        raise ValueError("topk_moe: bias=True (an expert-selection bias) goes with gating="
-                         f"{' or '.join(BIASED_GATINGS)}")
+    router, n_embd = case.param("router", "input"), case.param("n_embd")
+    if router not in ROUTERS:
+        raise ValueError(f"topk_moe: router must be one of {', '.join(ROUTERS)}, not {router!r}")
+    if (router == "mul_mat") != (n_embd is not None) or (n_embd is not None and not n_embd >= 1):
+        raise ValueError("topk_moe: n_embd (>= 1, the router MUL_MAT's dot-product length) goes with "
+                         "router=mul_mat, and only with it")
     if not (isinstance(with_bias, bool) and isinstance(norm, bool)):
         raise ValueError("topk_moe: bias and norm are True or False")
     if not scale > 0:
         raise ValueError(f"topk_moe: scale must be > 0 (1.0: no SCALE node), not {scale!r}")
     logits_ne = (n_expert, n_tokens, 1, 1)
-    inputs = [GraphInput("logits", TensorSpec("f32", logits_ne, name="logits"))]
+    nodes: list[GraphNode] = []
+    if router == "mul_mat":  # the layer input by the router weight (ffn_gate_inp), ~1/sqrt(n_embd) as a model's
+        inputs = [GraphInput("router_w", TensorSpec("f32", (n_embd, n_expert, 1, 1), name="router_w"),
+                             scale=float(n_embd) ** -0.5),
+                  GraphInput("x", TensorSpec("f32", (n_embd, n_tokens, 1, 1), name="x"))]
+        nodes.append(GraphNode("logits", "MUL_MAT", ("router_w", "x"), logits_ne))
+    else:
+        inputs = [GraphInput("logits", TensorSpec("f32", logits_ne, name="logits"))]
     probs = "logits" if gating == "softmax_weight" else "probs"
     if gating == "softmax":
-        nodes = [GraphNode("probs", "SOFT_MAX", ("logits",), logits_ne, _SOFT_MAX_PARAMS)]
+        nodes.append(GraphNode("probs", "SOFT_MAX", ("logits",), logits_ne, _SOFT_MAX_PARAMS))
     elif gating == "sigmoid":
-        nodes = [GraphNode("probs", "SIGMOID", ("logits",), logits_ne)]
+        nodes.append(GraphNode("probs", "SIGMOID", ("logits",), logits_ne))
     elif gating == "sqrt_softplus":
-        nodes = [GraphNode("softplus", "SOFTPLUS", ("logits",), logits_ne),
-                 GraphNode("probs", "SQRT", ("softplus",), logits_ne)]
-    else:  # softmax_weight: select on the raw logits, softmax over the k chosen below
-        nodes = []
+        nodes += [GraphNode("softplus", "SOFTPLUS", ("logits",), logits_ne),
+                  GraphNode("probs", "SQRT", ("softplus",), logits_ne)]
+    # softmax_weight: select on the raw logits, softmax over the k chosen below
     nodes.append(GraphNode("probs_3d", "RESHAPE", (probs,), (1, n_expert, n_tokens, 1),
                            (("ne", (1, n_expert, n_tokens, 1)),), dst="f32"))
     selection = probs
@@ -89,8 +104,8 @@ def _topk_moe(case: CaseParams) -> Graph:
     if scale != 1.0:
         nodes.append(GraphNode("weights_scaled", "SCALE", (last,), (1, k, n_tokens, 1), (("s", float(scale)),)))
         last = nodes[-1].name
-    names = tuple(n.name for n in nodes)
-    return Graph(tuple(inputs), tuple(nodes), (last, "selected"), (names,))
+    span = tuple(n.name for n in nodes if n.op != "MUL_MAT")  # the fused kernels take the logits as their input
+    return Graph(tuple(inputs), tuple(nodes), (last, "selected"), (span,), hold_view_sources=router == "input")
 
 
 PATTERNS.append(Pattern(
@@ -99,10 +114,13 @@ PATTERNS.append(Pattern(
                  "n_tokens": P("tokens: 1 is decode, more is prefill", int),
                  "gating": P("softmax, sigmoid, softmax_weight (softmax over the k chosen logits) or "
                              "sqrt_softplus", str),
-                 "bias": P("sigmoid or sqrt_softplus: select on probs + a per-expert bias (DeepSeek-V3), weigh by "
-                           "probs", bool),
+                 "bias": P("select on probs + a per-expert bias (exp_probs_b, DeepSeek-V3), weigh by probs", bool),
                  "norm": P("divide the k weights by their sum (clamped below at 2^-14)", bool),
-                 "scale": P("SCALE the weights by this (1.0: no SCALE node)")},
+                 "scale": P("SCALE the weights by this (1.0: no SCALE node)"),
+                 "router": P("input (the logits a graph input, the default) or mul_mat (llama.cpp: MUL_MAT of the "
+                             "layer input by the router weight; only the outputs flagged under the graph allocator)",
+                             str, optional=True),
+                 "n_embd": P("router=mul_mat: the layer input's width", int, optional=True)},
     _topk_moe, ("f32",), notes="MoE router: top-k experts and their weights",
     fused_by="Vulkan (5 modes), CUDA"))
 
