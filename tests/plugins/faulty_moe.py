@@ -27,13 +27,19 @@ def _ids_by_token(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) 
 
 def _sections_reversed(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
     """The t, h and w sections laid out in the opposite order (w, h, t): the first s2 pairs rotate by
-    the w position, and so on."""
+    the w position, and so on (VISION's y and x: x, y)."""
     if int(case.param("mode")) not in rope.MULTI_SECTION_MODES:
         return golden.run(case, inputs)
     s0, s1, s2, s3 = case.param("sections")
     pos = np.asarray(inputs[1]).reshape(4, -1)
-    swapped_pos = pos[[2, 1, 0, 3]].reshape(np.shape(inputs[1]))
-    params = tuple((k, (s2, s1, s0, s3) if k == "sections" else v) for k, v in case.params)
+    if int(case.param("mode")) == rope.VISION:
+        # VISION uses only [y, x, 0, 0]: reversing all four would put its sections in the ignored slots,
+        # a call the oracle refuses (an error record, the plug-in's own failure, not a caught fault)
+        order, sections = [1, 0, 2, 3], (s1, s0, s2, s3)
+    else:
+        order, sections = [2, 1, 0, 3], (s2, s1, s0, s3)
+    swapped_pos = pos[order].reshape(np.shape(inputs[1]))
+    params = tuple((k, sections if k == "sections" else v) for k, v in case.params)
     result = golden.run(replace(case, params=params), [inputs[0], swapped_pos, *inputs[2:]])
     return replace(result, inputs_after=[np.array(x) for x in inputs])
 
