@@ -2,13 +2,25 @@
 the golden's forward pass, run the fused graph (target: under 60 s on ggml:CPU).
 
     python benchmarks/bench_model.py [--arch llama] [--weights q8_0] [--device CPU] [--ggml-lib DIR]
+                                     [--size tiny|135m|1b] [--decode N] [--scale [--scale-1b]]
 
 Prints the time of each stage, the node counts and the per-node judging rate.
+
+``--scale``: the same run, in a child process, at a 135M-class llama's dimensions (``--size 135m``:
+30 layers, n_embd 576, 9/3 heads, n_ff 1536, vocab 49152; synthetic Q8_0 weights) with the default
+prefill and 8 decode steps; prints wall seconds, CPU seconds of the whole process tree
+(``RUSAGE_CHILDREN`` around the child: the GGUF writer is its child too), peak RSS (the largest
+process of the tree), nodes judged and nodes/s. ``--scale-1b`` then does the same at
+Llama-3.2-1B's dimensions (16 layers, n_embd 2048, 32/8 heads, n_ff 8192, vocab 128256; heavy:
+only when the 135M run took under 3 min). Targets (issue 38): 135M ≤ 60 s CPU and ≤ 2 GiB; 1B
+≤ 10 min and ≤ 8 GiB.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -17,11 +29,58 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, uninstalled
 
 from conformance import model  # noqa: E402
-from conformance.model_synthetic import ARCHITECTURES, WEIGHT_TYPES, write_tiny_model  # noqa: E402
+from conformance.model_synthetic import ARCHITECTURES, SIZES, WEIGHT_TYPES, write_tiny_model  # noqa: E402
 from device.llama.capture import run_model  # noqa: E402
 from device.llama.lib import load  # noqa: E402
 
-STEPS = [[1, 5, 9, 17, 33, 65], [72], [79]]  # conform model's default prefill and decode ids
+PREFILL = [1, 5, 9, 17, 33, 65]  # conform model's default prefill for a model without a tokenizer
+
+
+def steps(decode: int) -> list[list[int]]:
+    """The prefill, then ``decode`` single-token steps of fixed ids (the capture here does not pick the
+    golden's greedy token; the node count per step is the same)."""
+    out, last = [PREFILL], PREFILL[-1]
+    for _ in range(decode):
+        last = (last + 7) % 128  # 72, 79, ...: the ids this benchmark always fed
+        out.append([last])
+    return out
+
+
+def scale_run(size: str, args: argparse.Namespace) -> tuple[float, float, float, int, int]:
+    """(wall s, CPU s of the process tree, peak RSS GiB, nodes judged, exit status) of one child run
+    at ``size`` with 8 decode steps."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, __file__, "--size", size, "--decode", "8", "--weights", "q8_0",
+                           "--device", args.device, "--ggml-lib", args.ggml_lib, "--arch", args.arch],
+                          capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    peak_gib = after.ru_maxrss / 1024 / 1024  # KiB on Linux: the largest child so far, not a sum
+    judged = 0
+    for line in proc.stdout.splitlines():
+        if " computed (" in line:
+            judged = int(line.split(" computed (")[0].rsplit(",", 1)[1].split()[0])
+    sys.stdout.write(proc.stdout)
+    if proc.returncode:
+        sys.stderr.write(proc.stderr[-2000:])
+    return wall, cpu, peak_gib, judged, proc.returncode
+
+
+def scale(args: argparse.Namespace) -> int:
+    status = 0
+    sizes = ["135m"] + (["1b"] if args.scale_1b else [])
+    for size in sizes:
+        wall, cpu, peak, judged, rc = scale_run(size, args)
+        print(f"SCALE {size} {args.arch} q8_0 on {args.device}, default prefill + 8 decode steps: wall {wall:.1f} s, "
+              f"CPU {cpu:.1f} s (process tree), peak RSS {peak:.2f} GiB, {judged} nodes judged, "
+              f"{judged / max(wall, 1e-9):.0f} nodes/s (wall), exit {rc}")
+        status = status or rc
+        if size == "135m" and wall >= 180 and args.scale_1b:
+            print("SCALE 1b skipped: the 135M run took 3 min or more")
+            break
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,25 +90,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="CPU", help="ggml device name (CPU, Vulkan0)")
     parser.add_argument("--ggml-lib", default=str(Path(__file__).resolve().parent.parent / ".backends"
                                                   / "ggml-0.25.1-vulkan"))
+    parser.add_argument("--size", default="tiny", choices=sorted(SIZES),
+                        help="model dimensions: tiny (the test model), 135m or 1b (published models' dimensions)")
+    parser.add_argument("--decode", type=int, default=2, help="decode steps after the prefill (default 2)")
+    parser.add_argument("--scale", action="store_true", help="measure the 135M-class run in a child process")
+    parser.add_argument("--scale-1b", action="store_true", help="with --scale: then the 1B-class run (heavy)")
     args = parser.parse_args(argv)
+    if args.scale:
+        return scale(args)
+    run_steps = steps(args.decode)
+    shape = None if args.size == "tiny" else SIZES[args.size]
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        path = write_tiny_model(Path(tmp) / "m.gguf", args.arch, args.weights)
+        path = write_tiny_model(Path(tmp) / "m.gguf", args.arch, args.weights, shape=shape)
         load(args.ggml_lib)
         t1 = time.perf_counter()
-        captured = run_model(args.ggml_lib, path, args.device, STEPS, capture=True)
+        captured = run_model(args.ggml_lib, path, args.device, run_steps, capture=True)
         t2 = time.perf_counter()
         verdicts = model.judge_nodes(captured, args.device, load(args.ggml_lib).ggml.version, None)
         t3 = time.perf_counter()
         golden, _ = model.golden_replay(captured)
         t4 = time.perf_counter()
-        fused = run_model(args.ggml_lib, path, args.device, STEPS)
+        fused = run_model(args.ggml_lib, path, args.device, run_steps)
         t5 = time.perf_counter()
     figures = model.logits_figures(args.device, golden, fused.logits)
     statuses: dict[str, int] = {}
     for v in verdicts:
         statuses[v.status] = statuses.get(v.status, 0) + 1
-    print(f"tiny {args.arch} {args.weights} on {args.device}: {len(captured.nodes)} nodes captured, "
+    print(f"{args.size} {args.arch} {args.weights} on {args.device}: {len(captured.nodes)} nodes captured, "
           f"{len(verdicts)} computed ({', '.join(f'{n} {s}' for s, n in sorted(statuses.items()))})")
     print(f"  write GGUF + load libllama {t1 - t0:7.2f} s")
     print(f"  capture run (eval callback) {t2 - t1:7.2f} s")

@@ -56,6 +56,12 @@ class TinyShape:
 
 TINY = TinyShape()
 TINY_K = TinyShape(n_embd=256, n_ff=256)  # rows of whole 256-element super-blocks for the K and ternary types
+# named sizes at published models' dimensions (synthetic weights), for benchmarks at real scale
+SIZES = {
+    "tiny": TINY,
+    "135m": TinyShape(n_vocab=49152, n_embd=576, n_head=9, n_head_kv=3, n_ff=1536, n_layer=30, n_ctx_train=2048),
+    "1b": TinyShape(n_vocab=128256, n_embd=2048, n_head=32, n_head_kv=8, n_ff=8192, n_layer=16, n_ctx_train=2048),
+}
 
 
 def tensor_type(weights: str, stem: str) -> str:
