@@ -34,7 +34,7 @@ import numpy as np
 from golden.case import OpCase
 from golden.softmax import alibi_slopes
 from golden.spec import InputLayouts, OpList, OpSpec, P, Regime, sig
-from golden.tolerance import F16_EPS, F32_EPS, Tolerance
+from golden.tolerance import F16_EPS, F32_EPS, Calibration, Tolerance
 
 SPECS = OpList()
 
@@ -366,7 +366,7 @@ SPECS.add(OpSpec(
         ulp=0.5, model=attention_error_bound, typical=attention_typical_error,
         typical_name="the bound with √(2n)(1+n·w16), √n for 2n, n",
         model_name="(1+w16)[Σp|v|(e^{Δ_j+Δmax+η}−1) + 2n·a·e^{2Δmax+η}Σp|v| + n·s] + w16|o|; w16 = w, a = w+u "
-                   "(prec default) or w16 = 0, a = u (prec f32)")},
+                   "(prec default) or w16 = 0, a = u (prec f32)", calibration=Calibration.GGML_CPU)},
     params={"scale": P("multiplies q·k (f32)"), "max_bias": P("ALiBi: 0 = off, > 0 needs a mask"),
             "logit_softcap": P("c > 0: logits become c·tanh(scale·q·k/c); 0 = off"),
             "prec": P("ggml_flash_attn_ext_set_prec: default (F16 intermediates allowed) or f32 (f32 throughout)", str),

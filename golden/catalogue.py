@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import replace
 from types import ModuleType
 
 import numpy as np
 
 from golden.case import OpCase
 from golden.spec import InputLayouts, OpList, OpSpec, Signature
-from golden.tolerance import Calibration, Tolerance
+from golden.tolerance import Tolerance
 
 
 def _family_modules() -> tuple[ModuleType, ...]:
@@ -35,64 +34,15 @@ def _family_modules() -> tuple[ModuleType, ...]:
 
 FAMILIES = _family_modules()
 
-# Tolerance rows, by id ("OP[key]", the id results records carry in ``decided_by``), whose reason quotes
-# ggml CPU measurements (nightly margins, glibc's libm, SIMD paths) besides the op's error model. The
-# report notes it beside such a row; tests/test_catalogue_consistency.py checks that every id names a row
-# and that a row quoting CPU figures is listed here.
-CPU_CALIBRATED_ROWS: frozenset[str] = frozenset({
-    # attention
-    "FLASH_ATTN_EXT[f32]",
-    # construction
-    "FILL[f32]", "FILL[f16]", "TRI[f32]", "DIAG[f32]", "SET[*]", "PAD_REFLECT_1D[f32]",
-    # conv
-    "IM2COL[*]", "IM2COL[f16_f32]", "POOL_2D[f32]", "CONV_TRANSPOSE_1D[f32]",
-    # embedding
-    "TIMESTEP_EMBEDDING[f32]",
-    # glu
-    "REGLU[*]", "GEGLU[f32]", "GEGLU[f16]", "GEGLU[bf16]", "SWIGLU[f32]", "SWIGLU[f16]", "SWIGLU[bf16]",
-    "GEGLU_ERF[f32]", "GEGLU_ERF[f16]", "GEGLU_ERF[bf16]", "GEGLU_QUICK[f32]", "GEGLU_QUICK[f16]",
-    "GEGLU_QUICK[bf16]",
-    # loss
-    "CROSS_ENTROPY_LOSS[f32]",
-    # matmul
-    "MUL_MAT[f32]", "MUL_MAT[f16_f32_to_f32]", "MUL_MAT[f16_f16_to_f32]", "MUL_MAT[f32_f16_to_f32]",
-    "MUL_MAT[bf16_f32_to_f32]", "MUL_MAT[bf16_bf16_to_f32]", "MUL_MAT[q4_0_f32_to_f32]", "MUL_MAT[q8_0_f32_to_f32]",
-    "MUL_MAT[q4_0_f16_to_f32]", "MUL_MAT[q8_0_f16_to_f32]", "MUL_MAT_ID[f32]", "MUL_MAT_ID[q4_0_f32_i32_to_f32]",
-    "MUL_MAT_ID[q8_0_f32_i32_to_f32]", "OUT_PROD[f32]", "OUT_PROD[q4_0_f32_to_f32]", "OUT_PROD[q8_0_f32_to_f32]",
-    # norm
-    "NORM[f32]", "RMS_NORM[f32]", "GROUP_NORM[f32]",
-    # reduction
-    "SUM[f32]", "SUM[f16]", "SUM[bf16]", "MEAN[f32]", "ARGMAX[*]", "L2_NORM[f32]", "CUMSUM[f32]",
-    # resample
-    "UPSCALE[f32]",
-    # rope
-    "ROPE[f32]", "ROPE[f16]",
-    # sequence
-    "ARANGE[f32]", "SUM_ROWS[f32]",
-    # softmax
-    "SOFT_MAX[f32]",
-    # ssm
-    "SSM_CONV[f32]", "GATED_LINEAR_ATTN[f32]", "SOLVE_TRI[f32]",
-    # unary
-    "GELU[f32]", "GELU[f16]", "GELU_QUICK[f32]", "GELU_QUICK[f16]", "SILU[f32]", "TANH[f32]", "TANH[f16]",
-    "TANH[bf16]", "SCALE[f32]", "SIGMOID[f32]", "SIGMOID[f16]", "SIGMOID[bf16]", "EXP[f32]", "EXP[f16]", "EXP[bf16]",
-    "ELU[f32]", "ELU[f16]", "ELU[bf16]", "GELU_ERF[f32]", "GELU_ERF[f16]", "GELU_ERF[bf16]", "SOFTPLUS[f32]",
-    "SOFTPLUS[f16]", "SOFTPLUS[bf16]", "SQRT[f32]", "SIN[f32]", "SIN[f16]", "SIN[bf16]", "COS[f32]", "COS[f16]",
-    "COS[bf16]", "LOG[f32]", "LOG[f16]", "LOG[bf16]",
-})
-
 OPS: dict[str, OpSpec] = {}
 for _family in FAMILIES:
     for _spec in _family.SPECS:
         if _spec.name in OPS:
             raise RuntimeError(f"op {_spec.name} is defined twice ({OPS[_spec.name].family}, {_spec.family})")
         OPS[_spec.name] = _spec
-        for _key, _row in _spec.tolerance.items():
-            if f"{_spec.name}[{_key}]" in CPU_CALIBRATED_ROWS:
-                _spec.tolerance[_key] = replace(_row, calibration=Calibration.GGML_CPU)
 
 __all__ = ["OPS", "OpSpec", "Signature", "InputLayouts", "get", "implemented", "signature_of", "tolerance_of",
-           "golden_inputs", "evaluate", "CPU_CALIBRATED_ROWS", "row", "row_id"]
+           "golden_inputs", "evaluate", "row", "row_id"]
 
 
 def signature_of(case: OpCase) -> Signature:

@@ -16,7 +16,7 @@ import numpy as np
 from golden import dtypes
 from golden.case import OpCase
 from golden.spec import InputLayouts, OpList, OpSpec, P, sig
-from golden.tolerance import ROUNDED, Tolerance
+from golden.tolerance import ROUNDED, Calibration, Tolerance
 
 SPECS = OpList()
 
@@ -53,10 +53,11 @@ def _check_fill(case: OpCase, inputs: list[np.ndarray]) -> None:
 SPECS.add(OpSpec(
     name="FILL", family="construction", golden=lambda xs, c: fill(xs[0], c.param("c")),
     signatures=(sig("f32"), sig("f16")),
-    tolerance={"f32": Tolerance("bit-exact: c is an f32 op parameter stored unchanged; ggml CPU ci: exact"),
+    tolerance={"f32": Tolerance("bit-exact: c is an f32 op parameter stored unchanged; ggml CPU ci: exact",
+                                calibration=Calibration.GGML_CPU),
                "f16": Tolerance(ROUNDED.reason + ": c (f32) stored once as F16, overflowing to ±inf beyond "
                                 "65504; ggml CPU: correctly rounded (1.0 of the allowance only at exact ties)",
-                                ulp=0.5)},
+                                ulp=0.5, calibration=Calibration.GGML_CPU)},
     params={"c": P("the constant (an f32 op parameter; may be ±0, ±inf or NaN)")},
     input_layouts=InputLayouts.CONTIGUOUS, validate=_check_fill,
     notes="ggml_fill asserts F32/F16 and a contiguous input, whose values are never read; form=inplace "
@@ -97,7 +98,7 @@ def _check_tri(case: OpCase, inputs: list[np.ndarray]) -> None:
 SPECS.add(OpSpec(
     name="TRI", family="construction", golden=lambda xs, c: tri(xs[0], c.param("tri_type")),
     signatures=(sig("f32"),),
-    tolerance={"f32": Tolerance(MOVED.reason + "; ggml CPU ci: exact")},
+    tolerance={"f32": Tolerance(MOVED.reason + "; ggml CPU ci: exact", calibration=Calibration.GGML_CPU)},
     params={"tri_type": P("enum ggml_tri_type: upper_diag, upper, lower_diag or lower", str)},
     input_layouts=InputLayouts.CONTIGUOUS, validate=_check_tri,
     notes="ggml_tri asserts F32, a contiguous input and ne0 == ne1; batched over dims 2 and 3. The "
@@ -124,7 +125,7 @@ def _check_diag(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="DIAG", family="construction", golden=lambda xs, c: diag(xs[0]), signatures=(sig("f32"),),
-    tolerance={"f32": Tolerance(MOVED.reason + "; ggml CPU ci: exact")},
+    tolerance={"f32": Tolerance(MOVED.reason + "; ggml CPU ci: exact", calibration=Calibration.GGML_CPU)},
     validate=_check_diag,
     notes="ggml_diag asserts ne1 == 1 and nothing about the layout; the result is [ne0, ne0, ne2, ne3]. "
           "The CPU kernel implements F32 only (and ggml-cann claims F32 only)"))
@@ -173,7 +174,8 @@ def _check_set(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="SET", family="construction", golden=_set, signatures=(sig("f32", "f32"), sig("i32", "i32")),
-    tolerance={"*": Tolerance(MOVED.reason + ": a copied, b assigned into the view; ggml CPU ci: exact")},
+    tolerance={"*": Tolerance(MOVED.reason + ": a copied, b assigned into the view; ggml CPU ci: exact",
+                              calibration=Calibration.GGML_CPU)},
     params={"nb1": P("view row stride in bytes", int), "nb2": P("view plane stride in bytes", int),
             "nb3": P("view batch stride in bytes", int), "offset": P("view byte offset into the result", int)},
     validate=_check_set,
@@ -205,7 +207,7 @@ def _check_pad_reflect(case: OpCase, inputs: list[np.ndarray]) -> None:
 SPECS.add(OpSpec(
     name="PAD_REFLECT_1D", family="construction",
     golden=lambda xs, c: pad_reflect_1d(xs[0], c.param("p0"), c.param("p1")), signatures=(sig("f32"),),
-    tolerance={"f32": Tolerance(MOVED.reason + "; ggml CPU ci: exact")},
+    tolerance={"f32": Tolerance(MOVED.reason + "; ggml CPU ci: exact", calibration=Calibration.GGML_CPU)},
     params={"p0": P("elements reflected before each row (≤ ne0 − 1)", int),
             "p1": P("elements reflected after each row (≤ ne0 − 1)", int)},
     input_layouts=InputLayouts.CONTIGUOUS, validate=_check_pad_reflect,

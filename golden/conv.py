@@ -11,7 +11,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.spec import OpList, OpSpec, P, sig
-from golden.tolerance import F16_EPS, F32_EPS, Tolerance, finite_abs
+from golden.tolerance import F16_EPS, F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
 
@@ -93,9 +93,10 @@ SPECS.add(OpSpec(
     name="IM2COL", family="conv", golden=_im2col,
     signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f16"), sig("f16", "f16"), sig("f16", "f32", dst="f32")),
     tolerance={"*": Tolerance("bit-exact: values are copied (or are padding zeros) into a destination of the data's "
-                              "type; ggml CPU ci: exact"),
+                              "type; ggml CPU ci: exact", calibration=Calibration.GGML_CPU),
                "f16_f32": Tolerance("values are copied; an F32 value going to an F16 destination is rounded once "
-                                    "(0.5 ulp); ggml CPU ci: correctly rounded", ulp=0.5)},
+                                    "(0.5 ulp); ggml CPU ci: correctly rounded", ulp=0.5,
+                                    calibration=Calibration.GGML_CPU)},
     params={"s0": P("stride", int), "s1": P("stride (2-D)", int), "p0": P("zero padding", int),
             "p1": P("zero padding (2-D)", int), "d0": P("dilation", int), "d1": P("dilation (2-D)", int),
             "is_2d": P("2-D (else 1-D, s1 = p1 = d1 = 0)", bool)},
@@ -130,7 +131,7 @@ SPECS.add(OpSpec(
                                 "order (γ_{k0k1−1}·Σ|x|), then divides by k0·k1 or multiplies by its rounded "
                                 "reciprocal (2u): (k0·k1 + 1)·u·avg|x| (+2^-150 per subnormal rounding) and the "
                                 "final rounding; ggml CPU nightly: ≤ 2.7e3 ulp at cancelling sums, ≤ 0.43 of the "
-                                "allowance", model=pool_model)},
+                                "allowance", model=pool_model, calibration=Calibration.GGML_CPU)},
     params={"op": P("0 MAX, 1 AVG", int), "k0": P("kernel", int), "k1": P("kernel", int),
             "s0": P("stride", int), "s1": P("stride", int),
             "p0": P("padding (float: the size uses it, the taps use int(p))"), "p1": P("padding (float)")},
@@ -211,7 +212,8 @@ SPECS.add(OpSpec(
         "each output sums C_in·taps products (taps ≤ ⌈K/s0⌉) in f32 in any order: γ_N·Σ|a||b|; F16 weights: the "
         "data may be rounded to F16 first (ggml CPU does), + 2^-11·Σ|a||b|; ggml CPU nightly: F32 ≤ 0.59 of the "
         "allowance, F16 weights ≤ 0.99 (the data's F16 rounding dominates at one or two terms; ≤ 0.88 beyond 8)",
-        ulp=0.5, model=conv_transpose_model, model_name="conv_transpose(N·2^-24 [+2^-11 F16 weights])·Σ|a||b|")},
+        ulp=0.5, model=conv_transpose_model, model_name="conv_transpose(N·2^-24 [+2^-11 F16 weights])·Σ|a||b|",
+        calibration=Calibration.GGML_CPU)},
     params={"s0": P("stride (output positions between consecutive inputs); ggml asserts p0 = 0, d0 = 1", int)},
     validate=_validate_conv_transpose, specials=(np.nan, 0.0, -0.0),
     notes="src0 is the kernel [K, C_out, C_in] (any layout), src1 the data [L, C_in] (a matrix, any layout); dst "

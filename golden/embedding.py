@@ -11,7 +11,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.spec import OpList, OpSpec, P, sig
-from golden.tolerance import F32_EPS, Tolerance, finite_abs
+from golden.tolerance import F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
 
@@ -56,7 +56,8 @@ SPECS.add(OpSpec(
     tolerance={"f32": Tolerance("f32 frequencies (logf 1.5 ulp, expf or powf 2.5 ulp, two roundings) and the f32 "
                                 "argument t·f_j: |Δarg| ≤ |t·f_j|·(5·ln(P)·j/half + 6)·u moves cos/sin by as "
                                 "much; cosf/sinf within 2.5 ulp; ggml CPU: max |Δ| 7.7e-5 at |t| ≤ 1000 (nightly), "
-                                "ci ≤ 0.28 of the allowance", ulp=2.5, model=timestep_model)},
+                                "ci ≤ 0.28 of the allowance", ulp=2.5, model=timestep_model,
+                                calibration=Calibration.GGML_CPU)},
     params={"dim": P("embedding width; odd → the last element is 0", int), "max_period": P("P (int)", int)},
     specials=(0.0, -0.0), structured_inputs=True,
     notes="cosines first, then sines; timesteps are F32 (drawn up to ±1000, as diffusion models use)"))

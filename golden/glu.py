@@ -25,7 +25,7 @@ import numpy as np
 from golden.case import OpCase
 from golden.dtypes import ulp as spacing
 from golden.spec import InputLayouts, OpList, OpSpec, P, sig
-from golden.tolerance import F32_EPS, ErrorModel, Tolerance, finite_abs
+from golden.tolerance import F32_EPS, Calibration, ErrorModel, Tolerance, finite_abs
 from golden.unary import f16_table_model, gelu, gelu_f32_model, gelu_quick, gelu_quick_f32_model, silu
 
 SPECS = OpList()
@@ -153,29 +153,31 @@ def erf_gelu_bound(case: OpCase, x: np.ndarray, act: np.ndarray) -> np.ndarray:
 
 
 def _rows(bound: ActivationBound, name: str, what: str, measured: tuple[float, float],
-          f32: tuple[ActivationBound, str, str] | None = None) -> dict[str, Tolerance]:
+          f32: tuple[ActivationBound, str, str] | None = None,
+          calibration: Calibration = Calibration.DEFINITION) -> dict[str, Tolerance]:
     """f32: the activation bound times |g|, then the product's rounding (the destination's 0.5 ulp).
     F16/BF16: the same in f32 (the product rounds by u, or 2^-150 where subnormal), then the
     destination rounding. ``measured``: the worst error_ratio on ggml's CPU (nightly) for F32, F16.
     ``f32``: another (bound, name, what) for F32 inputs, where F16 intermediates are a shortcut
-    rather than the type's precision (the GELU F16 table: a known deviation of ggml's CPU)."""
+    rather than the type's precision (the GELU F16 table: a known deviation of ggml's CPU).
+    ``calibration``: every row's, since ``measured`` quotes ggml's CPU."""
     model = gated(bound, name)
     worst = "ggml CPU nightly: ≤ {:.4g} of the allowance (at results rounded to a tie or into the subnormal range)"
     f32_row = Tolerance(f"{what}, times |g|; x·g rounds once (0.5 ulp). {worst.format(measured[0])}", ulp=0.5,
-                        model=model, model_name=model.__name__)
+                        model=model, model_name=model.__name__, calibration=calibration)
     if f32 is not None:
         f32_model = gated(f32[0], f32[1])
         f32_row = Tolerance(f"{f32[2]}, times |g|; x·g rounds once (0.5 ulp). ggml's CPU goes through its F16 "
                             "table instead: a known deviation of ggml:CPU (device/ggml/known_bugs_cpu.py)", ulp=0.5,
-                            model=f32_model, model_name=f32_model.__name__)
+                            model=f32_model, model_name=f32_model.__name__, calibration=calibration)
     return {
         "f32": f32_row,
         "f16": Tolerance(f"{what}, times |g|; x·g in f32 (u), then F16 (0.5 ulp). {worst.format(measured[1])}",
                          ulp=0.5, rtol=F32_EPS, atol=F32_SUBNORMAL_HALF_STEP, model=model,
-                         model_name=model.__name__),
+                         model_name=model.__name__, calibration=calibration),
         "bf16": Tolerance(f"{what}, times |g|; x·g in f32 (u), then BF16 (0.5 ulp). Not measured on ggml's CPU "
                           "(it aborts on BF16)", ulp=0.5, rtol=F32_EPS, atol=F32_SUBNORMAL_HALF_STEP, model=model,
-                          model_name=model.__name__),
+                          model_name=model.__name__, calibration=calibration),
     }
 
 
@@ -203,28 +205,31 @@ def _glu_spec(name: str, tolerance: dict[str, Tolerance], specials: tuple[float,
 _NO_NEG_INF = (np.nan, np.inf, 0.0, -0.0)
 _REGLU_EXACT = "ReLU is exact and x·g is one rounding (F16/BF16 products are exact in f32 and round once)"
 _glu_spec("REGLU", {"*": Tolerance(_REGLU_EXACT + "; ggml CPU nightly: ≤ 1.0 of the allowance (products that "
-                                   "land on a tie of the destination are half an ulp off, as they must be)", ulp=0.5)},
+                                   "land on a tie of the destination are half an ulp off, as they must be)", ulp=0.5,
+                                   calibration=Calibration.GGML_CPU)},
           specials=(np.nan, np.inf, -np.inf, 0.0, -0.0),
           notes="ggml: x > 0 ? x·g : 0, so NaN and non-positive x give 0 whatever the gate")
 GEGLU_TABLE = "tanh GELU within ggml's F16-table model (golden/unary.py GELU)"
 GEGLU_QUICK_TABLE = "x·σ(1.702x) within ggml's F16-table model (golden/unary.py GELU_QUICK)"
 _glu_spec("GEGLU", _rows(table_bound(1.13), "f16_table(max_slope=1.13)", GEGLU_TABLE, (0.9815, 0.9987),
-                         f32=(gelu_f32_bound, "gelu_f32", "tanh GELU evaluated in f32 (the GELU f32 row)")),
+                         f32=(gelu_f32_bound, "gelu_f32", "tanh GELU evaluated in f32 (the GELU f32 row)"),
+                         calibration=Calibration.GGML_CPU),
           specials=_NO_NEG_INF, max_abs_input=65504.0,
           notes="ggml's tanh GELU; the CPU's F32 path maps x ≤ −10 to 0 and x ≥ 10 to x·g, and otherwise "
                 "looks GELU up in its F16 table. −inf is not drawn (F32 path 0, F16 table NaN)")
 _glu_spec("SWIGLU", _rows(silu_bound, "silu_f32", "SILU in f32 within 4 ulp (+4e-37 where exp(−x) overflows)",
-                          (0.9999, 1.0)),
+                          (0.9999, 1.0), calibration=Calibration.GGML_CPU),
           specials=_NO_NEG_INF,
           notes="x·σ(x); −inf is not drawn (x/(1+exp(−x)) is NaN there, the limit 0)")
 _glu_spec("GEGLU_ERF", _rows(erf_gelu_bound, "erf_gelu_f32",
                              "½x(1+erff(x/√2)) in f32: the bracket within 4u absolute (erff ≤ 2 ulp), ½x·(…) "
-                             "one more rounding", (0.9998, 1.0)),
+                             "one more rounding", (0.9998, 1.0), calibration=Calibration.GGML_CPU),
           specials=_NO_NEG_INF,
           notes="the exact (erf) GELU; −inf is not drawn (½x(1+erf) is −inf·0 there)")
 _glu_spec("GEGLU_QUICK", _rows(table_bound(1.1), "f16_table(max_slope=1.1)", GEGLU_QUICK_TABLE, (0.9583, 0.9993),
                                f32=(gelu_quick_f32_bound, "gelu_quick_f32",
-                                    "x·σ(1.702x) evaluated in f32 (the GELU_QUICK f32 row)")),
+                                    "x·σ(1.702x) evaluated in f32 (the GELU_QUICK f32 row)"),
+                               calibration=Calibration.GGML_CPU),
           specials=_NO_NEG_INF, max_abs_input=65504.0,
           notes="x·σ(1.702x); the CPU's F32 path always goes through the F16 table. −inf is not drawn")
 

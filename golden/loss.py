@@ -15,7 +15,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.spec import OpList, OpSpec, sig
-from golden.tolerance import F32_EPS, Tolerance, finite_abs
+from golden.tolerance import F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
 
@@ -62,7 +62,8 @@ SPECS.add(OpSpec(
                                 "1/n_rows and the product rounded; ggml CPU (sums in double) ≤ 0.12 of the allowance "
                                 "over 300 cases (the γ_n term dominates large n: ≤ 0.001 there)", ulp=0.5,
                                 model=cross_entropy_model,
-                                model_name="cross_entropy(row log-softmax in f32 + γ_n·Σ|b·l|)/rows")},
+                                model_name="cross_entropy(row log-softmax in f32 + γ_n·Σ|b·l|)/rows",
+                                calibration=Calibration.GGML_CPU)},
     specials=(0.0, -0.0), structured_inputs=True,
     notes="Labels are drawn as probability rows (one-hot, smoothed, softmax-shaped, some all-zero rows). "
           "ggml's constructor takes any layout of equal-shaped a and b; ggml's CPU asserts unit-stride rows and "

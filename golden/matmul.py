@@ -16,7 +16,7 @@ import numpy as np
 from golden import dtypes
 from golden.case import OpCase
 from golden.spec import InputLayouts, OpList, OpSpec, sig
-from golden.tolerance import F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs
+from golden.tolerance import F16_EPS, F32_EPS, Calibration, ErrorModel, Tolerance, finite_abs
 
 SPECS = OpList()
 
@@ -155,7 +155,8 @@ _QUANT_MATMUL = Tolerance(
     "exact on the dequantized weights; the device may round src1 first — ggml's CPU quantizes it to Q8_0 "
     "(≤ ½ step + F16 scale rounding per block), CANN casts it to F16 — then accumulates in f32 "
     "(K·2^-24·Σ|a||b|); ggml CPU ci: ≤ 0.26 of the allowance", ulp=0.5, model=quant_matmul_model(),
-    model_name="quant_matmul", typical=quant_matmul_typical, typical_name="√K·u·Σ|a||b| + √Σ(|a|·e_src1)²")
+    model_name="quant_matmul", typical=quant_matmul_typical, typical_name="√K·u·Σ|a||b| + √Σ(|a|·e_src1)²",
+    calibration=Calibration.GGML_CPU)
 def _activation_error(abs_b: np.ndarray, block: int, scale_eps: float) -> np.ndarray:
     """Per element of src1, the larger of its rounding into ``block``-element int8 blocks (½·amax/127, plus
     the scale's own rounding amax·scale_eps) and into F16 (2^-11·|b|, or half an F16 subnormal step)."""
@@ -255,29 +256,32 @@ SPECS.add(OpSpec(
                           sig("q4_0", "f16", dst="f32"), sig("q8_0", "f16", dst="f32"))
     + tuple(sig(w, src1, dst="f32") for w in WEIGHT_FORMATS for src1 in ("f32", "f16")),
     tolerance={"f32": Tolerance(_GAMMA_K + "; ggml CPU: ≤ 0.84 of it at K = 1, 4e-5 at K = 4096",
-                                ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL),
+                                ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL,
+                                calibration=Calibration.GGML_CPU),
                "f16_f32_to_f32": Tolerance(
                    _GAMMA_K + ", plus 2^-11·Σ|a||b| (+2^-25·Σ|a| below F16's range) because a device may round "
                    "src1 to F16 first — ggml's CPU and CANN do (F16's vec_dot_type is F16). Accumulating in F16 "
                    "is not allowed: it errs by ~2^-12·√K·Σ|a||b| where the products share a sign; ggml CPU: "
                    "≤ 0.66·2^-11·Σ|a||b| (0.91 of the allowance nightly)", ulp=0.5, model=dot_product_model(1.0),
-                   **_DOT_TYPICAL),
+                   **_DOT_TYPICAL, calibration=Calibration.GGML_CPU),
                "f16_f16_to_f32": Tolerance(
                    _GAMMA_K + "; F16·F16 products are exact in f32 (11 + 11 significant bits); ggml CPU: ≤ 0.06",
-                   ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL),
+                   ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL, calibration=Calibration.GGML_CPU),
                "f32_f16_to_f32": Tolerance(
                    _GAMMA_K + "; F16 src1 widens to f32 exactly (ggml's CPU declines this signature: F32's "
-                   "vec_dot_type is F32)", ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL),
+                   "vec_dot_type is F32)", ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL,
+                   calibration=Calibration.GGML_CPU),
                "bf16_f32_to_f32": Tolerance(
                    "γ_K dot-product bound K·2^-24·Σ|a||b|, plus 2^-8·Σ|a||b| (+2^-134·Σ|a| below BF16's normal "
                    "range) because a device may round src1 to BF16 first — ggml's CPU does (BF16's vec_dot_type "
                    "is BF16); ggml CPU: ≤ 0.74 of the allowance ci, 0.97 nightly (at K = 1 the src1 rounding is all of "
-                   "it: the bound is tight)", ulp=0.5, model=bf16_dot_product_model(), **_DOT_TYPICAL),
+                   "it: the bound is tight)", ulp=0.5, model=bf16_dot_product_model(), **_DOT_TYPICAL,
+                   calibration=Calibration.GGML_CPU),
                "bf16_bf16_to_f32": Tolerance(
                    "γ_K dot-product bound: BF16·BF16 products are exact in f32 (8 + 8 significant bits), then "
                    "accumulated in f32 in any order (K·2^-24·Σ|a||b|); ggml CPU: ≤ 0.18 of the allowance ci, 0.33 "
                    "nightly",
-                   ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL),
+                   ulp=0.5, model=dot_product_model(1.0), **_DOT_TYPICAL, calibration=Calibration.GGML_CPU),
                "q4_0_f32_to_f32": _QUANT_MATMUL, "q8_0_f32_to_f32": _QUANT_MATMUL,
                "q4_0_f16_to_f32": _QUANT_MATMUL, "q8_0_f16_to_f32": _QUANT_MATMUL,
                **FORMAT_MATMUL_ROWS},
@@ -366,7 +370,7 @@ _ROUTED_QUANT = Tolerance(
     "Q8_0 (ggml CPU) or F16 (ggml-cann), then accumulated in f32 (K·2^-24·Σ|a||b|); ggml CPU, 300 cases each: "
     "Q4_0 ≤ 0.37, Q8_0 ≤ 0.33 of the allowance", ulp=0.5,
     model=routed(quant_matmul_model()), model_name="routed quant_matmul", typical=routed(quant_matmul_typical),
-    typical_name="routed √K·u·Σ|a||b| + √Σ(|a|·e_src1)²")
+    typical_name="routed √K·u·Σ|a||b| + √Σ(|a|·e_src1)²", calibration=Calibration.GGML_CPU)
 SPECS.add(OpSpec(
     name="MUL_MAT_ID", family="matmul", golden=lambda xs, c: mul_mat_id(xs[0], xs[1], xs[2]),
     signatures=(sig("f32", "f32", "i32", dst="f32"), sig("f16", "f32", "i32", dst="f32"),
@@ -378,7 +382,8 @@ SPECS.add(OpSpec(
                                 "F32 ≤ 0.50, F16·F32 ≤ 0.93 (src1 rounded to F16 at K = 1), F16·F16 ≤ 0.22 "
                                 "of the allowance", ulp=0.5,
                                 model=routed(dot_product_model(1.0)), model_name="routed dot_product",
-                                typical=routed(dot_product_typical), typical_name="routed √K·u·Σ|a||b|"),
+                                typical=routed(dot_product_typical), typical_name="routed √K·u·Σ|a||b|",
+                                calibration=Calibration.GGML_CPU),
                "q4_0_f32_i32_to_f32": _ROUTED_QUANT, "q8_0_f32_i32_to_f32": _ROUTED_QUANT,
                **{f"{w}_f32_i32_to_f32": _format_row(w, routed_pairs=True) for w in WEIGHT_ACTIVATIONS}},
     validate=check_mul_mat_id, input_layouts=InputLayouts.ROWS, specials=(0.0, -0.0), structured_inputs=True,
@@ -421,7 +426,7 @@ _OUT_PROD_QUANT = Tolerance(
     "k-term f32 dot product in any order (γ_k·Σ|a||b|); ggml CPU, 300 cases each: Q4_0 ≤ 0.56, Q8_0 ≤ 0.62 "
     "of the allowance", ulp=0.5,
     model=_transposed(dot_product_model(1.0)), model_name="dot_product over k",
-    typical=_transposed(dot_product_typical), typical_name="√k·u·Σ|a||b| over k")
+    typical=_transposed(dot_product_typical), typical_name="√k·u·Σ|a||b| over k", calibration=Calibration.GGML_CPU)
 SPECS.add(OpSpec(
     name="OUT_PROD", family="matmul", golden=lambda xs, c: out_prod(xs[0], xs[1]),
     signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32"), sig("f16", "f16", dst="f32")),
@@ -431,7 +436,8 @@ SPECS.add(OpSpec(
                                 "ggml CPU, 300 cases each: F32 ≤ 0.58, F16·F32 ≤ 5e-4 (it keeps b in f32) of "
                                 "the allowance",
                                 ulp=0.5, model=_transposed(dot_product_model(1.0)), model_name="dot_product over k",
-                                typical=_transposed(dot_product_typical), typical_name="√k·u·Σ|a||b| over k"),
+                                typical=_transposed(dot_product_typical), typical_name="√k·u·Σ|a||b| over k",
+                                calibration=Calibration.GGML_CPU),
                "q4_0_f32_to_f32": _OUT_PROD_QUANT, "q8_0_f32_to_f32": _OUT_PROD_QUANT},
     validate=check_out_prod, input_layouts=InputLayouts.ROWS, specials=(0.0, -0.0),
     notes="dst ne [a.ne0, b.ne0, b.ne2, b.ne3]; a's dims 2/3 broadcast blockwise. a must not be transposed "

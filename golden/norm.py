@@ -13,7 +13,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.spec import SPECIAL_VALUES, OpList, OpSpec, P, row_regimes, sig
-from golden.tolerance import F32_EPS, ErrorModel, Tolerance, finite_abs
+from golden.tolerance import F32_EPS, Calibration, ErrorModel, Tolerance, finite_abs
 
 SPECS = OpList()
 
@@ -186,7 +186,8 @@ SPECS.add(OpSpec(
                                 "ggml-vulkan 0.25.1: ≤ 0.28 of the allowance",
                                 ulp=0.5, atol=2.0**-149, model=norm_model,
                                 model_name="centred_norm + one_pass_variance", typical=norm_typical,
-                                typical_name="the same with √m for each m roundings of a sum")},
+                                typical_name="the same with √m for each m roundings of a sum",
+                                calibration=Calibration.GGML_CPU)},
     params={"eps": P("added to the variance (f32, > 0)")}, notes=_NORM_NOTE))
 SPECS.add(OpSpec(
     name="RMS_NORM", family="norm", golden=lambda xs, c: rms_norm(xs[0], c.param("eps")), signatures=_F32_ONLY,
@@ -195,7 +196,8 @@ SPECS.add(OpSpec(
                                 "rsqrtf within 2 ulp) and ·x; one subnormal step where x·scale underflows (ggml's "
                                 "CPU sums in double); ggml CPU ci: ≤ 0.25 of the allowance",
                                 ulp=0.5, atol=2.0**-149, model=rms_norm_model,
-                                typical=rms_norm_typical, typical_name="(√(n+1)/2 + 6)·u·|y|")},
+                                typical=rms_norm_typical, typical_name="(√(n+1)/2 + 6)·u·|y|",
+                                calibration=Calibration.GGML_CPU)},
     params={"eps": P("added to the mean square (f32, > 0)")},
     notes=_NORM_NOTE + ". form=inplace builds ggml_rms_norm_inplace on a ggml_dup of the input (the in-place "
                        "kernel runs; the input stays checkable)"))
@@ -206,7 +208,8 @@ SPECS.add(OpSpec(
                                 "CPU ci: ≤ 0.33 of the allowance",
                                 ulp=0.5, atol=2.0**-149, model=centred_norm_model(_group_stats_model),
                                 typical=centred_norm_model(_group_stats_model, _root_sum_square),
-                                typical_name="the same with √m for each m roundings of a sum")},
+                                typical_name="the same with √m for each m roundings of a sum",
+                                calibration=Calibration.GGML_CPU)},
     params={"n_groups": P("groups over ne2: ceil(C/G) channels each, the last shorter or empty", int),
             "eps": P("added to the variance (f32, > 0)")},
     notes=_NORM_NOTE + ". Channels are ne2; every ne3 batch is normalised separately"))

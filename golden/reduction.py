@@ -18,7 +18,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.spec import FULL_INTEGERS, SPECIAL_VALUES, OpList, OpSpec, P, row_regimes, sig
-from golden.tolerance import F32_EPS, Tolerance, finite_abs
+from golden.tolerance import F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
 F32_SUBNORMAL_HALF_STEP = 2.0**-150
@@ -68,13 +68,16 @@ SPECS.add(OpSpec(
     tolerance={"f32": Tolerance(_SUM_REASON + " (γ includes the last addition's rounding; a double sum "
                                 "rounded once is within u·|S|). ggml CPU nightly: ≤ 0.05 of the allowance (it adds in "
                                 "double)",
-                                model=sum_model, model_name="γ_{n−1}·Σ|x|", **_SUM_TYPICAL),
+                                model=sum_model, model_name="γ_{n−1}·Σ|x|", **_SUM_TYPICAL,
+                                calibration=Calibration.GGML_CPU),
                "f16": Tolerance(_SUM_REASON + " (an F16 accumulator is not a correct implementation). ggml CPU "
                                 "nightly: ≤ 0.997 of the allowance (a sum rounded to an F16 tie)", ulp=0.5,
-                                model=sum_model, model_name="γ_{n−1}·Σ|x|", **_SUM_TYPICAL),
+                                model=sum_model, model_name="γ_{n−1}·Σ|x|", **_SUM_TYPICAL,
+                                calibration=Calibration.GGML_CPU),
                "bf16": Tolerance(_SUM_REASON + " (a BF16 accumulator is not a correct implementation). ggml CPU "
                                  "nightly: ≤ 1.0 of the allowance (an exact sum on a BF16 tie)", ulp=0.5,
-                                 model=sum_model, model_name="γ_{n−1}·Σ|x|", **_SUM_TYPICAL)},
+                                 model=sum_model, model_name="γ_{n−1}·Σ|x|", **_SUM_TYPICAL,
+                                 calibration=Calibration.GGML_CPU)},
     notes="ggml_sum accepts any layout; ggml-cann declines rows that are not contiguous "
           "(ggml_is_contiguous_rows). The result is one element of a's type: F16 overflows to ±inf past 65504"))
 
@@ -107,7 +110,8 @@ SPECS.add(OpSpec(
                                 "roundings): γ_{n+1}·mean|x|, the final rounding included. ggml CPU nightly: ≤ 0.34 "
                                 "of the allowance (it adds in double)",
                                 model=mean_model, model_name="γ_{n+1}·mean|x|",
-                                typical=mean_typical, typical_name="√(n+1)·u·mean|x|")},
+                                typical=mean_typical, typical_name="√(n+1)·u·mean|x|",
+                                calibration=Calibration.GGML_CPU)},
     notes="F32 only: ggml_mean accepts any type (and ggml-cann claims every type), but ggml's CPU aborts on "
           "anything but F32, so other types are not drawn. Any layout"))
 
@@ -137,7 +141,7 @@ SPECS.add(OpSpec(
     regimes=row_regimes() + (SPECIAL_VALUES,),
     tolerance={"*": Tolerance("judged as an index: it must select a maximal value of its row (ties may resolve to "
                               "any tied index: ggml's CPU takes the last, CUDA a thread-order one); a row with NaN "
-                              "needs only an index in [0, ne0)")},
+                              "needs only an index in [0, ne0)", calibration=Calibration.GGML_CPU)},
     validate=check_argmax, specials=(np.nan, np.inf, -np.inf, 0.0, -0.0), structured_inputs=True, own_verdict=True,
     notes="F32 only (ggml's CPU aborts on other types). Rows drawn with ties at the maximum, maxima one f32 "
           "ulp apart (an F16 pass would merge them), NaN and rows of −inf (CUDA's kernel, starting from −FLT_MAX "
@@ -194,7 +198,8 @@ SPECS.add(OpSpec(
                                 "γ_{⌈n/2⌉+3}·|y|, the final rounding included; x·scale may land in the subnormal "
                                 "range (2^-150). ggml CPU nightly: ≤ 0.98 of the allowance (subnormal results, the "
                                 "2^-150 step)",
-                                atol=F32_SUBNORMAL_HALF_STEP, model=l2_norm_model, model_name="γ_{⌈n/2⌉+3}·|y|")},
+                                atol=F32_SUBNORMAL_HALF_STEP, model=l2_norm_model, model_name="γ_{⌈n/2⌉+3}·|y|",
+                                calibration=Calibration.GGML_CPU)},
     params={"eps": P("lower bound on the row norm, outside the sqrt (f32, ≥ 0; > 1e-12 drawn)")},
     notes="F32 only (ggml's CPU aborts on other types). eps is drawn from 1e-12 up to 16, so that rows "
           "shorter than eps are common and 'x / sqrt(Σx² + eps)' or 'x / sqrt(max(Σx², eps))' differs from "
@@ -223,5 +228,6 @@ SPECS.add(OpSpec(
     tolerance={"f32": Tolerance("each prefix of k+1 terms added in f32 by any tree (a sequential loop or a "
                                 "parallel scan): γ_k·Σ_{i≤k}|x_i|, growing with the position (y_0 = x_0 exactly). ggml "
                                 "CPU nightly: ≤ 0.9985 of the allowance (y_1 = x_0 + x_1, one rounding: the bound "
-                                "is attained)", model=cumsum_model, model_name="γ_k·Σ_{i≤k}|x_i|")},
+                                "is attained)", model=cumsum_model, model_name="γ_k·Σ_{i≤k}|x_i|",
+                                calibration=Calibration.GGML_CPU)},
     notes="Inclusive scan along ne0; ggml_cumsum asserts F32 and accepts any layout"))

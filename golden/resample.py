@@ -34,7 +34,7 @@ import numpy as np
 from golden import movement_checks as checks
 from golden.case import OpCase
 from golden.spec import OpList, OpSpec, P, sig
-from golden.tolerance import F32_EPS, Tolerance
+from golden.tolerance import F32_EPS, Calibration, Tolerance
 
 SPECS = OpList()
 
@@ -270,7 +270,8 @@ SPECS.add(OpSpec(
         "(bilinear 2u; Keys cubic γ_6·Σ|c_k||t|^k; triangle 8u) — over the taps and the pixels next to them "
         "—, then the sums add γ_5 (bilinear), 2·γ_4 (bicubic) or γ_{n+1} on the sum and on the normaliser "
         "(antialias) of Σ|p||w|; ggml CPU: ≤ 0.29 of the allowance ci, ≤ 0.36 nightly (bilinear with align-corners)",
-        model=interpolation_error, model_name="interpolation(f32 coordinates, weights and sums)")},
+        model=interpolation_error, model_name="interpolation(f32 coordinates, weights and sums)",
+        calibration=Calibration.GGML_CPU)},
     params={"sf": P("integer factor on dims 0 and 1 (ggml_upscale)", int, optional=True),
             "ne": P("form=interpolate: target shape", tuple, optional=True),
             "mode": P("ggml_scale_mode: nearest (default), bilinear or bicubic", str, optional=True),

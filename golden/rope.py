@@ -28,7 +28,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.spec import OpList, OpSpec, P, sig
-from golden.tolerance import F32_EPS, Tolerance, finite_abs
+from golden.tolerance import F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
 
@@ -231,10 +231,12 @@ SPECS.add(OpSpec(
                                 "64; nightly ≤ 0.37 of the model (NORMAL/NEOX), ≤ 0.48 (MROPE, VISION, IMROPE, "
                                 "300 nightly-size cases incl. freq_scale > 1 and YaRN with n_ctx_orig = 0)",
                                 ulp=0.5, model=rope_model,
-                                model_name="rope(mscale·(|x0|+|x1|)·((3e_k+8)·u·Θ_k + 6u))"),
+                                model_name="rope(mscale·(|x0|+|x1|)·((3e_k+8)·u·Θ_k + 6u))",
+                                calibration=Calibration.GGML_CPU),
                "f16": Tolerance("computed in f32 as for F32, then one F16 rounding; ggml CPU nightly ≤ 0.999 of "
                                 "the allowance (f32 results at F16 rounding ties)",
-                                ulp=0.5, model=rope_model, model_name="rope(...) + ½ulp_f16")},
+                                ulp=0.5, model=rope_model, model_name="rope(...) + ½ulp_f16",
+                                calibration=Calibration.GGML_CPU)},
     params={"n_dims": P("rotated leading dims (even, ≤ ne0; VISION: = ne0/2)", int),
             "mode": P("0 NORMAL (pairs 2k,2k+1), 2 NEOX (pairs k, k+n_dims/2); ggml_rope_multi: 8 MROPE, "
                       "40 IMROPE (NEOX pairs, sectioned positions), 24 VISION (pairs k, k+n_dims)", int),

@@ -8,7 +8,7 @@ from golden import dtypes
 from golden import movement_checks as checks
 from golden.case import OpCase
 from golden.spec import SPECIAL_VALUES, OpList, OpSpec, P, Signature, one, row_regimes, sig
-from golden.tolerance import Tolerance
+from golden.tolerance import Calibration, Tolerance
 
 SPECS = OpList()
 
@@ -74,7 +74,7 @@ SPECS.add(OpSpec(
     signatures=(Signature((), "f32"),),
     tolerance={"f32": Tolerance("ggml rounds one fused multiply-add start+step·i (0.5 ulp); an unfused multiply "
                                 "then add also rounds step·i (0.5 ulp of it)", ulp=0.5, model=arange_model,
-                                model_name="half_ulp_of_step_times_i")},
+                                model_name="half_ulp_of_step_times_i", calibration=Calibration.GGML_CPU)},
     params={"start": P("first value (f32)"), "stop": P("exclusive end (f32), > start"),
             "step": P("increment (f32)")},
     validate=checks.arange_range, notes="length (int64)ceilf((stop−start)/step) in f32; no inputs"))
@@ -93,6 +93,7 @@ SPECS.add(OpSpec(
                                 "γ_{n−1}·Σ|x| (Higham), the final rounding included; ggml's CPU sums in double "
                                 "and rounds once (≤ u·|S|); ggml CPU ci: ≤ 0.017 of the allowance",
                                 model=sum_rows_model, model_name="γ_{n−1}·Σ|x|",
-                                typical=sum_rows_typical, typical_name="√(n−1)·u·Σ|x|")},
+                                typical=sum_rows_typical, typical_name="√(n−1)·u·Σ|x|",
+                                calibration=Calibration.GGML_CPU)},
     validate=checks.one_input, notes="output ne [1, ne1, ne2, ne3]; half the cases are one or two rows longer "
                                      "than 1,024 (to 8,192 in ci, 131k in nightly)"))

@@ -17,7 +17,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.spec import SPECIAL_VALUES, InputLayouts, OpList, OpSpec, P, row_regimes, sig
-from golden.tolerance import EXACT, F32_EPS, Tolerance, finite_abs
+from golden.tolerance import EXACT, F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
 
@@ -127,7 +127,8 @@ SPECS.add(OpSpec(
                                 "in any order ((n−1)u: sequential, pairwise and tree sums all fit), 1/Σ and "
                                 "the product; ggml CPU (double sum, SIMD exp) ci: ≤ 0.36 of the allowance",
                                 ulp=0.5, model=softmax_model,
-                                model_name="softmax(Δw_i + max_row Δw + (n+11)u)·|y|")},
+                                model_name="softmax(Δw_i + max_row Δw + (n+11)u)·|y|",
+                                calibration=Calibration.GGML_CPU)},
     params={"scale": P("multiplies a (f32, > 0 drawn)"), "max_bias": P("ALiBi: 0 = off, > 0 needs a mask"),
             "mask": P("src1 is the mask (F32 or F16, ne1 ≥ a.ne1, broadcast modulo over dims 2/3)", bool),
             "sinks": P("the last src is one F32 sink logit per head (ggml_soft_max_add_sinks)", bool)},

@@ -20,7 +20,7 @@ import numpy as np
 
 from golden import dtypes
 from golden.case import OpCase
-from golden.tolerance import ROUNDED, Tolerance, rounded_via_f32
+from golden.tolerance import ROUNDED, Calibration, Tolerance, rounded_via_f32
 
 Golden = Callable[[list[np.ndarray], OpCase], np.ndarray]
 Validator = Callable[[OpCase, list[np.ndarray]], None]
@@ -221,11 +221,12 @@ def two(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Golden:
     return lambda xs, case: fn(xs[0], xs[1])
 
 
-def libm(ulps: float, what: str) -> dict[str, Tolerance]:
+def libm(ulps: float, what: str, *, calibration: Calibration = Calibration.DEFINITION) -> dict[str, Tolerance]:
     """Rows for a transcendental evaluated in f32 within ``ulps`` ulp, then the destination rounding."""
     reason = f"{what}; then the destination rounding"
     return {
-        "f32": Tolerance(reason, ulp=ulps),
-        "f16": Tolerance(reason + " (f32 inside, F16 out)", ulp=0.5, rtol=ulps * 2 * 2.0**-24),
-        "bf16": Tolerance(reason + " (f32 inside, BF16 out)", ulp=0.5, rtol=ulps * 2 * 2.0**-24),
+        "f32": Tolerance(reason, ulp=ulps, calibration=calibration),
+        "f16": Tolerance(reason + " (f32 inside, F16 out)", ulp=0.5, rtol=ulps * 2 * 2.0**-24, calibration=calibration),
+        "bf16": Tolerance(reason + " (f32 inside, BF16 out)", ulp=0.5, rtol=ulps * 2 * 2.0**-24,
+                          calibration=calibration),
     }

@@ -19,7 +19,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.spec import SPECIAL_VALUES, InputLayouts, OpList, OpSpec, P, long_sequences, sig
-from golden.tolerance import F32_EPS, Tolerance, finite_abs
+from golden.tolerance import F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
 F32_UNDERFLOW = 2.0**-150  # the largest absolute error of one f32 rounding in the subnormal range
@@ -72,7 +72,7 @@ SPECS.add(OpSpec(
     tolerance={"f32": Tolerance(
         "a d_conv-term dot product per output, f32 in any order: γ_dconv·Σ|sx||c| (+2^-150 per subnormal "
         "rounding); ggml CPU nightly: ≤ 0.998 at d_conv = 1 (one rounding: the bound is tight), ≤ 0.71 at "
-        "d_conv = 4", model=ssm_conv_model, model_name="γ_dconv·Σ|sx||c|")},
+        "d_conv = 4", model=ssm_conv_model, model_name="γ_dconv·Σ|sx||c|", calibration=Calibration.GGML_CPU)},
     validate=_validate_ssm_conv,
     notes="sx [d_conv − 1 + n_t, d_inner, n_s] and c [d_conv, d_inner] in any layout ggml accepts (sx 3-d, c a "
           "matrix); dst [d_inner, n_t, n_s] F32. The window of token t is sx columns t .. t + d_conv − 1, the "
@@ -172,7 +172,7 @@ SPECS.add(OpSpec(
         "state step, 2S in the output, and fl(q·scale)'s times the state (dev seed 24025: 1.6x without it); "
         "ggml CPU nightly: ≤ 0.96 at one token per sequence (two "
         "roundings, tight), ≤ 0.84 beyond four", model=gla_model,
-        model_name="gla_recurrence(E_t, γ_{S+1})")},
+        model_name="gla_recurrence(E_t, γ_{S+1})", calibration=Calibration.GGML_CPU)},
     params={"scale": P("factor on q (f32)")},
     validate=_validate_gla, input_layouts=InputLayouts.CONTIGUOUS, structured_inputs=True,
     specials=(0.0, -0.0),
@@ -243,7 +243,7 @@ SPECS.add(OpSpec(
         "Higham's componentwise bound for substitution: |Δx| ≤ γ_n·|T⁻¹||T|·(|x| + |Δx|), solved for |Δx| "
         "from the case's own triangle (its conditioning sets the allowance); ggml CPU nightly: ≤ 0.99 at n = 1 "
         "(one division), ≤ 0.74 up to n = 8, ≤ 0.17 beyond",
-        model=solve_tri_model, model_name="(I − γ_n|T⁻¹||T|)⁻¹·γ_n|T⁻¹||T|·|x|")},
+        model=solve_tri_model, model_name="(I − γ_n|T⁻¹||T|)⁻¹·γ_n|T⁻¹||T|·|x|", calibration=Calibration.GGML_CPU)},
     validate=_validate_solve_tri, input_layouts=InputLayouts.CONTIGUOUS, structured_inputs=True,
     specials=(),
     notes="a [n, n, B2, B3] and b [k, n, B2, B3], contiguous F32 (ggml asserts it, and left = lower = True, "

@@ -63,7 +63,7 @@ class Tolerance:
     model_name: str = ""
     typical: ErrorModel | None = None  # the root-sum-square rounding error (aggregate criterion), or None
     typical_name: str = ""
-    calibration: Calibration = Calibration.DEFINITION  # set by golden.catalogue.CPU_CALIBRATED_ROWS
+    calibration: Calibration = Calibration.DEFINITION  # GGML_CPU where the reason quotes ggml CPU figures
 
     def allowed(self, case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, dst_dtype: str) -> np.ndarray:
         from golden.dtypes import ulp as spacing

@@ -16,7 +16,7 @@ import numpy as np
 from golden import dtypes
 from golden.case import OpCase
 from golden.spec import ELEMENTWISE_TOL, SAME_FLOAT, SAME_FLOAT_BF16, InputLayouts, OpList, OpSpec, P, libm, one, sig
-from golden.tolerance import EXACT, F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs, rounded_via_f32
+from golden.tolerance import EXACT, F16_EPS, F32_EPS, Calibration, ErrorModel, Tolerance, finite_abs, rounded_via_f32
 
 SPECS = OpList()
 SQRT_2_OVER_PI = 0.79788456080286535587989211986876
@@ -73,9 +73,11 @@ _GELU_F32 = ("tanh-GELU evaluated in f32 (tanhf within 2 ulp, 5 roundings in its
 GELU_CPU_TABLE = Tolerance(_GELU_TABLE, ulp=0.5, model=f16_table_model(1.13))
 SPECS.add(OpSpec(
     name="GELU", family="unary", inplace_form=True, golden=one(gelu), signatures=SAME_FLOAT,
-    tolerance={"f32": Tolerance(_GELU_F32, ulp=0.5, model=gelu_f32_model, model_name="gelu_f32"),
+    tolerance={"f32": Tolerance(_GELU_F32, ulp=0.5, model=gelu_f32_model, model_name="gelu_f32",
+                                calibration=Calibration.GGML_CPU),
                "f16": Tolerance("f32 evaluation of F16 inputs, then one F16 rounding (ggml's CPU: its F16 table, "
-                                "which is exactly that)", ulp=0.5, model=f16_table_model(1.13))},
+                                "which is exactly that)", ulp=0.5, model=f16_table_model(1.13),
+                                calibration=Calibration.GGML_CPU)},
     input_layouts=InputLayouts.ROWS, specials=(np.nan, np.inf, 0.0, -0.0), max_abs_input=65504.0,
     notes="ggml GELU is the tanh approximation; the CPU table maps x ≤ −10 to 0 and x ≥ 10 to x; "
           "−inf has no agreed value (F32 path 0, F16 table NaN); inputs stay within F16's range (the CPU's "
@@ -104,9 +106,11 @@ SPECS.add(OpSpec(
     name="GELU_QUICK", family="unary", inplace_form=True, golden=one(gelu_quick), signatures=SAME_FLOAT,
     tolerance={"f32": Tolerance("x·σ(1.702x) in f32 (expf within 2 ulp; 4 ulp in all, plus the rounding of 1.702x); "
                                 "ggml's CPU uses an F16 table instead: a known deviation of ggml:CPU",
-                                ulp=4.0, model=gelu_quick_f32_model, model_name="gelu_quick_f32"),
+                                ulp=4.0, model=gelu_quick_f32_model, model_name="gelu_quick_f32",
+                                calibration=Calibration.GGML_CPU),
                "f16": Tolerance("f32 evaluation of F16 inputs, then one F16 rounding (ggml's CPU: its F16 table, "
-                                "which is exactly that)", ulp=0.5, model=f16_table_model(1.1))},
+                                "which is exactly that)", ulp=0.5, model=f16_table_model(1.1),
+                                calibration=Calibration.GGML_CPU)},
     input_layouts=InputLayouts.ROWS, specials=(np.nan, np.inf, 0.0, -0.0), max_abs_input=65504.0,
     notes="x·σ(1.702x). The CPU's F32 path always goes through the F16 table, so |x| > 65504 "
           "becomes ±inf/NaN there: inputs are drawn within the F16 range"))
@@ -128,7 +132,7 @@ SPECS.add(OpSpec(
     tolerance={"f32": Tolerance("expf(−x) within 2.5 ulp (5u relative, scaled by e/(1+e) ≤ 1), then 1+e and "
                                 "x/(1+e) (or x·(1/(1+e))) roundings: 7u ≤ 8u relative; exp(−x) overflows f32 for "
                                 "x < −88.7 giving −0 where the exact value is below 4e-37; ggml CPU ci: ≤ 0.65 of it",
-                                rtol=8 * 2.0**-24, atol=4e-37),
+                                rtol=8 * 2.0**-24, atol=4e-37, calibration=Calibration.GGML_CPU),
                "f16": Tolerance("f32 evaluation (≤4 ulp_f32), then F16", ulp=0.5, rtol=8 * 2.0**-24,
                                 atol=2.0**-25)},
     input_layouts=InputLayouts.ROWS, specials=(np.nan, np.inf, 0.0, -0.0),
@@ -141,7 +145,8 @@ def tanh(x: np.ndarray) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="TANH", family="unary", inplace_form=True, golden=one(tanh), signatures=SAME_FLOAT_BF16,
-    tolerance=libm(2.5, "glibc documents tanhf within 2 ulp on x86-64 (measured 2.0 ulp here)"),
+    tolerance=libm(2.5, "glibc documents tanhf within 2 ulp on x86-64 (measured 2.0 ulp here)",
+                   calibration=Calibration.GGML_CPU),
     input_layouts=InputLayouts.ROWS))
 
 
@@ -214,7 +219,8 @@ SPECS.add(OpSpec(
     signatures=(sig("f32"),),
     tolerance={"f32": Tolerance("x·s is one f32 rounding; x·s+b one rounding if fused, or two (x·s rounded "
                                 "first: + ½ulp(x·s)) if not; ggml CPU ci: ≤ 0.998 (at rounding ties)", ulp=0.5,
-                                model=scale_unfused_model, model_name="half_ulp_of_x_times_s_when_biased")},
+                                model=scale_unfused_model, model_name="half_ulp_of_x_times_s_when_biased",
+                                calibration=Calibration.GGML_CPU)},
     params={"s": P("scale factor (f32)"), "bias": P("added after scaling (ggml_scale_bias), 0 = plain", optional=True)},
     input_layouts=InputLayouts.PADDED_ROWS,
     notes="ggml_scale asserts ggml_is_padded_1d(a): rows may be padded, planes packed, no permute"))
@@ -312,18 +318,18 @@ _F32_SUBNORMALS = (F32_MIN_SUBNORMAL, -F32_MIN_SUBNORMAL, F32_MIN_NORMAL * (1 - 
 
 
 def f32_libm(ulps: float, what: str, *, atol_f32: float = 0.0, model: ErrorModel | None = None,
-             rtol: float = 0.0) -> dict[str, Tolerance]:
+             rtol: float = 0.0, calibration: Calibration = Calibration.DEFINITION) -> dict[str, Tolerance]:
     """Rows for an f32 evaluation within ``ulps`` ulp (+ ``rtol``·|g| + ``atol_f32`` + ``model``),
     then one rounding to an F16/BF16 destination. In relative terms k ulp_f32 ≤ 2k·2^-24·|g|; the
     narrower row also keeps k·2^-149 absolute, the f32 error where its result is subnormal (which can
     move a BF16 subnormal across a tie)."""
     inside = 2 * ulps * F32_EPS + rtol
     return {
-        "f32": Tolerance(what, ulp=ulps, rtol=rtol, atol=atol_f32, model=model),
+        "f32": Tolerance(what, ulp=ulps, rtol=rtol, atol=atol_f32, model=model, calibration=calibration),
         "f16": Tolerance(what + "; then the F16 rounding", ulp=0.5, rtol=inside,
-                         atol=atol_f32 + ulps * F32_MIN_SUBNORMAL, model=model),
+                         atol=atol_f32 + ulps * F32_MIN_SUBNORMAL, model=model, calibration=calibration),
         "bf16": Tolerance(what + "; then the BF16 rounding", ulp=0.5, rtol=inside,
-                          atol=atol_f32 + ulps * F32_MIN_SUBNORMAL, model=model),
+                          atol=atol_f32 + ulps * F32_MIN_SUBNORMAL, model=model, calibration=calibration),
     }
 
 
@@ -349,7 +355,7 @@ SPECS.add(OpSpec(
                             "1/(1+e) roundings: ≤ 7·2^-24 relative; for x < −88.72 expf(−x) overflows and "
                             "1/inf = 0 where the exact value is below 2^-128 (2^-127 allowed: expf's error "
                             "moves where it overflows)",
-                       rtol=6 * F32_EPS, atol_f32=2.0**-127),
+                       rtol=6 * F32_EPS, atol_f32=2.0**-127, calibration=Calibration.GGML_CPU),
     input_layouts=InputLayouts.ROWS,
     specials=_SPECIALS + (-88.72283172607422, -88.72283935546875, -87.3365478515625, -103.97207641601562,
                           16.635532379150391, 17.328680038452148),
@@ -366,7 +372,7 @@ def exp(x: np.ndarray) -> np.ndarray:
 SPECS.add(OpSpec(
     name="EXP", family="unary", inplace_form=True, golden=one(exp), signatures=SAME_FLOAT_BF16,
     tolerance=f32_libm(2.5, "expf within 2.5 ulp (glibc documents 1 ulp, CUDA 2 ulp), gradual underflow below "
-                            "−87.34, +inf above ln(FLT_MAX) = 88.7228"),
+                            "−87.34, +inf above ln(FLT_MAX) = 88.7228", calibration=Calibration.GGML_CPU),
     input_layouts=InputLayouts.ROWS,
     # the f32 neighbours of ln(FLT_MAX), ln(2^-126) (subnormal results begin), ln(2^-150) (results
     # round to 0), and of ln(65504) (the F16 overflow) and ln(2^-25) (F16 results round to 0)
@@ -397,7 +403,7 @@ SPECS.add(OpSpec(
     name="ELU", family="unary", inplace_form=True, golden=one(elu), signatures=SAME_FLOAT_BF16,
     tolerance=f32_libm(1.5, "x > 0: x exactly; x ≤ 0: expm1f within 1.5 ulp (glibc and CUDA document 1 ulp), "
                             "or expf(x) − 1 within 2.5·2^-24 absolute",
-                       model=_exp_minus_one_cancellation),
+                       model=_exp_minus_one_cancellation, calibration=Calibration.GGML_CPU),
     input_layouts=InputLayouts.ROWS, specials=_SPECIALS + _F32_SUBNORMALS + (-1e-7, -88.8, -104.0, 1e-7),
     notes="α = 1 (ggml_elu has no parameter); the result is x for x > 0, whatever the negative branch. "
           + _MEASURED + "f32 worst 0.19 of the allowance (0.75 ulp)"))
@@ -453,7 +459,7 @@ SPECS.add(OpSpec(
     tolerance=f32_libm(0.5, "f32 0.5·x·(1 + erff(x/√2)): erff within 2.5 ulp (glibc 1, CUDA 2) and the "
                             "argument's roundings (3·2^-24·|x| absolute, see the model), then 1 + erf rounded "
                             "(2^-24 relative) and the product's rounding",
-                       rtol=F32_EPS, model=_erf_cancellation),
+                       rtol=F32_EPS, model=_erf_cancellation, calibration=Calibration.GGML_CPU),
     input_layouts=InputLayouts.ROWS, specials=(np.nan, np.inf, 0.0, -0.0, -5.0, -9.0, -13.5, 6.0, F32_MAX),
     notes="the exact erf GELU. BF16: ggml-cann claims it, ggml's CPU claims it and aborts (ops.cpp handles F32 "
           "and F16 only: a CPU known bug). −inf is not drawn: the limit is 0 but ggml's formula gives NaN (−inf·0). "
@@ -472,7 +478,7 @@ SPECS.add(OpSpec(
                             "(5·2^-24 relative) moves the log by at most 5·2^-24·softplus; rounding 1 + e is "
                             "2^-24 absolute in the log. ggml returns x for x > 20, off by log1p(e^-20) = 2e-9: "
                             "any threshold ≥ 12 is within these bounds; none overflows to inf",
-                       rtol=5 * F32_EPS, atol_f32=F32_EPS),
+                       rtol=5 * F32_EPS, atol_f32=F32_EPS, calibration=Calibration.GGML_CPU),
     input_layouts=InputLayouts.ROWS,
     specials=_SPECIALS + (20.0, 20.000001907348633, 19.999998092651367, 20.015625, 19.984375, 88.72283935546875,
                           100.0, 1e4, F32_MAX, -20.0, -88.8, -104.0),
@@ -489,7 +495,8 @@ def sqrt(x: np.ndarray) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="SQRT", family="unary", inplace_form=True, golden=one(sqrt), signatures=SAME_FLOAT_BF16,
-    tolerance={"f32": Tolerance("IEEE sqrt is correctly rounded (glibc and CUDA: 0 ulp)", ulp=0.5),
+    tolerance={"f32": Tolerance("IEEE sqrt is correctly rounded (glibc and CUDA: 0 ulp)", ulp=0.5,
+                                calibration=Calibration.GGML_CPU),
                "f16": rounded_via_f32("sqrtf correctly rounded in f32, then the F16 rounding"),
                "bf16": rounded_via_f32("sqrtf correctly rounded in f32, then the BF16 rounding")},
     specials=_SPECIALS + _F32_SUBNORMALS + (-F32_MIN_SUBNORMAL, -1.0, 4.0, 2.0, F32_MAX, F32_MIN_NORMAL),
@@ -517,13 +524,13 @@ _TRIG = ("within 2.5 ulp (glibc 1, CUDA 2 ulp) over the whole f32 range: both re
          "enough bits of π (Payne–Hanek) for any f32")
 SPECS.add(OpSpec(
     name="SIN", family="unary", inplace_form=True, golden=one(sin), signatures=SAME_FLOAT_BF16,
-    tolerance=f32_libm(2.5, "sinf " + _TRIG),
+    tolerance=f32_libm(2.5, "sinf " + _TRIG, calibration=Calibration.GGML_CPU),
     specials=_SPECIALS + _F32_SUBNORMALS + _SIN_NEAR_ZERO + _COS_NEAR_ZERO + _LARGE_ARGUMENTS,
     notes="GGML_OP_SIN; large arguments and those nearest multiples of π/2 come through the special values. "
           + _MEASURED + "f32 worst 0.22 of the allowance (0.56 ulp)"))
 SPECS.add(OpSpec(
     name="COS", family="unary", inplace_form=True, golden=one(cos), signatures=SAME_FLOAT_BF16,
-    tolerance=f32_libm(2.5, "cosf " + _TRIG),
+    tolerance=f32_libm(2.5, "cosf " + _TRIG, calibration=Calibration.GGML_CPU),
     specials=_SPECIALS + _F32_SUBNORMALS + _SIN_NEAR_ZERO + _COS_NEAR_ZERO + _LARGE_ARGUMENTS,
     notes="GGML_OP_COS; large arguments and those nearest odd multiples of π/2 come through the special values. "
           + _MEASURED + "f32 worst 0.22 of the allowance (0.56 ulp)"))
@@ -537,7 +544,8 @@ def log(x: np.ndarray) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="LOG", family="unary", inplace_form=True, golden=one(log), signatures=SAME_FLOAT_BF16,
-    tolerance=f32_libm(1.5, "logf within 1.5 ulp (glibc and CUDA document 1 ulp), subnormal inputs included"),
+    tolerance=f32_libm(1.5, "logf within 1.5 ulp (glibc and CUDA document 1 ulp), subnormal inputs included",
+                       calibration=Calibration.GGML_CPU),
     specials=_SPECIALS + _F32_SUBNORMALS + (-F32_MIN_SUBNORMAL, -1.0, 1.0, 1.0000001192092896,
                                             0.99999994039535522, F32_MIN_NORMAL, F32_MAX),
     notes="GGML_OP_LOG; log(0) = −inf, log(x < 0) = NaN; subnormal inputs must not be flushed to 0. "

@@ -866,7 +866,7 @@ def describes_cpu(case: dict[str, Any]) -> bool:
     report says so, so nobody reads a CPU calibration as a statement about the device under test).
 
     Decided by the row, never by its reason's words: the record's own ``tolerance.calibration`` where
-    its writer set it, else the catalogue's ``CPU_CALIBRATED_ROWS`` for the row id in ``decided_by``, else
+    its writer set it, else the ``calibration`` of the catalogue's row named in ``decided_by``, else
     (files written before either) for the row this checkout's catalogue gives the record's op and dtypes.
     """
     from golden import catalogue
@@ -884,7 +884,8 @@ def describes_cpu(case: dict[str, Any]) -> bool:
         dtypes = case.get("dtypes")
         op = case.get("op")
         row_id = catalogue.row_id(op, dtypes) if isinstance(dtypes, dict) and isinstance(op, str) else None
-    return row_id in catalogue.CPU_CALIBRATED_ROWS
+    found = catalogue.row(row_id) if row_id is not None else None
+    return found is not None and found.calibration == Calibration.GGML_CPU
 
 
 # Error-against-input plots read artefacts: a bounded number, so a run with thousands of failure
