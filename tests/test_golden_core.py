@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import json
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +14,8 @@ from conformance.strategies import ALL_PERMS, layouts, shapes
 from golden import catalogue, dtypes, geometry
 from golden.case import Layout, OpCase, TensorSpec, parse_case_id
 
-SEED = Path(__file__).resolve().parents[2] / "shared" / "seed" / "ggml-cann.cpp"
+# Facts from the reference folder beside the project, vendored by scripts/vendor_reference_facts.py
+REFERENCE_FACTS = json.loads((Path(__file__).parent / "data" / "reference_facts.json").read_text(encoding="utf-8"))
 
 
 @given(ne=shapes(max_elements=4096), layout=layouts(perms=ALL_PERMS),
@@ -108,12 +109,8 @@ def test_layout_labels_round_trip() -> None:
 
 
 def test_catalogue_lists_every_op_the_seed_supports() -> None:
-    if not SEED.exists():
-        pytest.skip(f"the seed source is not beside this checkout ({SEED})")
-    text = SEED.read_text()
-    body = text[text.index("static bool ggml_backend_cann_supports_op"):]
-    body = body[: body.index("GGML_UNUSED(backend)")]
-    claimed = set(re.findall(r"case GGML_OP_(\w+):", body)) | set(re.findall(r"case GGML_UNARY_OP_(\w+):", body))
+    seed = REFERENCE_FACTS["ggml_cann_seed_supports_op"]
+    claimed = set(seed["ops"]) | set(seed["unary_ops"])
     claimed -= {"UNARY", "MUL_MAT_ID"}  # UNARY is the family; MUL_MAT_ID is answered false
     assert claimed <= set(catalogue.OPS), sorted(claimed - set(catalogue.OPS))
 
@@ -146,22 +143,11 @@ def test_ulp_is_finite_at_the_largest_values() -> None:
     assert dtypes.ulp(np.array([1.0]), "f32")[0] == 2.0**-23
 
 
-CANN_0202_OPS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "cann-0.20.2-ops.md"
-
-
 def test_catalogue_covers_every_op_of_ggml_cann_0_20_2() -> None:
     """Every one of the 81 ops ggml-cann 0.20.2's supports_op accepts (the reference index) is in the
     catalogue; ops beyond them are welcome (added by README's "Adding an op")."""
-    if not CANN_0202_OPS.exists():
-        pytest.skip(f"the reference list is not beside this checkout ({CANN_0202_OPS})")
-    text = CANN_0202_OPS.read_text()
-    seed = re.search(r"Seed ops \(41\): (.*)", text)
-    assert seed is not None
-    wanted = set(seed.group(1).split())
-    new_part = text.split("New since the seed (40):")[1].split("## Conditions")[0]
-    for line in new_part.splitlines():
-        if ":" in line:
-            wanted |= set(re.sub(r"\([^)]*\)", "", line.split(":", 1)[1]).split())
+    index = REFERENCE_FACTS["ggml_cann_0_20_2_ops"]
+    wanted = set(index["seed_ops"]) | set(index["new_ops"])
     assert len(wanted) == 81  # the reference index parsed whole
     missing = sorted(wanted - set(catalogue.OPS))
     assert not missing, (f"ggml-cann 0.20.2 ops missing from the catalogue: {missing}; add each by README's "
