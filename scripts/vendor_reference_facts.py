@@ -2,8 +2,10 @@
 (``../shared``) into ``tests/data/reference_facts.json``, so those tests run in a fresh clone.
 
 Facts, not copies: the op names ggml-cann's ``ggml_backend_cann_supports_op`` has cases for in the
-seed (``shared/seed/ggml-cann.cpp``), and the 81 ops ggml-cann 0.20.2's accepts as indexed by
-``shared/reference/cann-0.20.2-ops.md``. Each entry records its source file and that file's sha256.
+seed (``shared/seed/ggml-cann.cpp``), the 81 ops ggml-cann 0.20.2's accepts as indexed by
+``shared/reference/cann-0.20.2-ops.md``, and the C prototypes and status codes that
+``shared/reference/acl-facts.md`` quotes from the ACL headers (each declaration on one line). Each
+entry records its source file and that file's sha256.
 
     python scripts/vendor_reference_facts.py [--shared ../shared] [--check]
 """
@@ -50,13 +52,39 @@ def cann_0_20_2_ops(shared: Path) -> dict[str, object]:
     return {"source": source, "seed_ops": sorted(seed.group(1).split()), "new_ops": sorted(new)}
 
 
+# A declaration in acl-facts.md's code blocks: optional return type, an acl* name, params, ';'.
+_DECLARATION = re.compile(
+    r"(?:(?P<restype>(?:const[ \t]+)?[A-Za-z_]\w*[ \t]*\**)[ \t]*)?"
+    r"\b(?P<name>acl\w+)\s*\((?P<params>[^()]*)\)\s*;"
+)
+
+
+def acl_facts(shared: Path) -> dict[str, object]:
+    """Every C declaration in the doc's code blocks (comments stripped, the generic "<op args...>"
+    line left out), and the (code, name) pairs of its error-code section as the doc spells them."""
+    text, source = _source(shared, "reference/acl-facts.md")
+    blocks = re.findall(r"```c?\n(.*?)```", text, re.S)
+    code = "\n".join(re.sub(r"//[^\n]*", "", block) for block in blocks)
+    declarations = []
+    for match in _DECLARATION.finditer(code):
+        if "<" in match["params"] or "..." in match["params"]:
+            continue
+        params = " ".join(match["params"].split())
+        declarations.append(f"{' '.join((match['restype'] or '').split())} {match['name']}({params})".strip())
+    section = text.split("## 2. Error codes")[1].split("\n## ")[0]
+    codes = [[int(c), name] for block in re.findall(r"```\n(.*?)```", section, re.S)
+             for c, name in re.findall(r"\b(\d+)\s+([A-Z]\w*)", block)]
+    return {"source": source, "declarations": declarations, "error_codes": codes}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared", help="the reference folder")
     parser.add_argument("--check", action="store_true", help="exit 1 if the vendored file differs")
     args = parser.parse_args(argv)
     facts = {"ggml_cann_seed_supports_op": seed_supports_op(args.shared),
-             "ggml_cann_0_20_2_ops": cann_0_20_2_ops(args.shared)}
+             "ggml_cann_0_20_2_ops": cann_0_20_2_ops(args.shared),
+             "acl_facts": acl_facts(args.shared)}
     text = json.dumps(facts, indent=1) + "\n"
     if args.check:
         current = OUT.read_text(encoding="utf-8") if OUT.exists() else ""

@@ -1,9 +1,12 @@
-"""Every bound prototype against the prototypes quoted in acl-facts.md; ctypes widths; error table."""
+"""Every bound prototype against the prototypes quoted in acl-facts.md; ctypes widths; error table.
+
+The doc's declarations and status codes are vendored in tests/data/reference_facts.json by
+scripts/vendor_reference_facts.py (from ../shared/reference/acl-facts.md)."""
 
 from __future__ import annotations
 
 import ctypes
-import re
+import json
 from pathlib import Path
 
 import pytest
@@ -18,38 +21,21 @@ from device.acl.prototypes import (
     parse_prototype,
 )
 
-# The reference folder sits beside the project (../shared); CI and developers have it.
-ACL_FACTS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "acl-facts.md"
-
-# A declaration in the doc: optional return type on the same line, an acl* name, params, ';'.
-DECLARATION = re.compile(
-    r"(?:(?P<restype>(?:const[ \t]+)?[A-Za-z_]\w*[ \t]*\**)[ \t]*)?"
-    r"\b(?P<name>acl\w+)\s*\((?P<params>[^()]*)\)\s*;"
-)
+ACL_FACTS = json.loads((Path(__file__).resolve().parents[1] / "data" / "reference_facts.json")
+                       .read_text(encoding="utf-8"))["acl_facts"]
 
 
-def _facts_text() -> str:
-    if not ACL_FACTS.is_file():
-        pytest.skip(f"reference {ACL_FACTS} not present")
-    return ACL_FACTS.read_text(encoding="utf-8")
-
-
-def documented_prototypes(text: str) -> dict[str, list[Prototype]]:
-    """Parse every C declaration in the doc's code blocks (comments stripped)."""
-    blocks = re.findall(r"```c?\n(.*?)```", text, re.S)
-    code = "\n".join(re.sub(r"//[^\n]*", "", block) for block in blocks)
+def documented_prototypes() -> dict[str, list[Prototype]]:
+    """The doc's C declarations, parsed as the bindings' prototypes are."""
     found: dict[str, list[Prototype]] = {}
-    for match in DECLARATION.finditer(code):
-        if "<" in match["params"] or "..." in match["params"]:
-            continue  # the doc's generic "<op args...>" line
-        restype = (match["restype"] or "").strip()
-        proto = parse_prototype(f"{restype} {match['name']}({match['params']})")
+    for declaration in ACL_FACTS["declarations"]:
+        proto = parse_prototype(declaration)
         found.setdefault(proto.name, []).append(proto)
     return found
 
 
 def test_every_bound_prototype_matches_the_documented_one() -> None:
-    documented = documented_prototypes(_facts_text())
+    documented = documented_prototypes()
     second_phase_template = documented["aclnnXxx"][0]
     checked = 0
     for name, bound in all_prototypes().items():
@@ -65,7 +51,7 @@ def test_every_bound_prototype_matches_the_documented_one() -> None:
 
 
 def test_the_doc_parser_sees_multi_line_and_nameless_parameters() -> None:
-    documented = documented_prototypes(_facts_text())
+    documented = documented_prototypes()
     create = documented["aclCreateTensor"][0]
     assert create.restype == "aclTensor*"
     assert create.argtypes[-3:] == ("const int64_t*", "uint64_t", "void*")
@@ -114,11 +100,13 @@ def test_unknown_c_type_is_refused() -> None:
 
 
 def test_error_table_codes_all_appear_in_acl_facts() -> None:
-    text = _facts_text()
+    spelled: dict[int, list[str]] = {}
+    for code, name in ACL_FACTS["error_codes"]:
+        spelled.setdefault(code, []).append(name)
     for code, name in ERROR_NAMES.items():
-        assert re.search(rf"\b{code}\b", text), f"{code} ({name}) not in acl-facts.md"
+        assert code in spelled, f"{code} ({name}) not in acl-facts.md"
         suffix = name.split("_ERROR_")[-1].split("ACLNN_ERR_")[-1]
-        assert suffix.split("_")[-1] in text, f"{name} not spelled in acl-facts.md"
+        assert any(suffix.split("_")[-1] in doc for doc in spelled[code]), f"{name} not spelled in acl-facts.md"
 
 
 def test_error_names_and_message() -> None:
