@@ -92,7 +92,7 @@ def _gate_up_glu(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
     return [("k", draw(row_size(max_ne0=1024))), ("f", draw(st.integers(1, 96))), ("n", _tokens(draw))]
 
 
-# ---- norms.py and misc.py (issue 23, item 5) ---------------------------------------------------------
+# ---- norms.py and misc.py ----------------------------------------------------------------------------
 
 @_params("norm_mul_add")
 def _norm_mul_add(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
@@ -125,7 +125,7 @@ def _ssm_conv_silu(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
             ("n_t", _tokens(draw)), ("n_s", draw(st.sampled_from((1, 2)))), ("bias", draw(st.booleans()))]
 
 
-# ---- moe.py (issue 23, item 5) ------------------------------------------------------------------------
+# ---- moe.py -------------------------------------------------------------------------------------------
 
 # patterns whose suite test is split by one param, one test per value (test_graph[topk_moe-f32-softmax]):
 # each value is drawn at the ci profile's full size and a failure names it in the test id
@@ -169,7 +169,7 @@ def _moe_tail(draw: st.DrawFn) -> list[tuple[str, Any]]:
     return [] if tail == "mul" else [("bias", True)] + ([] if tail == "bias_mul" else [("mul", False)])
 
 
-# ---- attention.py (issue 34, item 4) ---------------------------------------------------------------------
+# ---- attention.py ----------------------------------------------------------------------------------------
 
 @_params("attention")
 def _attention(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
@@ -188,7 +188,7 @@ def _attention(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
             ("sinks", one_in(draw, 3))]
 
 
-# ---- rope.py (issue 23, item 5) -----------------------------------------------------------------------
+# ---- rope.py ------------------------------------------------------------------------------------------
 
 def _rope_head(draw: st.DrawFn) -> list[tuple[str, Any]]:
     head_dim = draw(st.sampled_from((64, 128, 2, 80, 256)))

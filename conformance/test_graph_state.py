@@ -1,4 +1,4 @@
-"""State between graphs: sequences of ROPE graphs in one device process (issue 23, item 6).
+"""State between graphs: sequences of ROPE graphs in one device process.
 
 A backend that keeps state in its context (ggml-cann's ROPE sin/cos cache, its ACL graph cache keyed
 on tensor addresses) can answer a graph with what it computed for the one before. Each example draws

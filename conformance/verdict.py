@@ -115,7 +115,7 @@ def compare(
         assert finite is not None
         ratio[~finite] = 0.0
         ratio[bad_pattern] = np.inf
-    del allowed, nothing_allowed  # output-sized: freed before the next ones (model-sized cases, issue 27)
+    del allowed, nothing_allowed  # output-sized: freed before the next ones (model-sized cases)
     m.n_bad = int(np.count_nonzero(ratio > 1.0))
     flat_worst = int(np.argmax(ratio))
     worst = np.unravel_index(flat_worst, g.shape)

@@ -302,7 +302,7 @@ SPECS.add(OpSpec(name="ABS", family="unary", inplace_form=True, golden=one(abs_)
                  tolerance={"*": EXACT}, input_layouts=InputLayouts.ROWS))
 
 
-# ---- issue 13: NEG SIGMOID EXP ELU SGN STEP GELU_ERF SOFTPLUS, and SQRT SIN COS LOG ----------------
+# ---- NEG SIGMOID EXP ELU SGN STEP GELU_ERF SOFTPLUS, and SQRT SIN COS LOG ----------------------------
 # ggml's CPU evaluates each of these in f32 with the C library (unary-ops.cpp: expf, expm1f, logf,
 # sinf, cosf, sqrtf; ops.cpp: erff), converting F16/BF16 inputs to f32 first and the result back.
 # Error bounds for a libm function: the larger of what glibc (x86-64 libm-test-ulps) and CUDA's math

@@ -347,7 +347,7 @@ BUGS += [
 ]
 
 
-# ---- GLU and the reductions (issue 13) -------------------------------------------------------------
+# ---- GLU and the reductions ----------------------------------------------------------------------
 def _count_equal_rows_missed(case: OpCase) -> bool:
     """ops.cpp's count_equal maps flat row ir to (i01, i02, i03) with ne03 and ne02 where ne01·ne02 and
     ne01 belong: the rows it visits are not every row once unless ne02 == 1 and ne03 == 1, or ne01 == ne02
@@ -372,7 +372,7 @@ BUGS += [
         repro="COUNT_EQUAL(type0=i32,ne0=[3,2,3,1],type1=i32,ne1=[3,2,3,1],dst=i64,data=uniform:3)"),
 ]
 
-# issue 14 (CONV_TRANSPOSE_1D, SSM_CONV): ggml.c asserts no layout for either op, the CPU kernels do
+# CONV_TRANSPOSE_1D, SSM_CONV: ggml.c asserts no layout for either op, the CPU kernels do
 
 
 def _ssm_conv_asserted_layout(case: OpCase) -> bool:
@@ -401,7 +401,7 @@ BUGS += [
 ]
 
 
-# Other releases (issue 11): ggml 0.17.0 (libggml-python 0.17.0.post1, scripts/setup-ggml-release.sh)
+# Other releases: ggml 0.17.0 (libggml-python 0.17.0.post1, scripts/setup-ggml-release.sh)
 # and 0.25.1 (the CPU backend of node-llama-cpp's build, scripts/setup-vulkan.sh) have each bug named
 # here: the ci profile on each (suite of main 186749c) failed only inside this list and reproduced each,
 # and RMS_NORM, GROUP_NORM and TIMESTEP_EMBEDDING (not drawn) crash from their repro lines there too.
@@ -433,11 +433,11 @@ CHECKED_IN_0251 = frozenset({
     "cpu-count-equal-row-index", "cpu-cross-entropy-row-stride", "cpu-cross-entropy-rows-by-nb1",
     "cpu-flash-attn-ext-row-stride", "cpu-pad-circular-wraps-once", "cpu-ssm-conv-asserted-layout",
     "cpu-ssm-conv-kernel-ignores-nb1", "cpu-upscale-antialias-align-corners-window",
-    # dev seed 24004 on 0.25.1 (44 fails) and the repro on 0.17.0: the same wrong value as 0.20.2
+    # a dev-profile run on 0.25.1 (44 fails) and the repro on 0.17.0: the same wrong value as 0.20.2
     # (-0.9674506187438965 for 0.4561); ggml:Vulkan0 passes the same case
     "cpu-rope-vision-empty-y-section",
 })
-# Checked on 0.17.0 too (dev profile, seed 24011, whole suite): each failed there with the same assert or
+# Checked on 0.17.0 too (dev profile, whole suite): each failed there with the same assert or
 # wrong value, and every unexpected failure of that run fell to one of them or to a TOML entry now naming 0.17.0.
 CHECKED_IN_0170 = frozenset({
     "cpu-count-equal-row-index", "cpu-cross-entropy-row-stride", "cpu-cross-entropy-rows-by-nb1",

@@ -306,7 +306,7 @@ def _softplus(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None
     return np.minimum(s * d + 0.125 * d * d, d)
 
 
-# ---- views, selection and the TOPK_MOE chain (issue 23, item 5) --------------------------------------
+# ---- views, selection and the TOPK_MOE chain -----------------------------------------------------------------
 
 @_rule("VIEW")
 @_rule("RESHAPE")

@@ -20,7 +20,7 @@ The outputs are ``weights`` and ``selected`` (what build_moe_ffn hands to the ex
 output, as before); with ``router=mul_mat`` it flags only the two outputs, as llama.cpp leaves the
 ARGSORT to the allocator: its block is freed after its last reader, and ``selected`` is judged in
 the other two runs. The views are graph nodes. Decode is one token, prefill many: Vulkan's overlap
-bug (#19768) needed more than one row.
+bug (llama.cpp #19768) needed more than one row.
 """
 
 from __future__ import annotations

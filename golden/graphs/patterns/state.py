@@ -1,8 +1,8 @@
 """State between nodes and between graphs: ROPE graphs for the caches a backend keeps in its context.
 
 ggml-cann keeps ROPE's sin/cos (theta) cache in the backend context and rebuilds it only when
-``n_dims``, ``freq_base`` or the sections change (shared/reference/graph-and-fusion.md §1.3, #15629),
-and its ACL graph cache matched graphs by tensor address (§3.2, #16166). test-backend-ops changes
+``n_dims``, ``freq_base`` or the sections change (shared/reference/graph-and-fusion.md §1.3, llama.cpp #15629),
+and its ACL graph cache matched graphs by tensor address (§3.2, llama.cpp #16166). test-backend-ops changes
 ``n_dims`` whenever it changes the other params and builds each case in a fresh graph, so it sees
 neither. Two patterns:
 
