@@ -64,7 +64,7 @@ def binary_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
         case = finish(draw, OpCase(op, (a, a), dst=sig.dst, form="self"))
     else:
         case = finish(draw, OpCase(op, (a, b), dst=sig.dst))
-    return alias_branch(draw, case, every=4)  # b a view into a's allocation (overlapping sources)
+    return alias_branch(draw, case, every=3)  # b a view into a's allocation (overlapping sources)
 
 
 def _no_params(draw: st.DrawFn) -> tuple:
