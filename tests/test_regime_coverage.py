@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from conformance import cases
 from golden import catalogue
 from golden.case import OpCase
-from golden.spec import OpSpec, Regime, long_sequences, row_regimes
+from golden.spec import OpSpec, Regime, long_sequences, partial_tile, row_regimes
 
 CI = settings(max_examples=30, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -65,6 +65,18 @@ def test_the_regime_classes_are_declared() -> None:
     for op in ("ADD", "SUB", "MUL", "DIV"):
         assert "aliased" in names[op], op
     assert "mla_v_in_k" in names["FLASH_ATTN_EXT"]
+    # elementwise kernels past one grid dimension's blocks; SOLVE_TRI's partial 32-wide tiles
+    for spec in catalogue.implemented():
+        if spec.family in ("unary", "binary"):
+            assert "elements>65536" in names.get(spec.name, set()), spec.name
+    assert {"rhs>32,partial", "n>32,partial"} <= names["SOLVE_TRI"]
+
+
+def test_partial_tile_needs_more_than_one_tile_and_a_remainder() -> None:
+    regime = partial_tile("k", lambda c: c.param("k"), 32)
+    case = lambda k: OpCase("X", (), params=(("k", k),))  # noqa: E731
+    assert regime(case(33)) and regime(case(95)) and not regime(case(32)) and not regime(case(64))
+    assert not regime(case(31))
 
 
 def test_a_regime_that_is_not_drawn_is_reported() -> None:
