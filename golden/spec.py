@@ -104,9 +104,11 @@ OVERLAPPING_SOURCES = Regime("aliased", lambda c: any(t.layout.alias is not None
 GRID_BLOCKS = 65536
 
 
-def grid_regime(src: int = 0, limit: int = GRID_BLOCKS) -> Regime:
-    """More elements in input ``src`` than a one-dimensional grid has blocks."""
-    return Regime(f"elements>{limit}", lambda c: math.prod(c.inputs[src].ne) > limit,
+def grid_regime(src: int = 0, limit: int = GRID_BLOCKS, elements: Callable[[OpCase], int] | None = None) -> Regime:
+    """More elements in input ``src`` (or ``elements(case)``: those the kernel writes) than a
+    one-dimensional grid has blocks."""
+    count = elements or (lambda c: math.prod(c.inputs[src].ne))
+    return Regime(f"elements>{limit}", lambda c: count(c) > limit,
                   f"more than {limit:,} elements: past one grid dimension's block limit")
 
 
