@@ -36,6 +36,25 @@ ROW_KEEPING_PERMS: tuple[Ne, ...] = ((0, 2, 1, 3), (0, 1, 3, 2), (0, 3, 2, 1), (
 ALL_PERMS: tuple[Ne, ...] = ROW_KEEPING_PERMS + ((1, 0, 2, 3), (2, 0, 1, 3), (1, 2, 0, 3), (3, 1, 2, 0))
 
 
+def _draws_independent_of_imports() -> None:
+    """Hypothesis (6.131 on) sometimes draws a constant found in the source of the local modules
+    loaded so far (``sys.modules``), so a derandomized draw changed with what else a process had
+    imported: the regime coverage test drew other binary-op cases once tests/test_capabilities.py
+    was collected with it, and a plug-in device module changes the suite's draws. The pool is held
+    empty, so a test's draws depend on the test alone (Hypothesis's built-in constants still apply)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:  # a Hypothesis without source constants: nothing to pin
+        return
+    if hasattr(providers, "_get_local_constants"):
+        empty = Constants()
+        providers._get_local_constants = lambda: empty
+
+
+_draws_independent_of_imports()
+
+
 NIGHTLY_MIN_EXAMPLES = 400  # the nightly profile's max_examples
 
 

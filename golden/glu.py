@@ -24,7 +24,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.dtypes import ulp as spacing
-from golden.spec import InputLayouts, OpList, OpSpec, P, sig
+from golden.spec import InputLayouts, OpList, OpSpec, P, grid_regime, sig
 from golden.tolerance import F32_EPS, Calibration, ErrorModel, Tolerance, finite_abs
 from golden.unary import f16_table_model, gelu, gelu_f32_model, gelu_quick, gelu_quick_f32_model, silu
 
@@ -199,7 +199,14 @@ def _glu_spec(name: str, tolerance: dict[str, Tolerance], specials: tuple[float,
     return SPECS.add(OpSpec(
         name=name, family="glu", golden=glu, signatures=_GLU_SIGS, tolerance=tolerance, params=_GLU_PARAMS,
         validate=check_glu, input_layouts=InputLayouts.PADDED_ROWS, specials=specials,
-        max_abs_input=max_abs_input, structured_inputs=True, notes=notes + ". " + _GLU_NOTES))
+        max_abs_input=max_abs_input, structured_inputs=True, notes=notes + ". " + _GLU_NOTES,
+        regimes=(grid_regime(elements=_glu_outputs),)))
+
+
+def _glu_outputs(case: OpCase) -> int:
+    """Elements a GLU writes: half of each fused row, all of a split one."""
+    ne = case.inputs[0].ne
+    return (ne[0] if case.form == SPLIT else ne[0] // 2) * ne[1] * ne[2] * ne[3]
 
 
 _NO_NEG_INF = (np.nan, np.inf, 0.0, -0.0)

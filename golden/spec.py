@@ -12,7 +12,8 @@ on, and the layouts ggml's graph constructor accepts.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,26 @@ FULL_INTEGERS = Regime("int>2^24", lambda c: c.distribution in ("wide", "special
                        "integers beyond 2^24, where a compare or copy through f32 loses bits")
 OVERLAPPING_SOURCES = Regime("aliased", lambda c: any(t.layout.alias is not None for t in c.inputs),
                              "one input a view into another's allocation (Layout.alias): overlapping sources")
+# ggml-cuda/ggml-vulkan launch elementwise kernels one block (workgroup) per group of elements; a grid
+# dimension holds at most 65,535 (CUDA y/z) or 65,536 blocks, so past that a kernel needs a grid-stride
+# loop or a second grid dimension
+GRID_BLOCKS = 65536
+
+
+def grid_regime(src: int = 0, limit: int = GRID_BLOCKS, elements: Callable[[OpCase], int] | None = None) -> Regime:
+    """More elements in input ``src`` (or ``elements(case)``: those the kernel writes) than a
+    one-dimensional grid has blocks."""
+    count = elements or (lambda c: math.prod(c.inputs[src].ne))
+    return Regime(f"elements>{limit}", lambda c: count(c) > limit,
+                  f"more than {limit:,} elements: past one grid dimension's block limit")
+
+
+def partial_tile(name: str, size: Callable[[OpCase], int], tile: int) -> Regime:
+    """A tiled dimension longer than one tile and not a multiple of it: the last tile is partial."""
+    return Regime(f"{name}>{tile},partial", lambda c: size(c) > tile and size(c) % tile != 0,
+                  f"{name} over one {tile}-wide tile and not a multiple of it (a partial last tile)")
+
+
 CHUNK_TOKENS = 64  # chunk length of chunked scan/recurrence kernels (state carried between chunks)
 
 
@@ -191,6 +212,13 @@ class OpList:
 
     def __init__(self) -> None:
         self._specs: list[OpSpec] = []
+
+    @classmethod
+    def of(cls, specs: Iterable[OpSpec]) -> OpList:
+        out = cls()
+        for spec in specs:
+            out.add(spec)
+        return out
 
     def add(self, spec: OpSpec) -> OpSpec:
         self._specs.append(spec)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import SPECIAL_VALUES, InputLayouts, OpList, OpSpec, P, long_sequences, sig
+from golden.spec import SPECIAL_VALUES, InputLayouts, OpList, OpSpec, P, long_sequences, partial_tile, sig
 from golden.tolerance import F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -236,6 +236,10 @@ def _validate_solve_tri(case: OpCase, inputs: list[np.ndarray]) -> None:
         raise ValueError(f"SOLVE_TRI: b ne1 and batch dims must match a's; got a {list(a)}, b {list(b)}")
 
 
+# ggml-cuda's solve_tri and ggml-cann tile the right-hand sides 32 columns at a time
+SOLVE_TRI_RHS_TILE = 32
+
+
 SPECS.add(OpSpec(
     name="SOLVE_TRI", family="ssm", golden=lambda xs, c: forward_substitution(xs[0], xs[1]),
     signatures=(sig("f32", "f32"),),
@@ -246,6 +250,8 @@ SPECS.add(OpSpec(
         model=solve_tri_model, model_name="(I − γ_n|T⁻¹||T|)⁻¹·γ_n|T⁻¹||T|·|x|", calibration=Calibration.GGML_CPU)},
     validate=_validate_solve_tri, input_layouts=InputLayouts.CONTIGUOUS, structured_inputs=True,
     specials=(),
+    regimes=(partial_tile("rhs", lambda c: c.inputs[1].ne[0], SOLVE_TRI_RHS_TILE),
+             partial_tile("n", lambda c: c.inputs[0].ne[0], SOLVE_TRI_RHS_TILE)),
     notes="a [n, n, B2, B3] and b [k, n, B2, B3], contiguous F32 (ggml asserts it, and left = lower = True, "
           "uni = False: the only variant ggml 0.20.2 builds; ggml-cann claims F32, the only type). The strict "
           "upper triangle of a is never read: the input maker fills it with junk (NaN in the special "

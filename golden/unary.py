@@ -10,12 +10,25 @@ far an implementation may be.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from golden import dtypes
 from golden.case import OpCase
-from golden.spec import ELEMENTWISE_TOL, SAME_FLOAT, SAME_FLOAT_BF16, InputLayouts, OpList, OpSpec, P, libm, one, sig
+from golden.spec import (
+    ELEMENTWISE_TOL,
+    SAME_FLOAT,
+    SAME_FLOAT_BF16,
+    InputLayouts,
+    OpList,
+    OpSpec,
+    P,
+    grid_regime,
+    libm,
+    one,
+    sig,
+)
 from golden.tolerance import EXACT, F16_EPS, F32_EPS, Calibration, ErrorModel, Tolerance, finite_abs, rounded_via_f32
 
 SPECS = OpList()
@@ -550,3 +563,7 @@ SPECS.add(OpSpec(
                                             0.99999994039535522, F32_MIN_NORMAL, F32_MAX),
     notes="GGML_OP_LOG; log(0) = −inf, log(x < 0) = NaN; subnormal inputs must not be flushed to 0. "
           + _MEASURED + "f32 worst 0.53 of the allowance (0.79 ulp)"))
+
+
+# Every unary op is one elementwise kernel: its grid-limit regime (the strategies' big-tensor branch)
+SPECS = OpList.of(replace(spec, regimes=(*spec.regimes, grid_regime())) for spec in SPECS)

@@ -16,18 +16,12 @@ from hypothesis import HealthCheck, given, seed, settings
 from conformance import cases
 from golden import catalogue
 from golden.case import OpCase
-from golden.spec import OpSpec, Regime, long_sequences, row_regimes
+from golden.spec import OpSpec, Regime, long_sequences, partial_tile, row_regimes
 
 CI = settings(max_examples=30, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
 WITH_REGIMES = [s for s in catalogue.implemented() if s.regimes]
 
-
-# The derandomized draw of the binary ops misses their aliased regime when another test module
-# (tests/test_capabilities.py) was collected in the same process, and reaches it when this file runs
-# alone: something the imports change enters the draw (not found yet). .ci/run and tox run this file
-# in a pytest process of its own until that is found.
-pytestmark = pytest.mark.own_process
 
 SEEDS = (None, 1, 2)  # None: the ci profile's derandomized draw
 
@@ -45,6 +39,10 @@ def regimes_drawn(spec: OpSpec, draw_seed: int | None = None) -> set[str]:
         def draw(case: OpCase) -> None:
             reached.update(r.name for r in spec.regimes if r(case))
 
+        # a stream of its own per signature, as the suite's parametrized tests get (Hypothesis adds
+        # each test's node id to its derandomized digest)
+        draw.hypothesis.inner_test._hypothesis_internal_add_digest = (  # type: ignore[attr-defined]
+            f"{spec.name}-{signature.label()}".encode())
         draw()
     return reached
 
@@ -67,6 +65,18 @@ def test_the_regime_classes_are_declared() -> None:
     for op in ("ADD", "SUB", "MUL", "DIV"):
         assert "aliased" in names[op], op
     assert "mla_v_in_k" in names["FLASH_ATTN_EXT"]
+    # elementwise kernels past one grid dimension's blocks; SOLVE_TRI's partial 32-wide tiles
+    for spec in catalogue.implemented():
+        if spec.family in ("unary", "binary"):
+            assert "elements>65536" in names.get(spec.name, set()), spec.name
+    assert {"rhs>32,partial", "n>32,partial"} <= names["SOLVE_TRI"]
+
+
+def test_partial_tile_needs_more_than_one_tile_and_a_remainder() -> None:
+    regime = partial_tile("k", lambda c: c.param("k"), 32)
+    case = lambda k: OpCase("X", (), params=(("k", k),))  # noqa: E731
+    assert regime(case(33)) and regime(case(95)) and not regime(case(32)) and not regime(case(64))
+    assert not regime(case(31))
 
 
 def test_a_regime_that_is_not_drawn_is_reported() -> None:
@@ -75,6 +85,33 @@ def test_a_regime_that_is_not_drawn_is_reported() -> None:
     from dataclasses import replace
 
     assert "never" not in regimes_drawn(replace(spec, regimes=(*spec.regimes, never)))
+
+
+def test_draws_do_not_depend_on_what_else_was_imported(tmp_path, monkeypatch) -> None:
+    """Hypothesis draws constants from the source of loaded local modules; a module imported between
+    two derandomized draws of the same strategy must not change the second."""
+    import importlib
+
+    def drawn() -> list[str]:
+        out: list[str] = []
+        for op in ("ADD", "ABS", "SOFT_MAX", "SOLVE_TRI"):
+            spec = catalogue.get(op)
+
+            @CI
+            @given(cases.strategy_for(spec.name, spec.signatures[0]))
+            def draw(case: OpCase) -> None:
+                out.append(case.case_id)
+
+            draw()
+        return out
+
+    before = drawn()
+    # a local module full of sizes a strategy could draw (not named like a test: Hypothesis reads it)
+    (tmp_path / "sizes_elsewhere.py").write_text(
+        "SIZES = (" + ", ".join(str(n) for n in range(2, 4000, 5)) + ")\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("sizes_elsewhere")
+    assert drawn() == before
 
 
 def test_long_sequences_needs_two_sequences_past_the_chunk() -> None:

@@ -13,23 +13,27 @@ from hypothesis import strategies as st
 
 from conformance.cases.registry import register
 from conformance.data import DISTRIBUTIONS, floats
-from conformance.strategies import finish, input_layouts, shapes, spec
+from conformance.strategies import finish, input_layouts, one_in, shapes, spec
 from golden import catalogue, dtypes
 from golden.case import OpCase
 from golden.glu import ACTIVATIONS, GATE_SAFE_ACTIVATION, SPLIT
-from golden.spec import Signature
+from golden.spec import GRID_BLOCKS, Signature
 
 MAX_ELEMENTS = 1 << 15
+BIG_ROWS = st.sampled_from([4096, 4097, 16384])
 
 
 @st.composite
 def glu_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     layouts = input_layouts(catalogue.get(op).input_layouts)
+    big_nc = draw(BIG_ROWS)  # drawn either way: the choices do not depend on the branch (shrinking)
+    # one case in 2: just past the grid limit (golden.spec.GRID_BLOCKS) in output elements
+    usual = draw(shapes(max_elements=MAX_ELEMENTS // 2))
+    ne = (big_nc, GRID_BLOCKS // big_nc + 1, 1, 1) if one_in(draw, 2) else usual
     if len(sig.srcs) == 2:
-        ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
         srcs = (spec(sig.srcs[0], ne, draw(layouts)), spec(sig.srcs[1], ne, draw(layouts)))
         return finish(draw, OpCase(op, srcs, dst=sig.dst, form=SPLIT))
-    nc, ne1, ne2, ne3 = draw(shapes(max_elements=MAX_ELEMENTS // 2))
+    nc, ne1, ne2, ne3 = ne
     ne0 = 2 * nc + draw(st.sampled_from([0, 0, 0, 1]))  # an odd row leaves its last element out
     src = spec(sig.srcs[0], (ne0, ne1, ne2, ne3), draw(layouts))
     return finish(draw, OpCase(op, (src,), params=(("swapped", draw(st.booleans())),), dst=sig.dst))

@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from conformance.cases.quant import format_row_sizes
 from conformance.cases.registry import register
 from conformance.data import plain_input
-from conformance.strategies import ROW_KEEPING_PERMS, finish, input_layouts, layouts, row_size, spec
+from conformance.strategies import ROW_KEEPING_PERMS, finish, input_layouts, layouts, one_in, row_size, spec
 from golden import catalogue
 from golden.case import Layout, OpCase
 from golden.dtypes import DRAWN_QUANT_TYPES
-from golden.spec import Signature
+from golden.spec import GRID_BLOCKS, Signature
 
 ROUTED_ELEMENTS = 1 << 18  # tokens · slots · N · K: the routed pairs the error model expands
 EXPERT_ELEMENTS = 1 << 15
@@ -92,6 +92,9 @@ def add_id_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     n_used = draw(st.integers(1, 8))
     n_expert = draw(st.one_of(st.integers(n_used, n_used + 4), st.integers(1, 10)))
     tokens = draw(st.one_of(st.just(1), st.integers(2, 8), st.integers(33, 64)))
+    if one_in(draw, 2):  # just past the grid limit (golden.spec.GRID_BLOCKS): rows of 512 or more, more tokens
+        n = max(n, 512)
+        tokens = max(tokens, GRID_BLOCKS // (n * n_used) + 1)
     inputs = (spec(sig.srcs[0], (n, n_used, tokens, 1), draw(input_layouts(catalogue.get(op).input_layouts))),
               spec(sig.srcs[1], (n, n_expert, 1, 1), draw(layouts(perms=ROW_KEEPING_PERMS))),
               spec("i32", (n_used, tokens, 1, 1), draw(layouts(perms=TRANSPOSED_IDS))))

@@ -1,4 +1,4 @@
-"""Faults wrong only inside one declared regime (``OpSpec.regimes``, issue 27), two ops per regime
+"""Faults wrong only inside one declared regime (``OpSpec.regimes``), two ops per regime
 class: rows reduced tile by tile without a carry (past 512 or 1,024 elements), state not carried
 from one 64-token chunk to the next, and integers compared or copied through f32 (beyond 2^24).
 Outside its regime each is the golden device exactly, so only a strategy that reaches the regime
@@ -16,7 +16,8 @@ from device.base import RunResult
 from device.golden_device import GoldenDevice
 from golden import catalogue, ssm
 from golden.case import OpCase
-from golden.spec import CHUNK_TOKENS
+from golden.spec import CHUNK_TOKENS, GRID_BLOCKS
+from golden.ssm import SOLVE_TRI_RHS_TILE
 from tests.plugins import FaultyDevice, planted
 
 
@@ -150,3 +151,60 @@ def _concat_through_f32(golden: GoldenDevice, case: OpCase, inputs: list[np.ndar
 @planted("concat and i32", "CONCAT moves I32 values through f32 (integers past 2^24 lose their low bits)")
 def concat_through_f32(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("concat_through_f32", "CONCAT", _concat_through_f32)
+
+
+# ---- grid limits: one block per element group, no grid-stride loop ----------------------------------
+def _leaves_past_the_grid_unwritten(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """Elements past the first 65,536 (the blocks one grid dimension holds) are never written: the
+    output keeps what the buffer held (zeros here)."""
+    result = golden.run(case, inputs)
+    out = np.array(result.output).reshape(-1)
+    if out.size <= GRID_BLOCKS:
+        return result
+    out[GRID_BLOCKS:] = 0
+    return _output(result, out)
+
+
+@planted("[abs-", "ABS: one block per element, no grid-stride loop: past 65,536 elements nothing is written")
+def abs_past_the_grid(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("abs_past_the_grid", "ABS", _leaves_past_the_grid_unwritten)
+
+
+@planted("[add-", "ADD: one block per element, no grid-stride loop: past 65,536 elements nothing is written")
+def add_past_the_grid(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("add_past_the_grid", "ADD", _leaves_past_the_grid_unwritten)
+
+
+# ---- partial tiles: the last, partial tile skipped ------------------------------------------------------
+def _solve_tri_skips_partial_rhs_tile(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """Right-hand sides solved 32 columns at a time, the loop running k // 32 tiles: with k > 32 and
+    k % 32 != 0 the last, partial tile's columns are never written (zeros)."""
+    result = golden.run(case, inputs)
+    k = case.inputs[1].ne[0]
+    if k <= SOLVE_TRI_RHS_TILE or k % SOLVE_TRI_RHS_TILE == 0:
+        return result
+    out = np.array(result.output)  # numpy (B3, B2, n, k)
+    out[..., (k // SOLVE_TRI_RHS_TILE) * SOLVE_TRI_RHS_TILE:] = 0
+    return _output(result, out)
+
+
+@planted("solve_tri", "SOLVE_TRI runs k // 32 right-hand-side tiles: a partial last tile (k > 32, k % 32 != 0) skipped")
+def solve_tri_skips_partial_tile(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("solve_tri_skips_partial_tile", "SOLVE_TRI", _solve_tri_skips_partial_rhs_tile)
+
+
+def _solve_tri_skips_partial_row_tile(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """Rows of the triangle substituted 32 at a time, n // 32 tiles: with n > 32 and n % 32 != 0 the
+    last rows' solutions are never written (zeros)."""
+    result = golden.run(case, inputs)
+    n = case.inputs[0].ne[0]
+    if n <= SOLVE_TRI_RHS_TILE or n % SOLVE_TRI_RHS_TILE == 0:
+        return result
+    out = np.array(result.output)  # numpy (B3, B2, n, k)
+    out[..., (n // SOLVE_TRI_RHS_TILE) * SOLVE_TRI_RHS_TILE:, :] = 0
+    return _output(result, out)
+
+
+@planted("solve_tri", "SOLVE_TRI substitutes n // 32 row tiles: a partial last row tile (n > 32, n % 32 != 0) skipped")
+def solve_tri_skips_partial_row_tile(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("solve_tri_skips_partial_row_tile", "SOLVE_TRI", _solve_tri_skips_partial_row_tile)
