@@ -24,7 +24,7 @@ import numpy as np
 from conformance.data import DISTRIBUTIONS, as_stored, floats
 from conformance.resolution import Resolution, resolve
 from conformance.verdict import Metrics, compare
-from conformance.verdict_judge import judge_output
+from conformance.verdict.judge import judge_output
 from device import known_bugs
 from device.base import GraphRun, GraphRunResult
 from device.known_bug import GraphKnownBug, KnownBug

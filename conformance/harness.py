@@ -42,8 +42,8 @@ from conformance.resolution import Resolution, resolve
 from conformance.set_get import SetGetCase
 from conformance.stages import Stage, StageClock
 from conformance.verdict import same_values
-from conformance.verdict_judge import Judgement, judge_output
-from conformance.verdict_raw import judge_raw_inputs
+from conformance.verdict.judge import Judgement, judge_output
+from conformance.verdict.raw import judge_raw_inputs
 from device import known_bugs
 from device.base import Capability, DeviceError, RunResult
 from device.known_bug import KnownBug

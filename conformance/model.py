@@ -28,7 +28,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from conformance.resolution import Resolution, resolve
-from conformance.verdict_judge import Judgement, judge_output
+from conformance.verdict.judge import Judgement, judge_output
 from device import known_bugs
 from device.known_bug import KnownBug
 from device.llama.capture import CapturedNode, CapturedTensor, ModelRun, Tamper
@@ -218,7 +218,7 @@ def _shapes(node: CapturedNode) -> str:
 
 
 def judge_case(nc: NodeCase, resolution: Resolution) -> tuple[Judgement, np.ndarray]:
-    """The op tier's verdict on a node (:func:`~conformance.verdict_judge.judge_output`): the golden from the
+    """The op tier's verdict on a node (:func:`~conformance.verdict.judge.judge_output`): the golden from the
     node's inputs, judged as the op tier judges a case with the node's resolution; returns it and the golden."""
     exact = catalogue.golden_inputs(nc.case, nc.inputs)
     golden = catalogue.evaluate(nc.case, exact)

@@ -1,4 +1,4 @@
-"""One judge for every tier (conformance/verdict_judge.py): op records, graph records and the graph's nodes, and
+"""One judge for every tier (conformance/verdict/judge.py): op records, graph records and the graph's nodes, and
 model nodes carry ``decided_by``; the model tier resolves every covering known bug by the op tier's rule (a
 crash-only entry explains no wrong value); an op's own comparator is handed the row it judges with."""
 
@@ -13,7 +13,7 @@ import conformance.model as model
 from conformance.graphs import evaluate_graph_case
 from conformance.harness import Harness
 from conformance.resolution import resolve
-from conformance.verdict_judge import judge_output
+from conformance.verdict.judge import judge_output
 from device.known_bug import KnownBug
 from device.llama.capture import CapturedNode, CapturedTensor, ModelRun
 from device.llama.nodes import NodeCase

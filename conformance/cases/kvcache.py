@@ -20,7 +20,7 @@ from conformance.cases.registry import register
 from conformance.data import floats, plain_input
 from conformance.strategies import finish, input_layouts, row_size, spec
 from conformance.verdict import Metrics, compare
-from conformance.verdict_quant import quant_step
+from conformance.verdict.quant import quant_step
 from golden import catalogue, dtypes, quant
 from golden.case import Layout, OpCase
 from golden.kvcache import index_planes, writers

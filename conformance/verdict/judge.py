@@ -5,7 +5,7 @@ known bugs, looked up once by the caller), :func:`judge_output` picks the verdic
 
 * the op's own comparator where the suite registers one (ARGSORT's permutation check, CLAMP's undefined
   choices, SET_ROWS' duplicate indices), handed the row it judges with;
-* else a quantized destination's block verdict (``verdict_quant``);
+* else a quantized destination's block verdict (``conformance.verdict.quant``);
 * else the element-wise verdict with the row (and its aggregate criterion, where the row has one), integer
   destinations kept as integers;
 * where that fails and a documented deviation of the device covers the case, the same dispatch again with the
@@ -75,7 +75,7 @@ def _judged(case: OpCase, resolution: Resolution, row: Tolerance, inputs: list[n
             raise TypeError(f"the {case.op} comparator returned {type(judged).__name__}, not Metrics")
         return judged
     if dtypes.is_quantized(case.dst):
-        from conformance.verdict_quant import judge_quantized
+        from conformance.verdict.quant import judge_quantized
 
         return judge_quantized(case, inputs, golden, output)
     out = output if case.dst in dtypes.INDEX_TYPES else np.asarray(output, dtype=np.float64)
