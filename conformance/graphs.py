@@ -16,18 +16,18 @@ The device runs the case three ways (``device.base.GraphRun``). The verdict:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from conformance.cases import lookup
 from conformance.data import DISTRIBUTIONS, as_stored, floats
+from conformance.resolution import Resolution, resolve
 from conformance.verdict import Metrics, compare
+from conformance.verdict.judge import judge_output
 from device import known_bugs
 from device.base import GraphRun, GraphRunResult
 from device.known_bug import GraphKnownBug, KnownBug
-from device.worker import DeviceWorker
 from golden import catalogue, dtypes, quant
 from golden.case import OpCase, TensorSpec
 from golden.graphs.case import (
@@ -106,10 +106,12 @@ class NodeVerdict:
     node: str  # "n1:MUL"
     run: str
     metrics: Metrics
+    decided_by: str = ""  # a node judged on its own inputs: "catalogue:OP[key]" or "deviation:<known bug id>"
 
     def to_json(self) -> dict[str, Any]:
         return {"node": self.node, "run": self.run, "passed": self.metrics.passed,
                 "error_ratio": self.metrics.error_ratio, "nmse": self.metrics.nmse,
+                **({"decided_by": self.decided_by} if self.decided_by else {}),
                 **({"detail": self.metrics.detail} if self.metrics.detail else {})}
 
 
@@ -127,6 +129,13 @@ class GraphVerdict:
     @property
     def passed(self) -> bool:
         return (all(v.metrics.passed for v in self.outputs + self.nodes) and not self.inputs_changed)
+
+    def decided_by(self, case: GraphCase) -> str:
+        """The first wrong node's row (or deviation) where the blocked run found one, else the graph bound."""
+        first = next((v for v in self.nodes if v.node == self.first_wrong_node), None)
+        if first is not None and first.decided_by:
+            return first.decided_by
+        return f"graph_bound:{case.pattern}"
 
     def failed_runs(self) -> list[str]:
         runs = {v.run for v in self.outputs if not v.metrics.passed} | set(self.inputs_changed)
@@ -162,9 +171,12 @@ class GraphVerdict:
 
 
 def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGolden,
-                result: GraphRunResult, row_for: RowFor | None = None) -> GraphVerdict:
-    """``row_for``: each node's own row, as ``evaluate_graph`` took it (default: the catalogue's)."""
+                result: GraphRunResult, row_for: RowFor | None = None,
+                resolve_node: Callable[[OpCase], Resolution] | None = None) -> GraphVerdict:
+    """``row_for``: each node's own row, as ``evaluate_graph`` took it (default: the catalogue's);
+    ``resolve_node``: a node case's resolution, as the op tier resolves a case (default: no known bugs)."""
     row_for = row_for or catalogue.tolerance_of
+    resolve_node = resolve_node or _catalogue_only
     if not isinstance(result, GraphRunResult):
         raise TypeError(f"run_graph returned {type(result).__name__}, not a GraphRunResult")
     graph = case.graph
@@ -201,12 +213,13 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
                 if graph.overwritten_in_place(node.name):  # its consumer is judged on the two nodes together
                     unread[node.name] = row_for(node_case).allowed(node_case, xs, expected, node.dst)
                 continue
+            resolution = resolve_node(node_case)
             if any(s in unread for s in node.srcs):
-                metrics = _judge_with_unread(node_case, xs, expected, values[node.name], row_for,
-                                             [unread.get(s) for s in node.srcs])
-            else:
-                metrics = _judge_node(node_case, xs, expected, values[node.name], row_for)
-            verdict.nodes.append(NodeVerdict(node.label, GraphRun.BLOCKED.value, metrics))
+                resolution = _with_unread(resolution, node_case, xs, expected, [unread.get(s) for s in node.srcs])
+            # the op tier's judge; a node within the device's documented deviation is right on its own inputs
+            judgement = judge_output(node_case, resolution, xs, xs, expected, values[node.name])
+            metrics = judgement.deciding
+            verdict.nodes.append(NodeVerdict(node.label, GraphRun.BLOCKED.value, metrics, judgement.decided_by))
             if not metrics.passed and verdict.first_wrong_node is None:
                 verdict.first_wrong_node = node.label
     failed = set(verdict.failed_runs())
@@ -220,26 +233,25 @@ def judge_graph(case: GraphCase, exact_inputs: list[np.ndarray], golden: GraphGo
     return verdict
 
 
-def _judge_node(case: OpCase, xs: list[np.ndarray], expected: np.ndarray, got: np.ndarray, row_for: RowFor) -> Metrics:
-    """One node on its inputs: elementwise with its row, or the op's own comparator (ARGSORT's
-    permutation check, where tied values may come in any order)."""
-    own_judge = lookup(case.op).judge if catalogue.get(case.op).own_verdict else None
-    if own_judge is None:
-        return compare(case, xs, expected, got, row_for(case))
-    metrics = own_judge(case, xs, expected, got)
-    if not isinstance(metrics, Metrics):
-        raise TypeError(f"the {case.op} comparator returned {type(metrics).__name__}, not Metrics")
-    return metrics
+def _catalogue_only(case: OpCase) -> Resolution:
+    return resolve(case, lambda c: ())
 
 
-def _judge_with_unread(case: OpCase, xs: list[np.ndarray], expected: np.ndarray, got: np.ndarray, row_for: RowFor,
-                       deltas: list[np.ndarray | None]) -> Metrics:
+def _with_unread(resolution: Resolution, case: OpCase, xs: list[np.ndarray], expected: np.ndarray,
+                 deltas: list[np.ndarray | None]) -> Resolution:
     """A node on the device's inputs where a source's own value could not be read back (an in-place
-    CLAMP wrote over it): its row plus that source's own row carried through it, the golden's rule."""
-    bound = row_for(case).allowed(case, xs, expected, case.dst) + propagate(case, xs, deltas, expected)
-    tol = Tolerance("own row, plus the unread source's own row carried through it (the source's memory holds "
-                    "this node's in-place result)", model=_fixed(bound), model_name="chain_bound")
-    return compare(case, xs, expected, got, tol)
+    CLAMP wrote over it): its row (and a covering deviation's bound) plus that source's own row carried
+    through it, the golden's rule."""
+    carried = propagate(case, xs, deltas, expected)
+
+    def chained(row: Tolerance) -> Tolerance:
+        bound = row.allowed(case, xs, expected, case.dst) + carried
+        return Tolerance("own row, plus the unread source's own row carried through it (the source's memory "
+                         "holds this node's in-place result)", model=_fixed(bound), model_name="chain_bound")
+
+    bugs = tuple(replace(b, tolerance=chained(b.tolerance)) if b.tolerance is not None else b
+                 for b in resolution.known_bugs)
+    return replace(resolution, tolerance=chained(resolution.tolerance), known_bugs=bugs)
 
 
 def _failed_spans(graph: Graph, verdict: GraphVerdict, run: GraphRun) -> str:
@@ -289,22 +301,23 @@ def evaluate_graph_case(harness: Harness, case: GraphCase,
         step = "computing the golden"
         golden = evaluate_graph(case, exact_inputs, row_for)
     except Exception as exc:
-        return harness._finish(_error(harness, case, description, f"harness error while {step}: {_line(exc)}"))
+        return harness.write_record(_error(harness, case, description, f"harness error while {step}: {_line(exc)}"))
     graph_bugs = graph_bugs_of(harness, case)
     try:
         _isolate(harness, graph_bugs)
         reply = harness.runner.call("run_graph", (case, inputs), harness.timeout, label=case.case_id)
     except Exception as exc:
-        return harness._finish(_error(harness, case, description, f"device error: {_line(exc)}"))
+        return harness.write_record(_error(harness, case, description, f"device error: {_line(exc)}"))
     if reply.outcome is Outcome.UNSUPPORTED and "does not declare run_graph" in reply.message:
         reply.message = "the device does not run graph cases (it declares no Capability.GRAPH)"
     if deviations:
         tolerance["deviations"] = dict(deviations)
-    record = harness._new_record(case.case_id, case.op, description, case.distribution, case.data_seed, reply,
+    record = harness.new_record(case.case_id, case.op, description, case.distribution, case.data_seed, reply,
                                  tolerance)
     if reply.answered:
         try:
-            verdict = judge_graph(case, exact_inputs, golden, reply.result, row_for)
+            verdict = judge_graph(case, exact_inputs, golden, reply.result, row_for,
+                                  lambda node_case: resolve(node_case, harness.known_bugs_of))
         except Exception as exc:
             record.outcome = Outcome.ERROR
             record.message = f"harness error while judging the graph: {_line(exc)}"[:MESSAGE_LIMIT]
@@ -312,6 +325,7 @@ def evaluate_graph_case(harness: Harness, case: GraphCase,
             record.metrics = verdict.worst().as_dict()
             record.outcome = Outcome.PASS if verdict.passed else Outcome.FAIL
             record.message = verdict.message()[:MESSAGE_LIMIT]
+            record.decided_by = verdict.decided_by(case)
             record.extra = {
                 "pattern": case.pattern,
                 "outputs": [v.to_json() for v in verdict.outputs],
@@ -328,13 +342,13 @@ def evaluate_graph_case(harness: Harness, case: GraphCase,
     _settle(harness, case, record, graph_bugs, reply.answered)
     if annotate is not None:
         annotate(record)
-    return harness._finish(record)
+    return harness.write_record(record)
 
 
 def _isolate(harness: Harness, graph_bugs: list[GraphKnownBug]) -> None:
     """A fresh worker before a case an isolating entry covers: damage left by earlier cases must not land on it."""
-    if any(b.isolated for b in graph_bugs) and isinstance(harness.runner, DeviceWorker) and harness.runner.history:
-        harness.runner.start()
+    if any(b.isolated for b in graph_bugs):
+        harness.restart_worker(only_if_used=True)
 
 
 def _settle(harness: Harness, case: GraphCase, record: CaseRecord, graph_bugs: list[GraphKnownBug],
@@ -351,11 +365,8 @@ def _settle(harness: Harness, case: GraphCase, record: CaseRecord, graph_bugs: l
         record.expected = ExpectedFailure.of(bug)
     corrupting = (any(b.corrupts_process for b in graph_bugs) or (bug is not None and bug.corrupts_process)) \
         and answered
-    if (record.outcome is Outcome.FAIL or corrupting) and isinstance(harness.runner, DeviceWorker):
-        try:  # a wrong kernel may also have written past its buffer: the next case gets a clean process
-            harness.runner.start()
-        except Exception as exc:
-            record.message = f"{record.message} (device restart failed: {_line(exc)})"[:MESSAGE_LIMIT]
+    if record.outcome is Outcome.FAIL or corrupting:
+        harness.restart_worker(record)  # a wrong kernel may also have written past its buffer
 
 
 def _node_bug(harness: Harness, case: GraphCase, first_wrong_node: str | None) -> KnownBug | None:
@@ -364,22 +375,21 @@ def _node_bug(harness: Harness, case: GraphCase, first_wrong_node: str | None) -
     if not first_wrong_node:
         return None
     node_case = case.node_case(case.graph.node(first_wrong_node.split(":")[0]))
-    return next((b for b in harness.known_bugs_of(node_case) if b.tolerance is None), None)
+    # the first wrong node failed its row and any covering deviation's bound (else it would be right): only
+    # an entry that says the node's case gives a wrong value explains it, as the op tier resolves a case
+    return resolve(node_case, harness.known_bugs_of).explaining("fail", deviation_held=False)
 
 
 def graph_bugs_of(harness: Harness, case: GraphCase) -> list[GraphKnownBug]:
     """The device's graph-level known bugs covering ``case`` (ggml devices: by device name and release)."""
-    release, name = harness.inventory.get("ggml_version"), harness.inventory.get("name")
-    if not isinstance(release, str) or not isinstance(name, str):
-        return []
-    return known_bugs.find_all_graph(case, name, release)
+    return known_bugs.find_all_graph(case, *harness.bug_identity())
 
 
 
 def _error(harness: Harness, case: GraphCase, description: CaseDescription, message: str) -> CaseRecord:
     from device.worker import Reply
 
-    record = harness._new_record(case.case_id, case.op, description, case.distribution, case.data_seed,
+    record = harness.new_record(case.case_id, case.op, description, case.distribution, case.data_seed,
                                  Reply(Outcome.ERROR), {"reason": GRAPH_BOUND})
     record.outcome = Outcome.ERROR
     record.message = message[:MESSAGE_LIMIT]

@@ -41,8 +41,9 @@ from conformance.limits import (
 from conformance.resolution import Resolution, resolve
 from conformance.set_get import SetGetCase
 from conformance.stages import Stage, StageClock
-from conformance.verdict import Metrics, compare, same_values
-from conformance.verdict_raw import judge_raw_inputs
+from conformance.verdict import same_values
+from conformance.verdict.judge import Judgement, judge_output
+from conformance.verdict.raw import judge_raw_inputs
 from device import known_bugs
 from device.base import Capability, DeviceError, RunResult
 from device.known_bug import KnownBug
@@ -276,9 +277,9 @@ class Harness:
         """Suite cases drawn again after they had passed in their test, and not run again."""
         return sum(b.repeats for b in self.breakers.values())
 
-    def _new_record(self, case_id: str, op: str, description: CaseDescription, distribution: str, data_seed: int,
-                    reply: Reply, tolerance: dict[str, Any]) -> CaseRecord:
-        """The record's common part; the outcome is the reply's until a verdict replaces it."""
+    def new_record(self, case_id: str, op: str, description: CaseDescription, distribution: str, data_seed: int,
+                   reply: Reply, tolerance: dict[str, Any]) -> CaseRecord:
+        """The record's common part (every tier's); the outcome is the reply's until a verdict replaces it."""
         return CaseRecord(
             case_id=case_id, device=self.device_spec.text, op=op,
             outcome=reply.outcome if reply.outcome is not None else Outcome.PASS,
@@ -289,8 +290,9 @@ class Harness:
             crash=reply.crash, history=reply.history, history_dropped=reply.history_dropped,
         )
 
-    def _finish(self, record: CaseRecord, companion_of: str | None = None) -> CaseRecord:
-        """Count a finished record's outcome and append it to the results file (flushed at once).
+    def write_record(self, record: CaseRecord, companion_of: str | None = None) -> CaseRecord:
+        """The record sink of every tier: count a finished record's outcome and append it to the results
+        file (flushed at once).
 
         A record the writer cannot store (a comparator's metric JSON cannot hold) is written as an
         ERROR record saying why, without its metrics and extra: the case is never lost."""
@@ -315,7 +317,7 @@ class Harness:
         except Exception:
             tolerance = {}
         got = reply if reply is not None else Reply(Outcome.ERROR)
-        record = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
+        record = self.new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
                                   case.data_seed, got, tolerance)
         record.outcome = Outcome.ERROR
         record.message = message[:MESSAGE_LIMIT]
@@ -351,15 +353,15 @@ class Harness:
             self._lap(Stage.GOLDEN)
         except Exception as exc:
             record = self._error_record(case, f"harness error while {step}: {_one_line(exc)}")
-            return self._finish(_mark_ran_out(record, exc, "golden", step), companion_of)
+            return self.write_record(_mark_ran_out(record, exc, "golden", step), companion_of)
         limit = self.time_limit(resolution.known_bugs)
         timeout = limit.seconds
         try:
             reply = self.runner.attempt(case, inputs, timeout)
         except Exception as exc:  # the worker could not be (re)started, or answered nonsense
-            return self._finish(self._error_record(case, f"device error: {_one_line(exc)}"), companion_of)
+            return self.write_record(self._error_record(case, f"device error: {_one_line(exc)}"), companion_of)
         self._lap(Stage.DEVICE)
-        record = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
+        record = self.new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
                                   case.data_seed, reply, tolerance)
         record.time_limit = limit
         self._lap(Stage.RECORD)
@@ -384,7 +386,7 @@ class Harness:
         # so it gets the next case a clean process too; a known bug says itself whether it corrupts.
         unexplained_failure = record.outcome is Outcome.FAIL and record.expected is None
         if corrupting or unexplained_failure:
-            self._restart_worker(record)
+            self.restart_worker(record)
         self._lap(Stage.VERDICT)
         if record.failing and record.expected is None and self.keep_artefacts:
             # a known bug's failures are described by the bug and reproduced by the case id: an
@@ -393,7 +395,7 @@ class Harness:
                 record.artefact = self._save_artefact(case, inputs, golden, reply)
             except Exception as exc:  # the record matters more than its artefact
                 record.message = f"{record.message} (artefact not saved: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
-        self._finish(record, companion_of)
+        self.write_record(record, companion_of)
         self._lap(Stage.RECORD)
         return record
 
@@ -421,24 +423,19 @@ class Harness:
         """The verdict on what the device answered, into ``record``; returns whether a documented
         deviation covering the case still holds (False once its own bound is exceeded as well)."""
 
-        def judged() -> tuple[Metrics, dict[str, Any], bool | None]:
-            metrics, extra = self._judge(case, resolution, inputs, exact_inputs, golden, result)
-            within_deviation = None
-            if not metrics.passed and resolution.deviation is not None:
-                # a documented deviation of this backend: known only while within its own bound
-                deviation = compare(case, exact_inputs, golden, np.asarray(result.output, np.float64),
-                                    resolution.deviation)
-                extra["known_deviation_error_ratio"] = deviation.error_ratio
-                within_deviation = deviation.passed
-            return metrics, extra, within_deviation
+        def judged() -> tuple[Judgement, dict[str, Any]]:
+            judgement, extra = self._judge(case, resolution, inputs, exact_inputs, golden, result)
+            if judgement.deviation is not None:
+                extra["known_deviation_error_ratio"] = judgement.deviation.error_ratio
+            return judgement, extra
 
         held = True
         try:
             size = sum(x.size for x in exact_inputs) + golden.size
-            metrics, extra, within_deviation = run_stage(judged, "verdict", self.stage_limits, size)
-            held = within_deviation is not False
-            by_deviation = within_deviation is True
-            record.decided_by = resolution.decided_by(by_deviation)
+            judgement, extra = run_stage(judged, "verdict", self.stage_limits, size)
+            held = judgement.deviation_held
+            record.decided_by = judgement.decided_by
+            metrics = judgement.metrics
         except Exception as exc:
             record.outcome = Outcome.ERROR
             record.message = f"harness error while judging the result: {_one_line(exc)}"[:MESSAGE_LIMIT]
@@ -466,7 +463,7 @@ class Harness:
             note = f"alone in a fresh worker: not run: {_one_line(exc)}"
             record.message = f"{record.message} ({note})"[:MESSAGE_LIMIT * 2]
             return None
-        alone = self._new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
+        alone = self.new_record(case.case_id, case.op, CaseDescription.of(case), case.distribution,
                                  case.data_seed, reply, record.tolerance)
         held = True
         if reply.answered:
@@ -486,15 +483,19 @@ class Harness:
 
     def after_history_bug_of(self, case: OpCase) -> KnownBug | None:
         """The device's after-history entry for ``case`` (:class:`KnownBug.after_history`), if any."""
-        return known_bugs.find_after_history(case, *self._bug_identity(), self._bugs)
+        return known_bugs.find_after_history(case, *self.bug_identity(), self._bugs)
 
-    def _restart_worker(self, record: CaseRecord) -> None:
-        """A fresh device process for the next case (a worker's; an in-process device has none)."""
-        if not isinstance(self.runner, DeviceWorker):
+    def restart_worker(self, record: CaseRecord | None = None, *, only_if_used: bool = False) -> None:
+        """A fresh device process for the next case (a worker's; an in-process device has none); with
+        ``only_if_used``, only where the worker has run a case. A failed restart is noted on ``record`` (the
+        next case tries again); without a record it raises."""
+        if not isinstance(self.runner, DeviceWorker) or (only_if_used and not self.runner.history):
             return
         try:
             self.runner.start()
-        except Exception as exc:  # the next case tries again; this one keeps its record
+        except Exception as exc:
+            if record is None:
+                raise
             record.message = f"{record.message} (device restart failed: {_one_line(exc)})"[:MESSAGE_LIMIT * 2]
 
     def judged_elsewhere(self, record: CaseRecord | None) -> bool:
@@ -550,9 +551,9 @@ class Harness:
 
     def known_bugs_of(self, case: OpCase) -> list[KnownBug]:
         """The device's known kernel bugs covering ``case`` (ggml devices: by device name and release)."""
-        return known_bugs.find_all(case, *self._bug_identity(), self._bugs)
+        return known_bugs.find_all(case, *self.bug_identity(), self._bugs)
 
-    def _bug_identity(self) -> tuple[str, str]:
+    def bug_identity(self) -> tuple[str, str]:
         """The device name and release known bugs are matched on: a ggml device's, or for a plug-in its
         spec and no release (an expectations entry matches the spec)."""
         release = self.inventory.get("ggml_version")
@@ -564,24 +565,12 @@ class Harness:
     def _judge(
         self, case: OpCase, resolution: Resolution, inputs: list[np.ndarray], exact_inputs: list[np.ndarray],
         golden: np.ndarray, result: RunResult,
-    ) -> tuple[Metrics, dict[str, Any]]:
-        """The verdict on an answered case, and the measurements to record with it."""
+    ) -> tuple[Judgement, dict[str, Any]]:
+        """The verdict on an answered case (the output's, then what the device did to its inputs), and the
+        measurements to record with it."""
         spec = resolution.spec
-        special = resolution.entry.judge
-        if special is not None:  # an op's own comparator, quantized destinations included (SET_ROWS)
-            judged = special(case, exact_inputs, golden, result.output)
-            if not isinstance(judged, Metrics):  # a harness error: the comparator broke its contract
-                raise TypeError(f"the {case.op} comparator returned {type(judged).__name__}, not Metrics")
-            metrics = judged
-        elif dtypes.is_quantized(case.dst):
-            from conformance.verdict_quant import judge_quantized
-
-            metrics = judge_quantized(case, inputs, golden, result.output)
-        else:
-            out = result.output
-            if case.dst != "i32":
-                out = np.asarray(out, dtype=np.float64)
-            metrics = compare(case, exact_inputs, golden, out, resolution.tolerance)
+        judgement = judge_output(case, resolution, inputs, exact_inputs, golden, result.output)
+        metrics = judgement.metrics
         extra = {k: v for k, v in result.extra.items() if k not in VERDICT_ONLY_EXTRA}
         if result.raw_inputs is not None:
             cann_layout = Capability.CANN_QUANT_LAYOUT in self.capabilities
@@ -609,7 +598,7 @@ class Harness:
             note = f"the device modified input(s) {', '.join(f'src{i}' for i in sorted(changed))} " \
                    "(or the padding around them), which this op must not write"
             metrics.detail = f"{note}; {metrics.detail}" if metrics.detail else note
-        return metrics, extra
+        return judgement, extra
 
     def _save_artefact(self, case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, reply: Reply) -> str:
         os.makedirs(os.path.join(self.out_dir, "artefacts"), exist_ok=True)
@@ -711,7 +700,7 @@ class Harness:
                                      label=case.case_id)
         except Exception as exc:
             reply = Reply(Outcome.ERROR, message=f"harness or device error: {_one_line(exc)}"[:MESSAGE_LIMIT])
-        record = self._new_record(case.case_id, case.op, description, "bytes", case.data_seed, reply, tolerance)
+        record = self.new_record(case.case_id, case.op, description, "bytes", case.data_seed, reply, tolerance)
         if reply.answered:
             try:
                 self._judge_transfer(case, data, reply.result, record)
@@ -719,7 +708,7 @@ class Harness:
                 record.outcome = Outcome.ERROR
                 record.metrics = None
                 record.message = f"harness error while judging the transfer: {_one_line(exc)}"[:MESSAGE_LIMIT]
-        return self._finish(record)
+        return self.write_record(record)
 
     def _judge_transfer(self, case: SetGetCase, data: np.ndarray, got: Any, record: CaseRecord) -> None:
         """Every byte must come back, whole and in the case's read chunks (FAIL naming what differs)."""

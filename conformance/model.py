@@ -27,14 +27,13 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from conformance import cases
-from conformance.resolution import resolve
-from conformance.verdict import Metrics, compare
+from conformance.resolution import Resolution, resolve
+from conformance.verdict.judge import Judgement, judge_output
 from device import known_bugs
 from device.known_bug import KnownBug
 from device.llama.capture import CapturedNode, CapturedTensor, ModelRun, Tamper
 from device.llama.nodes import NodeCase, NotJudged, node_case
-from golden import catalogue, dtypes
+from golden import catalogue
 
 # End to end, the fused run's logits may differ from the golden's by what the same device's node-by-node
 # run (every node within its op's tolerance) differs, with room for fusion's own roundings: 4x its NMSE
@@ -61,6 +60,7 @@ class NodeVerdict:
     # the backend that answers for the node: the device under test, or the CPU where ggml's scheduler put the node
     # in host memory (the device declined it); empty where unknown (counted as the device's)
     computed_by: str = ""
+    decided_by: str = ""  # for a judged node, as an op record's: "catalogue:OP[key]" or "deviation:<known bug id>"
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -217,25 +217,12 @@ def _shapes(node: CapturedNode) -> str:
     return ", ".join(one(s) for s in node.srcs if s is not None) + " -> " + one(node.out)
 
 
-def judge_case(nc: NodeCase) -> tuple[Metrics, np.ndarray, list[np.ndarray]]:
-    """The op tier's verdict on a node: golden from the node's inputs, the op's comparator or tolerance row."""
-    case = nc.case
-    exact = catalogue.golden_inputs(case, nc.inputs)
-    golden = catalogue.evaluate(case, exact)
-    special = cases.lookup(case.op).judge
-    if special is not None:
-        judged = special(case, exact, golden, nc.output)
-        if not isinstance(judged, Metrics):
-            raise TypeError(f"the {case.op} comparator returned {type(judged).__name__}, not Metrics")
-        metrics = judged
-    elif dtypes.is_quantized(case.dst):
-        from conformance.verdict_quant import judge_quantized
-
-        metrics = judge_quantized(case, nc.inputs, golden, nc.output)
-    else:
-        out = nc.output if case.dst in ("i32", "i64") else np.asarray(nc.output, np.float64)
-        metrics = compare(case, exact, golden, out, catalogue.tolerance_of(case))
-    return metrics, golden, exact
+def judge_case(nc: NodeCase, resolution: Resolution) -> tuple[Judgement, np.ndarray]:
+    """The op tier's verdict on a node (:func:`~conformance.verdict.judge.judge_output`): the golden from the
+    node's inputs, judged as the op tier judges a case with the node's resolution; returns it and the golden."""
+    exact = catalogue.golden_inputs(nc.case, nc.inputs)
+    golden = catalogue.evaluate(nc.case, exact)
+    return judge_output(nc.case, resolution, nc.inputs, exact, golden, nc.output), golden
 
 
 def _save_npz(folder: Path, verdict: NodeVerdict, nc: NodeCase, golden: np.ndarray) -> str:
@@ -278,30 +265,23 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
             out.append(verdict)
             continue
         verdict.case_id = translated.case.case_id
-        try:
-            metrics, golden, exact = judge_case(translated)
-        except Exception as exc:  # the golden refused the case (a validator) or broke: say so, never pass
+        try:  # every covering entry of the backend that computed it, as the op tier resolves a case
+            resolution = resolve(translated.case, partial(known_bugs.find_all, device_name=ran_on, release=release,
+                                                          bugs=bugs))
+            judgement, golden = judge_case(translated, resolution)
+        except Exception as exc:  # no row, or the golden refused the case (a validator) or broke: never a pass
             verdict.status, verdict.detail = "error", f"harness error while judging: {str(exc).splitlines()[0][:300]}"
             out.append(verdict)
             continue
+        metrics = judgement.metrics
         verdict.error_ratio = float(metrics.error_ratio)
+        verdict.decided_by = judgement.decided_by
         if metrics.passed:
             verdict.status = "pass"
         else:
-            case = translated.case
-            bug = None
-            try:
-                resolution = resolve(case, partial(known_bugs.find_all, device_name=ran_on, release=release,
-                                                   bugs=bugs))
-            except KeyError:  # no tolerance row to resolve against: nothing can explain the failure
-                resolution = None
-            if resolution is not None:
-                held = True
-                if resolution.deviation is not None:
-                    # a documented deviation of this backend: known only while within its own bound (as the op tier)
-                    held = compare(case, exact, golden, np.asarray(translated.output, np.float64),
-                                   resolution.deviation).passed
-                bug = resolution.explaining("fail", held)
+            # known only where a covering entry says the node's case gives a wrong value (a documented
+            # deviation while within its own bound): a crash-only entry explains no wrong value
+            bug = resolution.explaining("fail", judgement.deviation_held)
             verdict.status = "expected" if bug is not None else "FAIL"
             verdict.detail = (f"known bug {bug.id}: " if bug is not None else "") + metrics.detail
             if not translated.layout_exact:

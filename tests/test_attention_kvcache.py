@@ -124,17 +124,18 @@ def test_set_rows_verdict_accepts_any_duplicate_and_nothing_else() -> None:
     b = np.arange(12, dtype=np.float64).reshape(1, 1, 3, 4) + 0.1
     idx = np.array([[[[2, 4, 2]]]], dtype=np.int64)
     golden = catalogue.evaluate(case, [a, b, idx])
+    row = catalogue.tolerance_of(case)
     first_writer = golden.copy()
     first_writer[0, 0, 2] = dtypes.round_to(b[0, 0, 0], "f16")
     mixed = golden.copy()
     mixed[0, 0, 2, :2] = dtypes.round_to(b[0, 0, 0, :2], "f16")  # a torn write: elements from both writers
-    assert judge_set_rows(case, [a, b, idx], golden, first_writer).passed
-    assert judge_set_rows(case, [a, b, idx], golden, mixed).passed
+    assert judge_set_rows(case, [a, b, idx], golden, first_writer, row).passed
+    assert judge_set_rows(case, [a, b, idx], golden, mixed, row).passed
     off_by_one = golden.copy()
     off_by_one[0, 0, 3] = golden[0, 0, 2]
     off_by_one[0, 0, 2] = 0.0
-    verdict = judge_set_rows(case, [a, b, idx], golden, off_by_one)
+    verdict = judge_set_rows(case, [a, b, idx], golden, off_by_one, row)
     assert not verdict.passed and verdict.n_bad == 8
     unrounded = golden.copy()
     unrounded[0, 0, 4] = b[0, 0, 1]  # not converted to F16
-    assert not judge_set_rows(case, [a, b, idx], golden, unrounded).passed
+    assert not judge_set_rows(case, [a, b, idx], golden, unrounded, row).passed

@@ -16,7 +16,7 @@ import pytest
 from conformance.data import as_stored
 from conformance.harness import CaseFailed, Harness
 from conformance.inputs import make_inputs
-from conformance.verdict_raw import judge_raw_inputs
+from conformance.verdict.raw import judge_raw_inputs
 from device.base import Capability, capabilities_of
 from device.golden_device import GoldenDevice
 from device.registry import open_device

@@ -27,6 +27,7 @@ from conformance.verdict import Metrics, compare
 from golden import catalogue
 from golden.case import Layout, Ne, OpCase
 from golden.spec import GRID_BLOCKS, InputLayouts, Signature
+from golden.tolerance import Tolerance
 from golden.unary import clamp_undefined_choices
 
 interesting_floats = st.one_of(
@@ -116,13 +117,14 @@ def add1_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 register("ADD1", group="binary", draw=add1_case)
 
 
-def judge_clamp(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray) -> Metrics:
+def judge_clamp(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray,
+                tol: Tolerance) -> Metrics:
     """CLAMP's elementwise verdict, with the device's choice standing where ggml leaves the value open
     (NaN input, min > max: see golden.unary.clamp_undefined_choices)."""
     out = np.asarray(device, dtype=np.float64)
     if out.size == np.size(golden):
         golden = clamp_undefined_choices(inputs[0], case.param("min"), case.param("max"), out)
-    return compare(case, inputs, golden, out, catalogue.tolerance_of(case))
+    return compare(case, inputs, golden, out, tol)
 
 
 register("CLAMP", judge=judge_clamp)

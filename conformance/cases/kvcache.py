@@ -20,11 +20,12 @@ from conformance.cases.registry import register
 from conformance.data import floats, plain_input
 from conformance.strategies import finish, input_layouts, row_size, spec
 from conformance.verdict import Metrics, compare
-from conformance.verdict_quant import quant_step
+from conformance.verdict.quant import quant_step
 from golden import catalogue, dtypes, quant
 from golden.case import Layout, OpCase
 from golden.kvcache import index_planes, writers
 from golden.spec import InputLayouts, Signature
+from golden.tolerance import Tolerance
 
 MAX_ELEMENTS = 1 << 15
 QUANT_ROW_SIZES = (32, 64, 96, 128, 256, 512, 1024)
@@ -117,7 +118,8 @@ def _candidates(case: OpCase, inputs: list[np.ndarray]) -> dict[tuple[int, int, 
     return found
 
 
-def judge_set_rows(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray) -> Metrics:
+def judge_set_rows(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray,
+                   tol: Tolerance) -> Metrics:
     if dtypes.is_quantized(case.dst):
         return _judge_quantized(case, inputs, golden, device)
     g = np.array(golden, dtype=np.float64, copy=True)
@@ -126,7 +128,7 @@ def judge_set_rows(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, d
         got = d[i3, i2, i1]
         same = (values == got) | (np.isnan(values) & np.isnan(got))
         g[i3, i2, i1] = np.where(same.any(axis=0), got, g[i3, i2, i1])
-    return compare(case, inputs, g, d, catalogue.tolerance_of(case))
+    return compare(case, inputs, g, d, tol)
 
 
 def _judge_quantized(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray) -> Metrics:

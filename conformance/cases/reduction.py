@@ -21,6 +21,7 @@ from conformance.verdict import Metrics
 from golden import catalogue, dtypes
 from golden.case import OpCase
 from golden.spec import Signature
+from golden.tolerance import Tolerance
 
 MAX_ELEMENTS = 1 << 15
 L2_EPS = st.sampled_from([1e-12, 1e-6, 1e-5, 1e-3, 0.5, 1.0, 4.0, 16.0])
@@ -134,7 +135,8 @@ def cumsum_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 # ---- ARGMAX's verdict -----------------------------------------------------------------------------
-def judge_argmax(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray) -> Metrics:
+def judge_argmax(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, device: np.ndarray,
+                 tol: Tolerance | None = None) -> Metrics:
     """Each row's index must be in [0, ne0) and select a maximal value (any of tied maxima); a row
     holding NaN needs only an index in range (its argmax is not agreed)."""
     ne0 = case.inputs[0].ne[0]

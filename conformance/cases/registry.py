@@ -18,7 +18,9 @@ from golden.spec import Signature
 
 CaseStrategy = Callable[[str, Signature], st.SearchStrategy[OpCase]]
 InputMaker = Callable[[OpCase, np.random.Generator], list[np.ndarray]]
-Comparator = Callable[..., object]  # (case, exact inputs, golden, device output) -> verdict.Metrics
+# (case, exact inputs, golden, device output, the tolerance row it judges with) -> verdict.Metrics; the row is
+# handed in (the catalogue's, a documented deviation's, a graph node's chained bound), never looked up again
+Comparator = Callable[..., object]
 
 
 class MissingPiece(LookupError):

@@ -6,7 +6,7 @@ Entry points for the rest of the project:
 * :func:`open_acl_device` -- the ``acl:N`` device;
 * :func:`open_process_runtime` and the helpers in :mod:`device.acl.raw_checks` -- raw device reads
   for ``ggml:CANN*`` (``device_reader``, ``read_device_bytes``, ``memory_snapshot``); the verdict on
-  those bytes is ``conformance/verdict_raw.py``'s.
+  those bytes is ``conformance/verdict/raw.py``'s.
 """
 
 from device.acl.device import AclDevice, open_acl_device

@@ -4,7 +4,7 @@ ggml-cann does not keep quantized tensors in ggml's block layout, and ggml's own
 converts back, so a layout bug can cancel itself out in a round trip. These helpers read the bytes
 as they really are on the device (``aclrtMemcpy`` DEVICE_TO_HOST from the tensor's data address)
 and record device memory around a run. They only read: what the bytes must be is the verdict's
-business (``conformance/verdict_raw.py`` compares them with ``golden.quant.to_cann``).
+business (``conformance/verdict/raw.py`` compares them with ``golden.quant.to_cann``).
 
 Typical use (the ggml device calls the reader with its tensors' addresses and allocation sizes)::
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from fake_acl_support import FakeAcl
 
-from conformance.verdict_raw import judge_raw_inputs
+from conformance.verdict.raw import judge_raw_inputs
 from device.acl.raw_checks import (
     device_reader,
     loaded_library_dir,
