@@ -171,7 +171,7 @@ def _moe_tail(draw: st.DrawFn) -> list[tuple[str, Any]]:
 
 # ---- attention.py (issue 34, item 4) ---------------------------------------------------------------------
 
-@_params("attention")
+@_params("attention", "flash_attention")
 def _attention(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
     """Heads of 64/128 (and odd sizes), MHA or GQA (2..8 query heads per K/V head), decode or prefill,
     a cache of 32..256 slots with the tokens anywhere in it; ALiBi, softcap and sinks each a third of

@@ -39,6 +39,11 @@ EXAMPLES: dict[str, str] = {
         "data=uniform:17)",
     "attention/f32_decode": "GRAPH[attention](type=f32,hd=80,heads=2,kv_heads=2,n=1,kv=33,p0=32,max_bias=0.0,"
                             "softcap=0.0,sinks=False,data=dense:18)",
+    "flash_attention/gqa_alibi_softcap_sinks_prefill":
+        "GRAPH[flash_attention](type=f16,hd=64,heads=8,kv_heads=2,n=7,kv=64,p0=20,max_bias=8.0,softcap=30.0,"
+        "sinks=True,data=uniform:19)",
+    "flash_attention/f32_decode": "GRAPH[flash_attention](type=f32,hd=80,heads=2,kv_heads=2,n=1,kv=33,p0=32,"
+                                  "max_bias=0.0,softcap=0.0,sinks=False,data=dense:20)",
     "norm_mul_add/full_wx": "GRAPH[norm_mul_add](type=f32,ne=[64,3,1,1],w=full,b=row,order=wx,eps=1e-05,"
                             "data=uniform:1)",
     "group_norm_mul_add/channel": "GRAPH[group_norm_mul_add](type=f32,ne=[8,2,6,1],n_groups=4,w=channel,b=full,"

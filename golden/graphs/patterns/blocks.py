@@ -41,9 +41,12 @@ def _layer_shape(case: CaseParams) -> tuple[int, int, int, int, int, int, int]:
     return hd, heads, n, kv, p0, ff, d
 
 
-def _mask(n: int, kv: int, p0: int) -> tuple[float, ...]:
+def _mask(n: int, kv: int, p0: int, alibi: bool = False) -> tuple[float, ...]:
+    """llama.cpp's causal KQ mask: token i (at position p0 + i) sees slots 0 .. p0 + i, 0 there (ALiBi:
+    −|p0 + i − j|, which the slope scales), −inf elsewhere and in the padding rows."""
     rows = max(MASK_PAD, n)
-    return tuple(0.0 if i < n and j <= p0 + i else -math.inf for i in range(rows) for j in range(kv))
+    return tuple((-float(abs(p0 + i - j)) if alibi else 0.0) if i < n and j <= p0 + i else -math.inf
+                 for i in range(rows) for j in range(kv))
 
 
 def _llama_layer(case: CaseParams) -> Graph:
