@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from golden.case import Ne, TensorSpec
-from golden.graphs.graph import CaseParams, Graph, GraphInput, GraphNode, Pattern
+from golden.graphs.graph import BLOCK_NMSE_FACTOR, CaseParams, Graph, GraphInput, GraphNode, Pattern
 from golden.graphs.patterns.state import rope_params
 from golden.spec import P
 
@@ -127,7 +127,7 @@ def _llama_layer(case: CaseParams) -> Graph:
     ]
     spans = (("norm", "attn_in"), ("q_heads", "q_rope"), ("k_rope", "k_rows", "k_store"),
              ("attn_out", "resid", "ffn_normed", "ffn_in"), ("gate", "up", "glu"))
-    return Graph(inputs, tuple(nodes), ("out",), spans)
+    return Graph(inputs, tuple(nodes), ("out",), spans, nmse_vs_blocked=BLOCK_NMSE_FACTOR)
 
 
 PATTERNS.append(Pattern(
@@ -193,7 +193,7 @@ def _moe_ffn(case: CaseParams) -> Graph:
         nodes.append(GraphNode(f"sum{i}", "ADD", (total, f"slot{i}"), act))
         total = f"sum{i}"
     spans = (("probs", "order", "selected", "probs3", "weights"), ("gate", "up", "glu"))
-    return Graph(inputs, tuple(nodes), (total,), spans)
+    return Graph(inputs, tuple(nodes), (total,), spans, nmse_vs_blocked=BLOCK_NMSE_FACTOR)
 
 
 PATTERNS.append(Pattern(
