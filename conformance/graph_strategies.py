@@ -171,7 +171,7 @@ def _moe_tail(draw: st.DrawFn) -> list[tuple[str, Any]]:
 
 # ---- attention.py ----------------------------------------------------------------------------------------
 
-@_params("attention")
+@_params("attention", "flash_attention")
 def _attention(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
     """Heads of 64/128 (and odd sizes), MHA or GQA (2..8 query heads per K/V head), decode or prefill,
     a cache of 32..256 slots with the tokens anywhere in it; ALiBi, softcap and sinks each a third of
@@ -227,12 +227,25 @@ def _rope_inplace_view(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
             ("freq_base", f32(draw(st.sampled_from((10000.0, 1000000.0)))))]
 
 
+class MissingGraphPiece(LookupError):
+    """The suite lacks something a registered graph pattern needs (a harness error, never a skip)."""
+
+
+def has_strategy(pattern: str) -> bool:
+    """Whether the suite can draw ``pattern``'s params (one strategy, or one per value of its split param)."""
+    return pattern in VARIANT_PARAMS if pattern in VARIANTS else pattern in PARAMS
+
+
 @functools.cache
 def graph_strategy(pattern: str, signature: str, variant: str | None = None) -> st.SearchStrategy[GraphCase]:
     """Graph cases of ``pattern`` whose ``type`` is ``signature``; for a pattern of ``VARIANTS``, those
     whose split param is ``variant`` (None: any of its values)."""
     if pattern not in patterns():
         raise KeyError(f"unknown graph pattern {pattern!r}")
+    if not has_strategy(pattern):
+        raise MissingGraphPiece(f"graph pattern {pattern}: the suite lacks its parameter strategy: add a function "
+                                f"decorated @_params({pattern!r}) to conformance/graph_strategies.py (README \"Adding "
+                                f"a graph pattern\", step 2)")
     if pattern in VARIANTS:
         values = VARIANTS[pattern][1]
         if variant is None:

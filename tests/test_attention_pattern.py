@@ -48,3 +48,31 @@ def test_golden_is_attention_computed_directly(cap: float) -> None:
 def test_gqa_needs_kv_heads_to_divide_heads() -> None:
     with pytest.raises(ValueError, match="kv_heads"):
         parse_graph_id(GQA.format(cap=0.0).replace("heads=4,kv_heads=2", "heads=4,kv_heads=3"))
+
+
+@pytest.mark.parametrize(("max_bias", "softcap", "sinks"), [(0.0, 0.0, False), (8.0, 30.0, True)])
+def test_flash_attn_propagation_bounds_moved_sources_and_mask(max_bias: float, softcap: float, sinks: bool) -> None:
+    """The FLASH_ATTN_EXT rule (ALiBi, softcap, sinks, a mask computed in the graph): moving q, k, v and the
+    mask's visible entries by up to δ moves the output by no more than the rule's bound (δ small: first order)."""
+    from golden import catalogue
+    from golden.graphs.case import PROPAGATION
+
+    case = parse_graph_id(f"GRAPH[flash_attention](type=f32,hd=16,heads=4,kv_heads=2,n=3,kv=32,p0=5,"
+                          f"max_bias={max_bias},softcap={softcap},sinks={sinks},data=uniform:4)")
+    node = case.graph.node("out")
+    node_case = case.node_case(node)
+    golden = evaluate_graph(case, exact_graph_inputs(case, make_graph_inputs(case)))
+    xs = [golden.stored[s] if s in golden.stored else None for s in node.srcs]
+    inputs = dict(zip([i.name for i in case.graph.inputs], exact_graph_inputs(case, make_graph_inputs(case)),
+                      strict=True))
+    xs = [x if x is not None else inputs[s] for x, s in zip(xs, node.srcs, strict=True)]
+    rng = np.random.default_rng(3)
+    deltas = [np.full(np.shape(x), 1e-6) for x in xs[:4]] + ([None] if sinks else [])
+    out = catalogue.evaluate(node_case, xs)
+    bound = PROPAGATION["FLASH_ATTN_EXT"](node_case, xs, deltas, out)
+    for _ in range(5):
+        moved = [x + rng.choice((-1.0, 1.0), np.shape(x)) * d if d is not None else x
+                 for x, d in zip(xs, deltas, strict=False)] + xs[len(deltas):]
+        moved[3] = np.where(np.isfinite(xs[3]), moved[3], xs[3])
+        diff = np.abs(catalogue.evaluate(node_case, moved) - out)
+        assert np.all(diff <= bound * 1.01 + 1e-12)

@@ -29,7 +29,7 @@ import numpy as np
 
 from golden import catalogue, dtypes, formats
 from golden.case import OpCase, _fmt, _split_top, parse_value
-from golden.graphs.graph import Graph, GraphInput, GraphNode, Pattern
+from golden.graphs.graph import VIEW_OPS, Graph, GraphInput, GraphNode, Pattern
 from golden.graphs.registry import get_pattern
 from golden.tolerance import Tolerance
 
@@ -170,8 +170,8 @@ def evaluate_graph(case: GraphCase, inputs: list[np.ndarray], row_for: RowFor | 
         values[node.name] = stored
         # a consumer sees the device's value, within ``allowed`` of the exact one, while the golden
         # feeds it the stored (rounded) one: their distance adds half a spacing of the storage type (an
-        # index is stored exactly)
-        rounding = 0.0 if node.dst in dtypes.INDEX_TYPES else 0.5 * dtypes.ulp(
+        # index is stored exactly; a view moves stored values without rounding them again)
+        rounding = 0.0 if node.dst in dtypes.INDEX_TYPES or node.op in VIEW_OPS else 0.5 * dtypes.ulp(
             np.abs(np.where(np.isfinite(exact), exact, 0.0)), node.dst)
         deltas[node.name] = allowed + rounding
     return out
@@ -348,29 +348,33 @@ def _soft_max(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None
 
 @_rule("FLASH_ATTN_EXT")
 def _flash_attn_ext(case: OpCase, xs: list[np.ndarray], deltas: list[np.ndarray | None], g: np.ndarray) -> np.ndarray:
-    # o_i = Σ_j p_ij v_j, p = softmax(ℓ), ℓ_ij = scale·q_i·k_j + mask_ij. First order:
-    # |dℓ_ij| ≤ |scale|·(|k_j|·δq_i + |q_i|·δk_j), do_i = Σ_j p_ij dℓ_ij (v_j − o_i) + Σ_j p_ij dv_j, so
-    # |do_i| ≤ Σ_j p_ij |dℓ_ij| |v_j − o_i| + Σ_j p_ij δv_j. No softcap and an exact mask.
-    if case.param("logit_softcap") or case.param("max_bias") or case.param("sinks") or any(
-            d is not None for d in deltas[3:]):
-        raise NotImplementedError("FLASH_ATTN_EXT propagation covers no softcap, no ALiBi, no sinks, an exact mask")
+    # o_i = Σ_j p_ij v_j, p = softmax(ℓ) over the keys (a sink joins the denominator only), ℓ_ij =
+    # c(scale·q_i·k_j) + slope_h·m_ij with c the softcap C·tanh(·/C) (|c'| ≤ 1) or the identity. First order:
+    # |dℓ_ij| ≤ |scale|·(|k_j|·δq_i + |q_i|·δk_j) + slope_h·δm_ij, and do_i = Σ_j p_ij dℓ_ij (v_j − o_i) +
+    # Σ_j p_ij dv_j (also with a sink, whose logit is exact), so
+    # |do_i| ≤ Σ_j p_ij |dℓ_ij| |v_j − o_i| + Σ_j p_ij δv_j.
+    from golden.attention import attention_logits, attention_weights
+    from golden.softmax import alibi_slopes
+
+    has_mask, has_sinks = bool(case.param("mask")), bool(case.param("sinks"))
+    if has_sinks and deltas[-1] is not None:
+        raise NotImplementedError("FLASH_ATTN_EXT propagation takes exact sinks")
     q, k, v = (np.asarray(x, np.float64) for x in xs[:3])  # numpy (b, h, n, d), (b, hk, kv, d), (b, hv, kv, dv)
     dq, dk, dv = (_zero_or(d, x) for d, x in zip(deltas[:3], (q, k, v), strict=True))
-    rep_k, rep_v = q.shape[1] // k.shape[1], q.shape[1] // v.shape[1]
+    n_head, n_q = q.shape[1], q.shape[2]
+    scale, max_bias = abs(case.param("scale")), case.param("max_bias")
+    mask = xs[3] if has_mask else None
+    sinks = np.asarray(xs[-1], np.float64).reshape(-1) if has_sinks else None
+    logits = attention_logits(q, k, mask, case.param("scale"), max_bias, case.param("logit_softcap")).total
+    p = attention_weights(logits, sinks)
+    rep_k, rep_v = n_head // k.shape[1], n_head // v.shape[1]
     k, dk = np.repeat(k, rep_k, axis=1), np.repeat(dk, rep_k, axis=1)
     v, dv = np.repeat(v, rep_v, axis=1), np.repeat(dv, rep_v, axis=1)
-    scale = abs(case.param("scale"))
-    logits = scale * q @ np.swapaxes(k, -1, -2)
-    if case.param("mask"):
-        m = np.asarray(xs[3], np.float64)[:, :, : q.shape[2], :]
-        logits = logits + m
-    with np.errstate(invalid="ignore", over="ignore"):
-        top = np.max(logits, axis=-1, keepdims=True)
-        e = np.where(np.isfinite(logits), np.exp(logits - np.where(np.isfinite(top), top, 0.0)), 0.0)
-        total = np.sum(e, axis=-1, keepdims=True)
-        p = np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
-    qa, ka = np.abs(q), np.abs(k)
-    dl = scale * (dq @ np.swapaxes(ka, -1, -2) + qa @ np.swapaxes(dk, -1, -2))
+    dl = scale * (dq @ np.swapaxes(np.abs(k), -1, -2) + np.abs(q) @ np.swapaxes(dk, -1, -2))
+    if has_mask and deltas[3] is not None:  # a mask computed in the graph (llama.cpp's F32 mask cast to F16)
+        dm = np.broadcast_to(deltas[3], np.shape(xs[3]))[:, :, :n_q, :]
+        dm = dm[np.arange(q.shape[0]) % dm.shape[0]][:, np.arange(n_head) % dm.shape[1]]
+        dl = dl + alibi_slopes(n_head, float(np.float32(max_bias))).reshape(1, n_head, 1, 1) * dm
     o = p @ v
     spread = np.abs(v[:, :, None, :, :] - o[:, :, :, None, :])  # (b, h, n, kv, dv)
     do = np.einsum("bhnj,bhnjd->bhnd", p * dl, spread) + p @ dv

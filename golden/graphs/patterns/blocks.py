@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from golden.case import Ne, TensorSpec
-from golden.graphs.graph import CaseParams, Graph, GraphInput, GraphNode, Pattern
+from golden.graphs.graph import BLOCK_NMSE_FACTOR, CaseParams, Graph, GraphInput, GraphNode, Pattern
 from golden.graphs.patterns.state import rope_params
 from golden.spec import P
 
@@ -41,9 +41,12 @@ def _layer_shape(case: CaseParams) -> tuple[int, int, int, int, int, int, int]:
     return hd, heads, n, kv, p0, ff, d
 
 
-def _mask(n: int, kv: int, p0: int) -> tuple[float, ...]:
+def _mask(n: int, kv: int, p0: int, alibi: bool = False) -> tuple[float, ...]:
+    """llama.cpp's causal KQ mask: token i (at position p0 + i) sees slots 0 .. p0 + i, 0 there (ALiBi:
+    −|p0 + i − j|, which the slope scales), −inf elsewhere and in the padding rows."""
     rows = max(MASK_PAD, n)
-    return tuple(0.0 if i < n and j <= p0 + i else -math.inf for i in range(rows) for j in range(kv))
+    return tuple((-float(abs(p0 + i - j)) if alibi else 0.0) if i < n and j <= p0 + i else -math.inf
+                 for i in range(rows) for j in range(kv))
 
 
 def _llama_layer(case: CaseParams) -> Graph:
@@ -124,7 +127,7 @@ def _llama_layer(case: CaseParams) -> Graph:
     ]
     spans = (("norm", "attn_in"), ("q_heads", "q_rope"), ("k_rope", "k_rows", "k_store"),
              ("attn_out", "resid", "ffn_normed", "ffn_in"), ("gate", "up", "glu"))
-    return Graph(inputs, tuple(nodes), ("out",), spans)
+    return Graph(inputs, tuple(nodes), ("out",), spans, nmse_vs_blocked=BLOCK_NMSE_FACTOR)
 
 
 PATTERNS.append(Pattern(
@@ -190,7 +193,7 @@ def _moe_ffn(case: CaseParams) -> Graph:
         nodes.append(GraphNode(f"sum{i}", "ADD", (total, f"slot{i}"), act))
         total = f"sum{i}"
     spans = (("probs", "order", "selected", "probs3", "weights"), ("gate", "up", "glu"))
-    return Graph(inputs, tuple(nodes), (total,), spans)
+    return Graph(inputs, tuple(nodes), (total,), spans, nmse_vs_blocked=BLOCK_NMSE_FACTOR)
 
 
 PATTERNS.append(Pattern(
