@@ -206,12 +206,13 @@ _QUANT_CHUNK = 4096  # 32-element groups a pass
 
 def _best_index(x: np.ndarray) -> np.ndarray:
     """``best_index_int8(16, kvalues_iq4nl, x)``: the nearest table entry, the upper one on a tie (f32
-    differences); ``x <= −127`` gives 0, ``x >= 113`` and NaN (every comparison false) give 15."""
-    upper = np.searchsorted(KVALUES_IQ4NL, x, side="right").clip(1, 15)
+    differences). The C's early returns need no case of their own: below the table the lower pair entry
+    wins, above it (and for NaN, where every comparison is false) the upper one."""
+    upper = np.searchsorted(KVALUES_IQ4NL, x, side="right")
+    np.clip(upper, 1, 15, out=upper)
     lower = upper - 1
-    pick = np.where(x - KVALUES_IQ4NL[lower] < KVALUES_IQ4NL[upper] - x, lower, upper)
-    pick = np.where(x <= KVALUES_IQ4NL[0], 0, pick)
-    return np.where((x >= KVALUES_IQ4NL[15]) | np.isnan(x), 15, pick).astype(np.uint8)
+    closer_below = x - KVALUES_IQ4NL[lower] < KVALUES_IQ4NL[upper] - x
+    return (upper - closer_below).astype(np.uint8)
 
 
 def _sums(w: np.ndarray, q: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
