@@ -77,12 +77,12 @@ DRAWN_QUANT_TYPES: tuple[str, ...] = ("q4_0", "q8_0")
 # (golden/formats); a new format joins the op tier by being added here (with its golden/matmul.py
 # WEIGHT_ACTIVATIONS row and its Format.scale_fields)
 DRAWN_WEIGHT_TYPES: tuple[str, ...] = DRAWN_QUANT_TYPES + (
-    "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "tq2_0", "mxfp4")
+    "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "tq2_0", "mxfp4",
+    "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq4_xs", "tq1_0", "q1_0", "q2_0")
 # read (models, conform model --weights) but not yet drawn by the op tier: their scale fields are not
-# declared yet (IQ1_M spreads its scale over four nibbles; NVFP4's are UE4M3 bytes), and their draws have
-# not been run on the real backends; each joins DRAWN_WEIGHT_TYPES once it has been
-NOT_YET_DRAWN_WEIGHT_TYPES: tuple[str, ...] = (
-    "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_xs", "tq1_0", "nvfp4", "q1_0", "q2_0")
+# declared yet (IQ1_M spreads its scale over four nibbles; NVFP4's are UE4M3 bytes); each joins
+# DRAWN_WEIGHT_TYPES once it has one and its draws have been run on the real backends
+NOT_YET_DRAWN_WEIGHT_TYPES: tuple[str, ...] = ("iq1_m", "nvfp4")
 INDEX_TYPES: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d.kind == "int")  # stay integers end to end
 GGML_TYPE_ID: dict[str, int] = {n: d.ggml_type for n, d in DTYPES.items()}
 STORAGE_DTYPE: dict[str, np.dtype[Any]] = {n: d.storage for n, d in DTYPES.items() if d.storage is not None}

@@ -60,6 +60,8 @@ def permuted_quant_layout() -> st.SearchStrategy[Layout]:
 # matrix-vector path (ggml-vulkan takes it for up to 8 columns, its tiled mul_mm beyond)
 FORMAT_ROW_SIZES: dict[int, tuple[int, ...]] = {
     32: (32, 96, 160, 256, 288, 512, 544, 768, 1056, 2048),
+    64: (64, 192, 256, 320, 512, 576, 768, 1088, 2048),  # Q2_0: odd multiples of 64, and of 256
+    128: (128, 384, 640, 768, 1152, 2048),  # Q1_0: odd multiples of 128
     256: (256, 512, 768, 1280, 2304, 4096),
 }
 TILE_ROWS = (31, 32, 33, 63, 64, 65, 127, 128)

@@ -40,7 +40,9 @@ import functools
 import numpy as np
 
 from golden.formats import grids
-from golden.formats.format import Format, block_rows, f16_column, nibbles
+from golden.formats.format import Format, Rounding, block_rows, check_rounding, f16_column, float_blocks, nibbles
+from golden.formats.kquants import _nearest_int
+from golden.quant import _f16_bits
 
 QK_K = 256
 _CHUNK_BLOCKS = 1024  # 1 MiB of f32 output a chunk
@@ -193,9 +195,129 @@ def _iq1_m_body(blocks: np.ndarray, out: np.ndarray) -> None:
     np.multiply(dl[:, :, :, None, None], shifted, out=out.reshape(m, 8, 2, 2, 8))
 
 
+# --------------------------------------------------------------------------------------------
+# IQ4_NL / IQ4_XS quantizer (quantize_row_iq4_nl_impl without an importance matrix). ggml_quantize_chunk
+# searches 15 scales (ntry = 7); IQ4_NL's from_float (quantize_row_iq4_nl_ref: CPY/SET_ROWS into it) takes
+# the first pass only (ntry = −1, found by experiment); IQ4_XS's from_float is the chunk code
+
+_GROUP_MAX_EPS = np.float32(1e-15)
+_QUANT_CHUNK = 4096  # 32-element groups a pass
+
+
+def _best_index(x: np.ndarray) -> np.ndarray:
+    """``best_index_int8(16, kvalues_iq4nl, x)``: the nearest table entry, the upper one on a tie (f32
+    differences). The C's early returns need no case of their own: below the table the lower pair entry
+    wins, above it (and for NaN, where every comparison is false) the upper one."""
+    upper = np.searchsorted(KVALUES_IQ4NL, x, side="right")
+    np.clip(upper, 1, 15, out=upper)
+    lower = upper - 1
+    closer_below = x - KVALUES_IQ4NL[lower] < KVALUES_IQ4NL[upper] - x
+    return (upper - closer_below).astype(np.uint8)
+
+
+def _sums(w: np.ndarray, q: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """C's ``sumqx += w*q*x; sumq2 += w*q*q`` from 0 in element order, f32 (groups on axis 1)."""
+    wq = w * q
+    qx, q2 = wq * x, wq * q
+    sumqx = np.zeros(x.shape[1], np.float32)
+    sumq2 = np.zeros(x.shape[1], np.float32)
+    for j in range(x.shape[0]):
+        sumqx += qx[j]
+        sumq2 += q2[j]
+    return sumqx, sumq2
+
+
+def _group_scales(xt: np.ndarray, ntry: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each 32-element group's scale search over ``2·ntry + 1`` tries; ``xt`` is (32, groups). Returns the
+    scales (0 for a group of amax < GROUP_MAX_EPS) and the quants of the first pass."""
+    w = xt * xt
+    magnitude = np.abs(xt)
+    magnitude[np.isnan(magnitude)] = 0  # NaN never wins the strict > scan
+    first = magnitude.argmax(axis=0)[None, :]
+    amax = np.take_along_axis(magnitude, first, axis=0)[0]
+    signed_max = np.take_along_axis(xt, first, axis=0)[0]
+    d = (-signed_max if ntry > 0 else signed_max) / KVALUES_IQ4NL[0]
+    levels = _best_index(xt * (np.float32(1) / d))
+    sumqx, sumq2 = _sums(w, KVALUES_IQ4NL[levels], xt)
+    d = sumqx / sumq2
+    best = d * sumqx
+    for itry in range(-ntry, ntry + 1):
+        inv = np.float32(itry + int(KVALUES_IQ4NL[0])) / signed_max
+        tqx, tq2 = _sums(w, KVALUES_IQ4NL[_best_index(xt * inv)], xt)
+        better = (tq2 > 0) & (tqx * tqx > best * tq2)
+        d = np.where(better, tqx / tq2, d)
+        best = np.where(better, d * tqx, best)
+    return np.where(amax < _GROUP_MAX_EPS, np.float32(0), d).astype(np.float32), levels
+
+
+def _pack_iq4(levels: np.ndarray) -> np.ndarray:
+    """(32, groups) levels -> (groups, 16) qs bytes: element j in the low nibble, j + 16 in the high."""
+    return (levels[:16] | (levels[16:] << np.uint8(4))).T
+
+
+def _quantize_iq4_nl_chunk(blocks: np.ndarray, ntry: int) -> np.ndarray:
+    xt = np.ascontiguousarray(blocks.T)
+    scale, levels = _group_scales(xt, ntry)
+    if ntry > 0:
+        inv = np.where(scale != 0, np.float32(1) / scale, np.float32(0)).astype(np.float32)
+        levels = _best_index(xt * inv[None, :])
+    else:  # the first pass's levels; a group below GROUP_MAX_EPS keeps the memset zeros
+        levels[:, scale == 0] = 0
+    out = np.empty((blocks.shape[0], 18), np.uint8)
+    out[:, 0:2] = _f16_bits(scale).view(np.uint8).reshape(-1, 2)
+    out[:, 2:18] = _pack_iq4(levels)
+    return out
+
+
+def _quantize_iq4_xs_chunk(blocks: np.ndarray, ntry: int) -> np.ndarray:
+    m = blocks.shape[0]
+    xt = np.ascontiguousarray(blocks.reshape(m * 8, 32).T)
+    scale = _group_scales(xt, ntry)[0].reshape(m, 8)
+    magnitude = np.abs(scale)
+    magnitude[np.isnan(magnitude)] = 0
+    max_scale = np.take_along_axis(scale, magnitude.argmax(axis=1)[:, None], axis=1)[:, 0]
+    max_scale = np.where(magnitude.max(axis=1) > 0, max_scale, np.float32(0))  # amax_scale starts at 0
+    d = (-max_scale / np.float32(32)).astype(np.float32)  # all-zero scales: d = −0
+    inv_d = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    ls = np.clip(_nearest_int(inv_d[:, None] * scale), -32, 31)
+    dl = d[:, None] * ls.astype(np.float32)
+    idl = np.where(dl != 0, np.float32(1) / dl, np.float32(0)).astype(np.float32).reshape(-1)
+    levels = _best_index(xt * idl[None, :])
+    biased = (ls + 32).astype(np.uint16)
+    out = np.empty((m, 136), np.uint8)
+    out[:, 0:2] = _f16_bits(d).view(np.uint8).reshape(-1, 2)
+    scales_h = ((biased >> np.uint16(4)) << (2 * np.arange(8, dtype=np.uint16))).sum(axis=1, dtype=np.uint16)
+    out[:, 2:4] = scales_h.astype("<u2").view(np.uint8).reshape(-1, 2)
+    low = (biased & np.uint16(0x0F)).astype(np.uint8)
+    out[:, 4:8] = low[:, 0::2] | (low[:, 1::2] << np.uint8(4))
+    out[:, 8:136] = _pack_iq4(levels).reshape(m, 128)
+    return out
+
+
+def _quantize_iq4(x: np.ndarray, rounding: Rounding, name: str, block: int, body: object, ntry: int) -> np.ndarray:
+    check_rounding(rounding)
+    blocks = float_blocks(x, name, block)
+    step = _QUANT_CHUNK * 32 // block
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        parts = [body(blocks[i : i + step], ntry) for i in range(0, blocks.shape[0], step)]  # type: ignore[operator]
+    return np.concatenate(parts).reshape(-1) if parts else np.zeros(0, np.uint8)
+
+
+def quantize_iq4_nl(x: np.ndarray, rounding: Rounding = "reference") -> np.ndarray:
+    """IQ4_NL: ``"reference"`` is ``ggml_quantize_chunk`` (15 scales tried), ``"x86"`` the CPU backend's
+    from_float, ``quantize_row_iq4_nl_ref`` (the first scale only)."""
+    return _quantize_iq4(x, rounding, "iq4_nl", 32, _quantize_iq4_nl_chunk, 7 if rounding == "reference" else -1)
+
+
+def quantize_iq4_xs(x: np.ndarray, rounding: Rounding = "reference") -> np.ndarray:
+    """``quantize_iq4_xs`` without an importance matrix: eight group scales, 6-bit under one F16 ``d``."""
+    return _quantize_iq4(x, rounding, "iq4_xs", QK_K, _quantize_iq4_xs_chunk, 7)
+
+
 FORMATS: tuple[Format, ...] = (
-    Format("iq4_nl", "iq4_nl", 20, 32, 18, dequantize_iq4_nl, scale_fields=(0,)),
-    Format.of_blocks("iq4_xs", "iq4_xs", 23, QK_K, 136, _iq4_xs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
+    Format("iq4_nl", "iq4_nl", 20, 32, 18, dequantize_iq4_nl, quantize_iq4_nl, scale_fields=(0,)),
+    Format.of_blocks("iq4_xs", "iq4_xs", 23, QK_K, 136, _iq4_xs_body, _CHUNK_BLOCKS, quantize_iq4_xs,
+                     scale_fields=(0,)),
     Format.of_blocks("iq2_xxs", "iq2_xxs", 16, QK_K, 66, _iq2_xxs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
     Format.of_blocks("iq2_xs", "iq2_xs", 17, QK_K, 74, _iq2_xs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
     Format.of_blocks("iq2_s", "iq2_s", 22, QK_K, 82, _iq2_s_body, _CHUNK_BLOCKS, scale_fields=(0,)),

@@ -101,6 +101,13 @@ def _tq2_0_codes_swapped(blocks: np.ndarray) -> np.ndarray:
     return blocks
 
 
+def _iq2_s_eighth_sign_lost(blocks: np.ndarray) -> np.ndarray:
+    """IQ2_S's stored sign bytes (signs[32] after the 32 grid bytes) read without bit 7: the last element
+    of every group of eight keeps the grid's positive value."""
+    blocks[:, 34:66] &= np.uint8(0x7F)
+    return blocks
+
+
 def _q4_1_sum_without_scale(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
     """Q4_1 × Q8_1's vec_dot adding m·Σq8 instead of m·s (s = d8·Σq8): the activation block's sum without
     its scale. The src1 rounding itself is left out (the golden's exact src1), so only the sum is wrong:
@@ -148,3 +155,9 @@ def tq2_0_ternary_swapped(options: dict[str, Any]) -> FaultyDevice:
                                             "block's sum without its scale d8")
 def q4_1_sum_without_scale(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("q4_1_sum_without_scale", "MUL_MAT", _q4_1_sum_without_scale)
+
+
+@planted("quantized and mul_mat- and iq2_s", "IQ2_S's sign bytes read as 7 bits: the eighth element of every "
+                                             "grid group loses its sign")
+def iq2_s_grid_sign_lost(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("iq2_s_grid_sign_lost", "MUL_MAT", _reading_src0_as("iq2_s", _iq2_s_eighth_sign_lost))
