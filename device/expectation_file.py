@@ -6,7 +6,7 @@ A file holds ``[[bug]]`` tables; each becomes a :class:`~device.known_bugs.Known
     id = "vulkan-ssm-conv-row-stride"
     devices = "Vulkan*"                 # fnmatch over the ggml device name
     releases = ["0.25.1"]               # exact releases, or release_min / release_max (inclusive)
-    op = "SSM_CONV"
+    op = "SSM_CONV"                     # or ops = ["DUP", "CONT"] with repro a list: one case id per op
     outcomes = ["fail"]                 # fail, crash, timeout, error (default fail)
     corrupts_process = false            # the worker is restarted after such a case
     after_history = false               # true: a crash left by earlier cases of the process, covered only
@@ -74,7 +74,7 @@ LAYOUT_KINDS: dict[str, Callable[[TensorSpec], bool]] = {
     "offset": lambda t: t.layout.offset != 0,
     "view": lambda t: not t.layout.is_contiguous,  # any of perm, pad, offset
 }
-ENTRY_KEYS = {"id", "devices", "op", "releases", "release_min", "release_max", "outcomes", "corrupts_process",
+ENTRY_KEYS = {"id", "devices", "op", "ops", "releases", "release_min", "release_max", "outcomes", "corrupts_process",
               "may_hang", "reason", "repro", "match", "when", "deviation", "tags", "after_history"}
 PREDICATE_KEYS = {"input", "layout", "offset_misaligned", "offset_mod", "remainder", "dtype", "dim", "min", "max",
                   "param", "equals", "in", "dst", "form", "distribution", "python", "not"}
@@ -294,7 +294,31 @@ def load_file(path: str | os.PathLike[str]) -> list[KnownBug]:
     entries = data.get("bug", [])
     if not isinstance(entries, list):
         raise ExpectationFileError(f"{path}: bug must be an array of tables ([[bug]])")
-    return [entry_to_bug(entry, str(path)) for entry in entries]
+    return [bug for entry in entries for bug in entries_to_bugs(entry, str(path))]
+
+
+def entries_to_bugs(table: dict[str, Any], source: str) -> list[KnownBug]:
+    """One ``[[bug]]`` table as KnownBugs: one per op it names. ``ops = [...]`` (instead of ``op``) names
+    several ops that share the defect and its reason; ``repro`` is then a list of case ids, each op's
+    KnownBug taking the one of its own op."""
+    if "ops" not in table:
+        return [entry_to_bug(table, source)]
+    where = f"{source}: entry {table.get('id', '?')!r}"
+    if "op" in table:
+        raise ExpectationFileError(f"{where}: give op or ops, not both")
+    ops = _names(table["ops"], where)
+    repros = _names(table.get("repro", []), where)
+    by_op: dict[str, str] = {}
+    for repro in repros:
+        try:
+            by_op.setdefault(parse_case_id(repro).op, repro)
+        except Exception as exc:
+            raise ExpectationFileError(f"{where}: repro {repro!r} is not a case id: {exc}") from None
+    missing = [op for op in ops if op not in by_op]
+    if missing:
+        raise ExpectationFileError(f"{where}: no repro of {', '.join(missing)} (ops needs one repro per op)")
+    rest = {k: v for k, v in table.items() if k not in ("ops", "repro")}
+    return [entry_to_bug({**rest, "op": op, "repro": by_op[op]}, source) for op in ops]
 
 
 def load(paths: Iterable[str | os.PathLike[str]]) -> list[KnownBug]:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from device.ggml import known_bugs_cpu
-from device.known_bug import GraphKnownBug, KnownBug
+from device.known_bug import GraphKnownBug, KnownBug, release_key
 from golden.case import OpCase
 from golden.graphs.case import GraphCase
 
@@ -97,3 +97,23 @@ def find_graph(case: GraphCase, device_name: str, release: str,
         if bug.matches(case, device_name, release):
             return bug
     return None
+
+
+def example_device(devices: str) -> str:
+    """A device name that a list's ``devices`` pattern matches (``Vulkan*`` -> ``Vulkan0``)."""
+    return devices.replace("*", "0").replace("?", "0")
+
+
+def targets(bugs: Iterable[KnownBug] | None = None,
+            graph_bugs: Iterable[GraphKnownBug] | None = None) -> list[tuple[str, str]]:
+    """Every (device name, release) the lists name: one example device per ``devices`` pattern, with each
+    release an entry of that pattern names (what the snapshot and the self-consistency tests evaluate)."""
+    releases: dict[str, dict[str, None]] = {}
+    entries: list[KnownBug | GraphKnownBug] = [*(all_known_bugs() if bugs is None else bugs)]
+    entries += all_graph_bugs() if graph_bugs is None else graph_bugs
+    for bug in entries:
+        named = releases.setdefault(example_device(bug.devices), {})
+        named.update(dict.fromkeys(bug.releases))
+        low, high = getattr(bug, "release_range", None) or ("", "")
+        named.update(dict.fromkeys(r for r in (low, high) if r))
+    return [(name, release) for name, named in releases.items() for release in sorted(named, key=release_key)]

@@ -44,8 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline", action="append", metavar="OLD", default=None,
                         help="a results file of an earlier run to compare with (clusters, per-op pass rate and "
                         "error); repeat it for several")
-    parser.add_argument("--expectations", metavar="FILE", default=None,
-                        help="TOML file of known failures (see reports/README.md)")
+    parser.add_argument("--known-failures", metavar="FILE", default=None,
+                        help="TOML file of [[expectation]] patterns marking failures as known (see reports/README.md)")
+    # the old name of --known-failures: conform run's --expectations reads [[bug]] entries, a different format
+    parser.add_argument("--expectations", dest="old_expectations", metavar="FILE", default=None,
+                        help=argparse.SUPPRESS)
     parser.add_argument("--csv", metavar="CSV", default=None,
                         help="also write llama.cpp's test-backend-ops support CSV")
     parser.add_argument("--max-failures", type=int, default=5, metavar="N",
@@ -70,6 +73,10 @@ def _warn_about_inputs(data: ReportData) -> None:
 def report_main(argv: list[str] | None = None) -> int:
     """Run ``conform report``; ``argv`` is what follows ``report`` (default: ``sys.argv[1:]``)."""
     args = build_parser().parse_args(argv)
+    if args.old_expectations is not None:
+        print(f"{PROG}: warning: --expectations is deprecated here, use --known-failures ([[expectation]] patterns; "
+              "conform run's --expectations takes [[bug]] entries)", file=sys.stderr)
+        args.known_failures = args.known_failures or args.old_expectations
     if args.max_failures < 0:
         print(f"{PROG}: error: --max-failures must be 0 or more", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -81,7 +88,7 @@ def report_main(argv: list[str] | None = None) -> int:
         results = [path for path in args.results if not is_model_input(path)]
         models = [path for path in args.results if is_model_input(path)]
         data = build_report(results, args.output, model_paths=models, baseline_paths=args.baseline,
-                            expectations_path=args.expectations, max_examples_per_cluster=args.max_failures,
+                            expectations_path=args.known_failures, max_examples_per_cluster=args.max_failures,
                             other_outputs=[args.csv] if args.csv else [])
         _warn_about_inputs(data)
         csv_rows = write_support_csv(data.files, args.csv) if args.csv else None

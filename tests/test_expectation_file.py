@@ -104,3 +104,20 @@ def test_every_op_is_for_after_history_entries_only(tmp_path: Path) -> None:
     (bug,) = load([path])
     case = parse_case_id("MUL(type0=f32,ne0=[8,3,1,1],type1=f32,ne1=[8,3,1,1],dst=f32,data=dense:1)")
     assert not bug.matches(case, "Vulkan0", "0.25.1") and bug.matches_after_history(case, "Vulkan0", "0.25.1")
+
+
+def test_one_entry_names_several_ops_each_with_its_own_repro(tmp_path: Path) -> None:
+    path = tmp_path / "multi.toml"
+    path.write_text('[[bug]]\nid = "npu-unary-row-stride"\ndevices = "NPU*"\nops = ["SQRT", "LOG"]\n'
+                    'outcomes = ["crash"]\nreason = "rows read as packed"\n'
+                    'repro = ["LOG(type=f32,ne=[4,3,2,1],lay=perm[1,0,2,3],dst=f32,data=uniform:1)",'
+                    ' "SQRT(type=f32,ne=[4,3,2,1],lay=perm[1,0,2,3],dst=f32,data=uniform:1)"]\n'
+                    '[[bug.when]]\ninput = 0\nlayout = "rows_strided"\n')
+    bugs = load([path])
+    assert [(b.id, b.op) for b in bugs] == [("npu-unary-row-stride", "SQRT"), ("npu-unary-row-stride", "LOG")]
+    for bug in bugs:
+        repro = parse_case_id(bug.repro)
+        assert repro.op == bug.op and bug.matches(repro, "NPU0", "1.0")
+    path.write_text(path.read_text().replace('"SQRT", "LOG"', '"SQRT", "LOG", "SIN"'))
+    with pytest.raises(ExpectationFileError, match="no repro of SIN"):
+        load([path])

@@ -49,11 +49,11 @@ def test_bad_input_is_one_line_without_traceback(tmp_path: Path, capsys: pytest.
         argv[0] = str(tmp_path / "bad.jsonl")
         expected = "bad.jsonl:4: malformed line"
     elif problem == "expectations":
-        argv += ["--expectations", str(tmp_path / "none.toml")]
+        argv += ["--known-failures", str(tmp_path / "none.toml")]
         expected = "none.toml: expectations file not found"
     elif problem == "bad_expectations":
         (tmp_path / "x.toml").write_text("[[expectation]\n")
-        argv += ["--expectations", str(tmp_path / "x.toml")]
+        argv += ["--known-failures", str(tmp_path / "x.toml")]
         expected = "x.toml: not valid TOML"
     elif problem == "baseline":
         argv += ["--baseline", str(tmp_path / "old.jsonl")]
@@ -73,3 +73,14 @@ def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
         report_main([])
     assert info.value.code == 2
     assert "required" in capsys.readouterr().err
+
+
+def test_the_old_expectations_flag_still_reads_known_failures_with_a_deprecation_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = write_results(tmp_path / "good.jsonl", make_cases(5))
+    known = tmp_path / "known.toml"
+    known.write_text('[[expectation]]\npattern = "NOTHING(*"\nreason = "r"\ncategory = "harness"\n')
+    for flag in ("--known-failures", "--expectations"):
+        code, _, err = run([str(good), "-o", str(tmp_path / f"r{flag}.html"), flag, str(known)], capsys)
+        assert code == 0
+        assert ("--expectations is deprecated here, use --known-failures" in err) is (flag == "--expectations")

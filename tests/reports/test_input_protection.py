@@ -36,7 +36,7 @@ def test_never_writes_over_an_input(tmp_path: Path, capsys: pytest.CaptureFixtur
     link = tmp_path / "link.jsonl"
     os.symlink(results, link)
     before = {path: path.read_bytes() for path in (results, baseline, expectations)}
-    argv = [str(results), "--baseline", str(baseline), "--expectations", str(expectations)]
+    argv = [str(results), "--baseline", str(baseline), "--known-failures", str(expectations)]
     output = {"results": results, "results_via_link": link, "baseline": baseline,
               "expectations": expectations}.get(target, tmp_path / "r.html")
     argv += ["-o", str(output)]
