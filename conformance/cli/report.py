@@ -35,5 +35,5 @@ def cmd_report(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)  # a usage mistake: the report's own one line, exit 2
     check_outputs([Output("-o", args.output, "a conform HTML report", is_conform_html),
                    Output("--csv", args.csv, "a support CSV", is_support_csv)],
-                  [*args.results, *(args.baseline or []), args.expectations])
+                  [*args.results, *(args.baseline or []), args.known_failures or args.old_expectations])
     return report_main(argv)
