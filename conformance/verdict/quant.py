@@ -21,8 +21,9 @@
     nearest integer to ``(x − min)/d`` in ``[0, 15]`` (``[0, 31]``), ``min`` exact or the stored ``m``;
   - IQ4_NL: the scale within one F16 ulp of the golden's on either ggml path (the CPU's ``from_float``
     tries one scale, ``ggml_quantize_chunk`` fifteen: both least-squares fits of the levels); each level
-    the nearest ``kvalues_iq4nl`` entry to ``x/d0`` (``d0 = max/−127``, the first pass ggml picks the
-    levels in) or to ``x/d`` with the stored scale, either entry within ``QUANT_SLACK`` of a tie.
+    the nearest ``kvalues_iq4nl`` entry to ``x/d0`` (``d0 = max/−127``, the first pass the CPU picks the
+    levels in), to ``x/d`` with the fifteen-try fit (ggml_quantize_chunk) or with the stored scale, either
+    entry within ``QUANT_SLACK`` of a tie.
 
   ``n_quants_differ`` still reports how many quants differ from ggml's x86 quantizer.
 """
@@ -37,6 +38,7 @@ from conformance.verdict import Metrics
 from golden import dtypes, formats
 from golden.case import OpCase
 from golden.formats.iquants import KVALUES_IQ4NL
+from golden.formats.iquants import _group_scales as group_scales
 
 BLOCK = 32
 # how close to a half-way point x/d must be for either neighbour to count: the reciprocal paths are
@@ -241,11 +243,13 @@ def _check_with_min(qtype: str, levels: int) -> Callable[[np.ndarray, np.ndarray
 
 def _check_iq4_nl(blocks: np.ndarray, dev_raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     d_dev, _, levels = _fields(dev_raw, "iq4_nl")
-    x32 = blocks.astype(np.float32)
+    xt = np.ascontiguousarray(blocks.astype(np.float32).T)
     scale_ok = np.zeros(d_dev.shape, bool)
-    for rounding in formats.ROUNDINGS:  # the fit after one scale (CPU from_float) or after fifteen
-        d_golden = _fields(formats.quantize(x32, "iq4_nl", rounding), "iq4_nl")[0]
-        scale_ok |= _f16_ok(d_dev, d_golden)
+    fits = []
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for ntry in (-1, 7):  # the fit after one scale (CPU from_float) or fifteen (ggml_quantize_chunk)
+            fits.append(group_scales(xt, ntry)[0].astype(np.float64))
+            scale_ok |= _f16_ok(d_dev, fits[-1])
     table = KVALUES_IQ4NL.astype(np.float64)
     amax = np.abs(blocks).max(axis=1)
     has_pos = (blocks == amax[:, None]).any(axis=1)
@@ -254,7 +258,8 @@ def _check_iq4_nl(blocks: np.ndarray, dev_raw: np.ndarray) -> tuple[np.ndarray, 
     scale_ok |= tiny & (d_dev == 0)
     level = table[levels]
     level_ok = np.zeros(levels.shape, bool)
-    for d, valid in ((amax / -127.0, has_pos), (amax / 127.0, has_neg), (d_dev, np.ones_like(has_pos))):
+    anywhere = np.ones_like(has_pos)
+    for d, valid in ((amax / -127.0, has_pos), (amax / 127.0, has_neg), (d_dev, anywhere), (fits[1], anywhere)):
         t = _divide(blocks, d)[:, :, None]
         distance = np.abs(table[None, None, :] - t).min(axis=2)
         level_ok |= valid[:, None] & (np.abs(level - t[:, :, 0]) <= distance + QUANT_SLACK)
