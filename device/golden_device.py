@@ -35,12 +35,22 @@ class GoldenDevice:
             raise Unsupported(f"{case.op}: golden not implemented")
         exact = catalogue.evaluate(case, catalogue.golden_inputs(case, inputs))
         if dtypes.is_quantized(case.dst):
-            from golden import quant
+            from golden import formats
 
             if len(case.inputs) == 1 and case.inputs[0].dtype == case.dst:
                 blocks = np.asarray(inputs[0], dtype=np.uint8)  # same-type copy: the blocks themselves
-            else:  # ggml's reference quantizer on the exact values, one block of 32 at a time
-                blocks = quant.quantize(np.asarray(exact, dtype=np.float32).reshape(-1, 32), case.dst)
+            else:  # ggml's reference quantizer on the exact values, one block at a time
+                values = np.asarray(exact, dtype=np.float32)
+                block = dtypes.block_size(case.dst)
+                blocks = formats.quantize(values.reshape(-1, block), case.dst).reshape(-1)
+                if 0 in spec.inplace_inputs and case.inputs[0].dtype == case.dst:
+                    # written in place (SET_ROWS): rows the op leaves alone keep their bytes (random blocks
+                    # need not survive a quantizer round trip)
+                    before = np.asarray(inputs[0], dtype=np.uint8).reshape(-1)
+                    old = formats.dequantize(before, case.dst, values.size).reshape(-1, values.shape[-1])
+                    row_bytes = dtypes.row_size(case.dst, values.shape[-1])
+                    kept = (old == values.reshape(old.shape)).all(axis=1)
+                    blocks = np.where(np.repeat(kept, row_bytes), before[:blocks.size], blocks)
             return RunResult(blocks.reshape(-1), [np.array(x) for x in inputs])
         if case.dst in dtypes.INDEX_TYPES:
             return RunResult(np.asarray(exact).astype(dtypes.STORAGE_DTYPE[case.dst]),

@@ -70,9 +70,12 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
 ALL_TYPES: tuple[str, ...] = tuple(DTYPES)
 FLOAT_TYPES: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d.kind == "float")
 QUANT_TYPES: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d.kind == "quant")
-# the quantized types every op with quantized signatures draws (CPY/DUP/CONT/SET_ROWS, OUT_PROD, the KV
-# cache) and the CANN weight transforms know
+# the quantized types every op with quantized signatures draws (CONT, OUT_PROD, the KV cache; CPY, DUP and
+# SET_ROWS draw DRAWN_COPY_TYPES) and the CANN weight transforms know
 DRAWN_QUANT_TYPES: tuple[str, ...] = ("q4_0", "q8_0")
+# the quantized destinations CPY, SET_ROWS and DUP draw: every type ggml quantizes into at run time (the
+# KV-cache types of llama.cpp's --cache-type-k/-v) whose quantizer the golden has
+DRAWN_COPY_TYPES: tuple[str, ...] = DRAWN_QUANT_TYPES + ("q4_1", "q5_0", "q5_1", "iq4_nl")
 # the weight formats MUL_MAT, MUL_MAT_ID and GET_ROWS draw as src0: every block format with a to_float
 # (golden/formats); a new format joins the op tier by being added here (with its golden/matmul.py
 # WEIGHT_ACTIVATIONS row and its Format.scale_fields)

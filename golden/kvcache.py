@@ -94,7 +94,10 @@ SPECS.add(OpSpec(
         ("f16", "f16", "i64"), ("f32", "f16", "i64"), ("bf16", "f16", "i32"),
         ("bf16", "f16", "i64"), ("f16", "f16", "i32"))),  # every pair ggml-cann claims, with either index type
     quantized_signatures=tuple(sig(d, s, i) for d, s, i in (
-        ("q4_0", "f32", "i64"), ("q8_0", "f32", "i64"), ("q4_0", "f16", "i32"), ("q8_0", "f16", "i32"))),
+        ("q4_0", "f32", "i64"), ("q8_0", "f32", "i64"), ("q4_0", "f16", "i32"), ("q8_0", "f16", "i32")))
+    # the other KV-cache types, F32 rows with I64 indices (what llama.cpp writes) and F16 rows with I32
+    + tuple(sig(d, s, i) for d in dtypes.DRAWN_COPY_TYPES if d not in dtypes.DRAWN_QUANT_TYPES
+            for s, i in (("f32", "i64"), ("f16", "i32"))),
     tolerance={
         **{t: Tolerance("bit-exact: rows moved and converted to the destination type with round-to-nearest-even "
                         "(the golden applies the conversion); duplicates may take any writer's value")
@@ -102,6 +105,9 @@ SPECS.add(OpSpec(
         **{t: Tolerance("written rows within one quant step of the exact source (the block's amax/127 for Q8_0, "
                         "|max|/8 for Q4_0, + the F16 scale); other rows byte-exact")
            for t in dtypes.DRAWN_QUANT_TYPES},
+        **{t: Tolerance("written rows: each block passes the exact-block verdict of a quantizing CPY "
+                        "(conformance/verdict/quant.py) against one writer's source row; other rows byte-exact")
+           for t in dtypes.DRAWN_COPY_TYPES if t not in dtypes.DRAWN_QUANT_TYPES},
     },
     validate=check_set_rows, input_layouts=InputLayouts.ROWS, inplace_inputs=(0,), structured_inputs=True,
     own_verdict=True,

@@ -157,7 +157,8 @@ SPECS.add(OpSpec(
 SPECS.add(OpSpec(name="TRANSPOSE", family="movement", golden=one(transpose), signatures=_COPY_SIGS,
                  tolerance={"*": MOVED}, validate=checks.one_input, notes="swaps ne0 and ne1; " + _VIEW_NOTE))
 SPECS.add(OpSpec(name="DUP", family="movement", golden=one(identity), signatures=_COPY_SIGS,
-                 quantized_signatures=_QUANT_SAME, tolerance={"*": MOVED, "q4_0": QUANT_COPY, "q8_0": QUANT_COPY},
+                 quantized_signatures=tuple(sig(q) for q in dtypes.DRAWN_COPY_TYPES),
+                 tolerance={"*": MOVED, **{q: QUANT_COPY for q in dtypes.DRAWN_COPY_TYPES}},
                  validate=checks.one_input,
                  notes="ggml_dup: a contiguous same-type copy of any layout. Same-type copies of quantized "
                        "tensors move whole blocks: byte-exact."))
@@ -183,11 +184,11 @@ SPECS.add(OpSpec(
     signatures=(sig("f32"), sig("f32", dst="f16"), sig("f32", dst="bf16"), sig("f32", dst="i32"),
                 sig("f16"), sig("f16", dst="f32"), sig("f16", dst="bf16"), sig("bf16"), sig("bf16", dst="f32"),
                 sig("bf16", dst="f16"), sig("i32"), sig("i32", dst="f32")),
-    quantized_signatures=tuple(sig(s, dst=q) for s in ("f32", "f16") for q in ("q4_0", "q8_0"))
+    quantized_signatures=tuple(sig(s, dst=q) for s in ("f32", "f16") for q in dtypes.DRAWN_COPY_TYPES)
     + (sig("q4_0", dst="f32"), sig("q8_0", dst="f32")),
     tolerance={"*": Tolerance("bit-exact: the conversion is defined as one round-to-nearest-even (F16, BF16), "
                               "truncation toward zero (I32) or exact widening; the golden applies it"),
-               "q4_0": QUANT_COPY, "q8_0": QUANT_COPY,
+               **{q: QUANT_COPY for q in dtypes.DRAWN_COPY_TYPES},
                "q4_0_to_f32": DEQUANT_COPY, "q8_0_to_f32": DEQUANT_COPY},
     params={"dst_ne": P("destination shape (same element count as the source)", tuple),
             "dst_pad": P("elements of padding per dim around the destination (a strided view when non-zero)",
@@ -201,6 +202,7 @@ SPECS.add(OpSpec(
           "(a source in any whole-block layout, permutes included). F32→I32 is drawn without NaN/inf (the C "
           "cast is undefined). "
           "The CPU aborts on F16/BF16→I32 (not implemented), so those are not listed. F32/F16 → Q4_0/Q8_0 "
+          "(and Q4_1, Q5_0, Q5_1, IQ4_NL: golden.dtypes.DRAWN_COPY_TYPES) "
           "quantizes each 32-element block of the destination (contiguous); NaN/inf are not drawn there "
           "(one non-finite value poisons its block's scale)."))
 SPECS.add(OpSpec(

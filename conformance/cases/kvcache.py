@@ -20,8 +20,8 @@ from conformance.cases.registry import register
 from conformance.data import floats, plain_input
 from conformance.strategies import finish, input_layouts, row_size, spec
 from conformance.verdict import Metrics, compare
-from conformance.verdict.quant import quant_step
-from golden import catalogue, dtypes, quant
+from conformance.verdict.quant import block_elements_ok, quant_step
+from golden import catalogue, dtypes, formats, quant
 from golden.case import Layout, OpCase
 from golden.kvcache import index_planes, writers
 from golden.spec import InputLayouts, Signature
@@ -142,6 +142,8 @@ def _judge_quantized(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray,
         m.passed, m.error_ratio = False, float("inf")
         m.detail = f"device returned {raw.size} bytes for a {qtype} destination of {expected_bytes}"
         return m
+    if qtype not in dtypes.DRAWN_QUANT_TYPES:
+        return _judge_quantized_blocks(case, inputs, golden, raw, m)
     got = quant.dequantize(raw, qtype, m.n).astype(np.float64).reshape(golden.shape)
     before = np.asarray(inputs[0], np.float64)
     written = np.zeros(golden.shape[:3], dtype=bool)
@@ -183,6 +185,54 @@ def _judge_quantized(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray,
         m.detail = (f"out{where} dequantizes to {m.worst_device!r}, but should be {m.worst_golden!r}: {kind} "
                     f"{m.error_ratio:.3g} quant steps off ({m.n_bad}/{m.n} elements; {m.n_quants_differ} quants "
                     "differ from ggml's quantizer)")
+    return m
+
+
+def _written(case: OpCase, idx: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    ne2, ne3 = case.inputs[0].ne[2], case.inputs[0].ne[3]
+    written = np.zeros(shape[:3], dtype=bool)
+    rows = index_planes(idx, ne2, ne3)
+    i3, i2 = np.meshgrid(np.arange(ne3), np.arange(ne2), indexing="ij")
+    for i in range(rows.shape[-1]):
+        written[i3, i2, rows[:, :, i]] = True
+    return written
+
+
+def _judge_quantized_blocks(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, raw: np.ndarray,
+                            m: Metrics) -> Metrics:
+    """The formats beyond Q4_0/Q8_0: each written row's blocks pass the exact-block verdict of a quantizing
+    CPY against the source row of one of its writers; rows nobody writes come back unchanged (dequantized)."""
+    qtype = case.dst
+    exact = np.asarray(golden, np.float64)
+    got = formats.dequantize(raw, qtype, m.n).astype(np.float64).reshape(exact.shape)
+    row_bytes = raw.reshape(exact.shape[:3] + (-1,))
+    before = np.asarray(inputs[0], np.float64).reshape(exact.shape)
+    written = _written(case, inputs[2], exact.shape)
+    ok = (got == before) | (np.isnan(got) & np.isnan(before))
+    ok[written] = block_elements_ok(exact[written].reshape(-1), row_bytes[written].reshape(-1),
+                                    qtype).reshape(-1, exact.shape[-1])
+    for (j3, j2, j1), values in _candidates(case, inputs).items():
+        for value in values:
+            ok[j3, j2, j1] |= block_elements_ok(value, row_bytes[j3, j2, j1], qtype)
+    err = np.where(np.isfinite(got - exact), np.abs(got - exact), 0.0)
+    m.max_abs = float(err.max()) if err.size else 0.0
+    denom = float(np.sum(exact * exact))
+    m.nmse = float(np.sum(err * err)) / denom if denom > 0 else float(np.sum(err * err))
+    reference = formats.quantize(exact[written].astype(np.float32).reshape(-1, 32), qtype, rounding="x86")
+    m.n_quants_differ = int((formats.dequantize(reference, qtype, int(written.sum()) * exact.shape[-1])
+                             != got[written].reshape(-1)).sum())
+    m.n_bad = int((~ok).sum())
+    m.passed = m.n_bad == 0
+    m.error_ratio = float("inf") if m.n_bad else 0.0
+    worst = np.unravel_index(int(np.argmax(~ok)) if m.n_bad else int(np.argmax(err)), exact.shape)
+    m.worst_index = [int(i) for i in reversed(worst)]
+    m.worst_device, m.worst_golden = float(got[worst]), float(exact[worst])
+    if not m.passed:
+        where = "[" + ",".join(map(str, m.worst_index)) + "]"
+        kind = ("a written row's block fails the exact-block verdict (scale, min or a quant off)"
+                if written[worst[:3]] else "a row no index names was changed")
+        m.detail = (f"out{where} dequantizes to {m.worst_device!r} (source {m.worst_golden!r}): {kind}; "
+                    f"{m.n_bad}/{m.n} elements bad, {m.n_quants_differ} values differ from ggml's quantizer")
     return m
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from device.base import RunResult
 from device.golden_device import GoldenDevice
-from golden import catalogue, dtypes, matmul, quant
+from golden import catalogue, dtypes, formats, matmul, quant
 from golden.case import OpCase
 from tests.plugins import Distortion, FaultyDevice, planted
 
@@ -161,3 +161,58 @@ def q4_1_sum_without_scale(options: dict[str, Any]) -> FaultyDevice:
                                              "grid group loses its sign")
 def iq2_s_grid_sign_lost(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("iq2_s_grid_sign_lost", "MUL_MAT", _reading_src0_as("iq2_s", _iq2_s_eighth_sign_lost))
+
+
+# ---- quantizing copies into the other KV-cache types (CPY F32/F16 → Q4_1, Q5_0, IQ4_NL) -------------------
+
+
+def _requantized(qtype: str, edit: Callable[[np.ndarray, np.ndarray], None]) -> Distortion:
+    """A CPY into ``qtype`` whose blocks are ggml's x86 ones after ``edit(blocks, exact float blocks)``."""
+
+    def distortion(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+        if case.dst != qtype or case.inputs[0].dtype == qtype:
+            return golden.run(case, inputs)
+        exact = np.asarray(catalogue.evaluate(case, catalogue.golden_inputs(case, inputs)), np.float32)
+        x = exact.reshape(-1, 32)
+        blocks = formats.quantize(x, qtype, "x86").reshape(x.shape[0], -1)
+        edit(blocks, x)
+        return RunResult(blocks.reshape(-1), [np.array(v) for v in inputs])
+
+    return distortion
+
+
+def _q4_1_truncate(blocks: np.ndarray, x: np.ndarray) -> None:
+    """Q4_1 quants (x − min)/d truncated: the +0.5 of ggml's rounding missing."""
+    d = blocks[:, 0:2].copy().view("<f2").astype(np.float64)
+    m = x.min(axis=1, keepdims=True).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.clip(np.floor(np.where(d != 0, (x - m) / d, 0.0)), 0, 15).astype(np.uint8)
+    blocks[:, 4:20] = q[:, :16] | (q[:, 16:] << np.uint8(4))
+
+
+def _q5_0_qh_reversed(blocks: np.ndarray, x: np.ndarray) -> None:
+    """Q5_0's fifth bits stored most significant first: element j's in bit 31 − j of qh."""
+    blocks[:] = _q5_0_high_bits_reversed(blocks)
+
+
+def _iq4_nl_no_refit(blocks: np.ndarray, x: np.ndarray) -> None:
+    """IQ4_NL storing the first-pass scale max/−127 instead of the least-squares fit of the levels."""
+    magnitude = np.abs(x)
+    signed_max = np.take_along_axis(x, magnitude.argmax(axis=1)[:, None], axis=1)[:, 0]
+    blocks[:, 0:2] = (signed_max / np.float32(-127)).astype("<f2").view(np.uint8).reshape(-1, 2)
+
+
+@planted("quantized and cpy and q4_1", "a Q4_1 quantizer that truncates (x − min)/d instead of rounding it")
+def q4_1_truncating(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("q4_1_truncating", "CPY", _requantized("q4_1", _q4_1_truncate))
+
+
+@planted("quantized and cpy and q5_0", "a Q5_0 quantizer storing the fifth bits in qh in the wrong order")
+def q5_0_cpy_high_bits_reversed(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("q5_0_cpy_high_bits_reversed", "CPY", _requantized("q5_0", _q5_0_qh_reversed))
+
+
+@planted("quantized and cpy and iq4_nl", "an IQ4_NL quantizer that stores the first-pass scale max/−127 "
+                                         "without the least-squares refit of the levels")
+def iq4_nl_scale_not_refit(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("iq4_nl_scale_not_refit", "CPY", _requantized("iq4_nl", _iq4_nl_no_refit))
