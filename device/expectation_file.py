@@ -28,6 +28,14 @@ Predicates (one per ``[[bug.when]]`` table; ``not = true`` negates it):
 * ``dst`` (the destination dtype, a name or a list), ``form`` (the constructor form), ``distribution``;
 * ``python = "module:function"``: a predicate over the case for what the vocabulary cannot say.
 
+Graph-level entries (``[[graph_bug]]``, each a :class:`~device.known_bug.GraphKnownBug`) take ``id``,
+``devices``, ``releases``, ``outcomes``, ``corrupts_process``, ``isolated`` (each such case runs in a fresh
+worker), ``reason``, ``repro`` (free text: a graph case id or a standalone program) and ``match``, with
+``[[graph_bug.when]]`` predicates (``not = true`` negates one):
+
+* ``pattern`` (a pattern name or a list), ``node_op`` (some node has this op, or one of a list),
+  ``feeds = [PRODUCER, CONSUMER]`` (a CONSUMER node takes a PRODUCER node's result), or ``python``.
+
 A bound named by ``deviation`` is looked up in the backends' ``NAMED_BOUNDS`` (``device/ggml/
 known_bugs_*.py``), or imported when it reads ``module:attribute``.
 """
@@ -42,10 +50,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from device.known_bug import KnownBug
+from device.known_bug import GraphKnownBug, KnownBug
 from golden import dtypes
 from golden.case import OpCase, TensorSpec, parse_case_id
 from golden.geometry import ggml_contiguous, logical_nb, rows_unit_stride, storage_of
+from golden.graphs.case import GraphCase
 from golden.tolerance import Tolerance
 
 ENV_VAR = "CONFORM_EXPECTATIONS"  # files or folders (os.pathsep-separated) the pytest plug-in loads
@@ -226,10 +235,10 @@ def named_bound(name: str, where: str) -> Tolerance:
 class _Applies:
     """The when-predicates of one entry, combined (a named callable, so a KnownBug stays comparable)."""
 
-    tests: tuple[Callable[[OpCase], bool], ...]
+    tests: tuple[Callable[[Any], bool], ...]  # over an OpCase, or a GraphCase for graph entries
     any_of: bool
 
-    def __call__(self, case: OpCase) -> bool:
+    def __call__(self, case: Any) -> bool:
         if self.any_of:
             return any(test(case) for test in self.tests)
         return all(test(case) for test in self.tests)
@@ -279,8 +288,10 @@ def entry_to_bug(table: dict[str, Any], source: str) -> KnownBug:
         release_range=release_range, source=source)
 
 
-def load_file(path: str | os.PathLike[str]) -> list[KnownBug]:
-    path = Path(path)
+TOP_LEVEL_KEYS = {"bug", "graph_bug"}
+
+
+def _read(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
             data = tomllib.load(handle)
@@ -288,10 +299,16 @@ def load_file(path: str | os.PathLike[str]) -> list[KnownBug]:
         raise ExpectationFileError(f"cannot read expectations file {str(path)!r}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ExpectationFileError(f"{path}: not valid TOML: {exc}") from None
-    unknown = set(data) - {"bug"}
+    unknown = set(data) - TOP_LEVEL_KEYS
     if unknown:
-        raise ExpectationFileError(f"{path}: unknown top-level key(s) {sorted(unknown)} (entries are [[bug]] tables)")
-    entries = data.get("bug", [])
+        raise ExpectationFileError(f"{path}: unknown top-level key(s) {sorted(unknown)} "
+                                   "(entries are [[bug]] and [[graph_bug]] tables)")
+    return data
+
+
+def load_file(path: str | os.PathLike[str]) -> list[KnownBug]:
+    path = Path(path)
+    entries = _read(path).get("bug", [])
     if not isinstance(entries, list):
         raise ExpectationFileError(f"{path}: bug must be an array of tables ([[bug]])")
     return [bug for entry in entries for bug in entries_to_bugs(entry, str(path))]
@@ -321,6 +338,88 @@ def entries_to_bugs(table: dict[str, Any], source: str) -> list[KnownBug]:
     return [entry_to_bug({**rest, "op": op, "repro": by_op[op]}, source) for op in ops]
 
 
+GRAPH_ENTRY_KEYS = {"id", "devices", "releases", "outcomes", "corrupts_process", "isolated", "reason", "repro",
+                    "match", "when"}
+GRAPH_PREDICATE_KEYS = {"pattern", "node_op", "feeds", "python", "not"}
+
+
+def compile_graph_predicate(table: dict[str, Any], where: str) -> Callable[[GraphCase], bool]:
+    """One ``[[graph_bug.when]]`` table as a predicate over the graph case."""
+    unknown = set(table) - GRAPH_PREDICATE_KEYS
+    if unknown:
+        known = ", ".join(sorted(GRAPH_PREDICATE_KEYS))
+        raise ExpectationFileError(f"{where}: unknown key(s) {sorted(unknown)} (known: {known})")
+    test: Callable[[GraphCase], bool]
+    if "python" in table:
+        function = _import(str(table["python"]), where)
+        if not callable(function):
+            raise ExpectationFileError(f"{where}: {table['python']!r} is not callable")
+        test = lambda case: bool(function(case))  # noqa: E731
+    elif "pattern" in table:
+        patterns = _names(table["pattern"], where)
+        test = lambda case: case.pattern in patterns  # noqa: E731
+    elif "node_op" in table:
+        ops = _names(table["node_op"], where)
+        test = lambda case: any(n.op in ops for n in case.graph.nodes)  # noqa: E731
+    elif "feeds" in table:
+        pair = _names(table["feeds"], where)
+        if len(pair) != 2:
+            raise ExpectationFileError(f"{where}: feeds must be [producer op, consumer op]")
+        test = _feeds(*pair)
+    else:
+        raise ExpectationFileError(f"{where}: a graph predicate needs pattern, node_op, feeds or python")
+    if table.get("not", False) is True:
+        positive = test
+        return lambda case: not positive(case)
+    return test
+
+
+def _feeds(producer: str, consumer: str) -> Callable[[GraphCase], bool]:
+    def test(case: GraphCase) -> bool:
+        graph = case.graph  # expanded once: the property builds the graph on each read
+        made = {n.name for n in graph.nodes if n.op == producer}
+        return any(n.op == consumer and made.intersection(n.srcs) for n in graph.nodes)
+
+    return test
+
+
+def graph_entry_to_bug(table: dict[str, Any], source: str) -> GraphKnownBug:
+    where = f"{source}: graph entry {table.get('id', '?')!r}"
+    unknown = set(table) - GRAPH_ENTRY_KEYS
+    if unknown:
+        known = ", ".join(sorted(GRAPH_ENTRY_KEYS))
+        raise ExpectationFileError(f"{where}: unknown key(s) {sorted(unknown)} (known: {known})")
+    missing = [k for k in ("id", "devices", "reason", "repro") if k not in table]
+    if missing:
+        raise ExpectationFileError(f"{where}: missing {', '.join(missing)}")
+    outcomes = tuple(table.get("outcomes", ["fail"]))
+    if any(o not in OUTCOMES for o in outcomes):
+        raise ExpectationFileError(f"{where}: outcomes must be among {', '.join(OUTCOMES)}")
+    match = table.get("match", "all")
+    if match not in ("all", "any"):
+        raise ExpectationFileError(f"{where}: match must be \"all\" or \"any\"")
+    when = table.get("when", [])
+    if not isinstance(when, list) or not all(isinstance(w, dict) for w in when):
+        raise ExpectationFileError(f"{where}: when must be [[graph_bug.when]] tables")
+    tests = tuple(compile_graph_predicate(w, f"{where}, when #{i + 1}") for i, w in enumerate(when))
+    flags = {k: table.get(k, False) for k in ("corrupts_process", "isolated")}
+    if not all(isinstance(v, bool) for v in flags.values()):
+        raise ExpectationFileError(f"{where}: corrupts_process and isolated must be true or false")
+    return GraphKnownBug(
+        id=str(table["id"]), devices=str(table["devices"]), applies=_Applies(tests, match == "any"),
+        reason=str(table["reason"]), repro=str(table["repro"]),
+        releases=_names(table["releases"], where) if "releases" in table else (), outcomes=outcomes,
+        corrupts_process=flags["corrupts_process"], isolated=flags["isolated"], source=source)
+
+
+def load_graph_file(path: str | os.PathLike[str]) -> list[GraphKnownBug]:
+    path = Path(path)
+    entries = _read(path).get("graph_bug", [])
+    if not isinstance(entries, list):
+        raise ExpectationFileError(f"{path}: graph_bug must be an array of tables ([[graph_bug]])")
+    return [graph_entry_to_bug(entry, str(path)) for entry in entries]
+
+
 def load(paths: Iterable[str | os.PathLike[str]]) -> list[KnownBug]:
     """Every entry of these files, and of the ``*.toml`` files in these folders (sorted by name)."""
     bugs: list[KnownBug] = []
@@ -331,6 +430,21 @@ def load(paths: Iterable[str | os.PathLike[str]]) -> list[KnownBug]:
                 bugs += load_file(file)
         elif path.exists():
             bugs += load_file(path)
+        else:
+            raise ExpectationFileError(f"expectations {str(path)!r}: no such file or folder")
+    return bugs
+
+
+def load_graph(paths: Iterable[str | os.PathLike[str]]) -> list[GraphKnownBug]:
+    """Every ``[[graph_bug]]`` entry of these files and folders, as :func:`load` reads them."""
+    bugs: list[GraphKnownBug] = []
+    for item in paths:
+        path = Path(item)
+        if path.is_dir():
+            for file in sorted(path.glob("*.toml")):
+                bugs += load_graph_file(file)
+        elif path.exists():
+            bugs += load_graph_file(path)
         else:
             raise ExpectationFileError(f"expectations {str(path)!r}: no such file or folder")
     return bugs

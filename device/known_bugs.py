@@ -71,17 +71,17 @@ def find_after_history(case: OpCase, device_name: str, release: str,
     return None
 
 
-def all_graph_bugs() -> list[GraphKnownBug]:
-    """The graph-level bugs (``GRAPH_BUGS`` of the same modules); a node's own op bug stays in ``BUGS``."""
+def all_graph_bugs(extra: Iterable[str] = ()) -> list[GraphKnownBug]:
+    """The graph-level bugs (``[[graph_bug]]`` entries of the same files, then of ``extra``); a node's own op
+    bug stays a ``[[bug]]``."""
+    from device import expectation_file
+
+    folder = Path(__file__).parent / "ggml"
     bugs: list[GraphKnownBug] = []
-    for name in ("device.ggml.known_bugs_cpu", "device.ggml.known_bugs_vulkan"):
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue
-        bugs += [b if b.source else replace(b, source=name.replace(".", "/") + ".py")
-                 for b in getattr(module, "GRAPH_BUGS", [])]
-    return bugs
+    for name in IN_REPO_FILES:
+        if (folder / name).exists():
+            bugs += [replace(b, source=f"device/ggml/{name}") for b in expectation_file.load_graph_file(folder / name)]
+    return bugs + expectation_file.load_graph(extra)
 
 
 def find_all_graph(case: GraphCase, device_name: str, release: str,
