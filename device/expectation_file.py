@@ -36,13 +36,27 @@ worker), ``reason``, ``repro`` (free text: a graph case id or a standalone progr
 * ``pattern`` (a pattern name or a list), ``node_op`` (some node has this op, or one of a list),
   ``feeds = [PRODUCER, CONSUMER]`` (a CONSUMER node takes a PRODUCER node's result), or ``python``.
 
-A bound named by ``deviation`` is looked up in the backends' ``NAMED_BOUNDS`` (``device/ggml/
-known_bugs_*.py``), or imported when it reads ``module:attribute``.
+A file that belongs to a backend declares it in a ``[backend]`` table::
+
+    [backend]
+    name = "vulkan"                     # the prefix of its named bounds (vulkan_silu)
+    devices = ["Vulkan*"]               # fnmatch over the ggml device names it covers
+    module = "device.ggml.known_bugs_vulkan"  # optional: its Python entries (BUGS) and NAMED_BOUNDS
+
+Backends are found by :func:`backends`: the ``known_bugs_*.toml`` files of ``device/ggml/``, then those of
+the installed distributions' ``conform.known_bugs`` entry points (each names a module; its file is the
+module's ``EXPECTATIONS`` path, or else the ``.toml`` of the same name beside it).
+
+A bound named by ``deviation`` is looked up in the backends' ``NAMED_BOUNDS``, or imported when it reads
+``module:attribute``.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import importlib
+import importlib.metadata
 import os
 import tomllib
 from collections.abc import Callable, Iterable
@@ -218,11 +232,8 @@ def named_bound(name: str, where: str) -> Tolerance:
         bound = _import(name, where)
     else:
         bound = None
-        for module in ("device.ggml.known_bugs_cpu", "device.ggml.known_bugs_vulkan"):
-            try:
-                bounds = getattr(importlib.import_module(module), "NAMED_BOUNDS", {})
-            except ModuleNotFoundError:
-                continue
+        for backend in backends():
+            bounds = backend.named_bounds()
             if name in bounds:
                 bound = bounds[name]
                 break
@@ -288,7 +299,72 @@ def entry_to_bug(table: dict[str, Any], source: str) -> KnownBug:
         release_range=release_range, source=source)
 
 
-TOP_LEVEL_KEYS = {"bug", "graph_bug"}
+TOP_LEVEL_KEYS = {"bug", "graph_bug", "backend"}
+IN_REPO = Path(__file__).parent / "ggml"  # the in-repo backends' files: known_bugs_<backend>.toml
+ENTRY_POINT_GROUP = "conform.known_bugs"
+BACKEND_KEYS = {"name", "devices", "module"}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A backend's expectations file and what its ``[backend]`` table says."""
+
+    name: str
+    devices: tuple[str, ...]
+    path: Path
+    module: str = ""
+    source: str = ""  # how entries name the file: relative to the repository for in-repo ones
+
+    def covers(self, device_name: str) -> bool:
+        return any(fnmatch.fnmatchcase(device_name, pattern) for pattern in self.devices)
+
+    def python_module(self) -> Any:
+        return importlib.import_module(self.module) if self.module else None
+
+    def named_bounds(self) -> dict[str, Any]:
+        module = self.python_module()
+        return dict(getattr(module, "NAMED_BOUNDS", {})) if module is not None else {}
+
+
+@functools.lru_cache(maxsize=64)
+def _backend_table(path: str, mtime_ns: int) -> Any:
+    # every deviation entry looks its bound up through the backends: their files are parsed once per version
+    return _read(Path(path)).get("backend")
+
+
+def backend_of_file(path: Path, source: str = "", module: str = "") -> Backend:
+    """The ``[backend]`` table of ``path`` (``module`` is the default for its module key)."""
+    table = _backend_table(str(path), path.stat().st_mtime_ns if path.exists() else 0)
+    if not isinstance(table, dict):
+        raise ExpectationFileError(f"{path}: a backend's file needs a [backend] table (name, devices, module)")
+    unknown = set(table) - BACKEND_KEYS
+    if unknown:
+        raise ExpectationFileError(f"{path}: [backend]: unknown key(s) {sorted(unknown)} "
+                                   f"(known: {', '.join(sorted(BACKEND_KEYS))})")
+    if not isinstance(table.get("name"), str) or not table["name"]:
+        raise ExpectationFileError(f"{path}: [backend]: name must be a non-empty string")
+    devices = _names(table.get("devices"), f"{path}: [backend] devices")
+    return Backend(name=table["name"], devices=devices, path=path, module=str(table.get("module", module)),
+                   source=source or str(path))
+
+
+def backends() -> list[Backend]:
+    """Every backend with an expectations file: the in-repo ones (by name), then the entry points'."""
+    in_repo = sorted(IN_REPO.glob("known_bugs_*.toml"))
+    found = [backend_of_file(path, source=f"device/ggml/{path.name}") for path in in_repo]
+    for entry in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        where = f"entry point {entry.name} = {entry.value} ({ENTRY_POINT_GROUP})"
+        try:
+            module = entry.load()
+        except Exception as exc:
+            raise ExpectationFileError(f"{where}: cannot load: {exc}") from None
+        path = getattr(module, "EXPECTATIONS", None)
+        if path is None and getattr(module, "__file__", None):
+            path = Path(module.__file__).with_suffix(".toml")
+        if path is None or not Path(path).exists():
+            raise ExpectationFileError(f"{where}: no expectations file (EXPECTATIONS, or a .toml beside the module)")
+        found.append(backend_of_file(Path(path), module=getattr(module, "__name__", "")))
+    return found
 
 
 def _read(path: Path) -> dict[str, Any]:
