@@ -58,6 +58,7 @@ import functools
 import importlib
 import importlib.metadata
 import os
+import sys
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -348,11 +349,17 @@ def backend_of_file(path: Path, source: str = "", module: str = "") -> Backend:
                    source=source or str(path))
 
 
+@functools.lru_cache(maxsize=8)
+def _entry_points(path: tuple[str, ...]) -> tuple[importlib.metadata.EntryPoint, ...]:
+    # scanning every distribution costs milliseconds and each deviation entry asks: once per sys.path
+    return tuple(sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name))
+
+
 def backends() -> list[Backend]:
     """Every backend with an expectations file: the in-repo ones (by name), then the entry points'."""
     in_repo = sorted(IN_REPO.glob("known_bugs_*.toml"))
     found = [backend_of_file(path, source=f"device/ggml/{path.name}") for path in in_repo]
-    for entry in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    for entry in _entry_points(tuple(sys.path)):
         where = f"entry point {entry.name} = {entry.value} ({ENTRY_POINT_GROUP})"
         try:
             module = entry.load()
