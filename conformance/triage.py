@@ -650,14 +650,13 @@ def _weigh_distribution(finding: Finding) -> None:
 # ---- documented deviations ----------------------------------------------------------------------------------
 def deviation_bounds(device_name: str, op: str) -> list[tuple[str, Any]]:
     """The named bounds of the device's backend that belong to ``op`` (``vulkan_softplus_f32`` for SOFTPLUS)."""
-    import importlib
+    from device.expectation_file import backends
 
-    backend = re.sub(r"\d+$", "", device_name).lower()
-    try:
-        module = importlib.import_module(f"device.ggml.known_bugs_{backend}")
-    except ModuleNotFoundError:
+    found = next((b for b in backends() if b.covers(device_name)), None)
+    if found is None:
         return []
-    named = getattr(module, "NAMED_BOUNDS", {})
+    named = found.named_bounds()
+    backend = found.name
     stem = f"{backend}_{op.lower()}"
     return [(name, bound) for name, bound in named.items() if name == stem or name.startswith(stem + "_")]
 

@@ -28,24 +28,48 @@ Predicates (one per ``[[bug.when]]`` table; ``not = true`` negates it):
 * ``dst`` (the destination dtype, a name or a list), ``form`` (the constructor form), ``distribution``;
 * ``python = "module:function"``: a predicate over the case for what the vocabulary cannot say.
 
-A bound named by ``deviation`` is looked up in the backends' ``NAMED_BOUNDS`` (``device/ggml/
-known_bugs_*.py``), or imported when it reads ``module:attribute``.
+Graph-level entries (``[[graph_bug]]``, each a :class:`~device.known_bug.GraphKnownBug`) take ``id``,
+``devices``, ``releases``, ``outcomes``, ``corrupts_process``, ``isolated`` (each such case runs in a fresh
+worker), ``reason``, ``repro`` (free text: a graph case id or a standalone program) and ``match``, with
+``[[graph_bug.when]]`` predicates (``not = true`` negates one):
+
+* ``pattern`` (a pattern name or a list), ``node_op`` (some node has this op, or one of a list),
+  ``feeds = [PRODUCER, CONSUMER]`` (a CONSUMER node takes a PRODUCER node's result), or ``python``.
+
+A file that belongs to a backend declares it in a ``[backend]`` table::
+
+    [backend]
+    name = "vulkan"                     # the prefix of its named bounds (vulkan_silu)
+    devices = ["Vulkan*"]               # fnmatch over the ggml device names it covers
+    module = "device.ggml.known_bugs_vulkan"  # optional: its Python entries (BUGS) and NAMED_BOUNDS
+
+Backends are found by :func:`backends`: the ``known_bugs_*.toml`` files of ``device/ggml/``, then those of
+the installed distributions' ``conform.known_bugs`` entry points (each names a module; its file is the
+module's ``EXPECTATIONS`` path, or else the ``.toml`` of the same name beside it).
+
+A bound named by ``deviation`` is looked up in the backends' ``NAMED_BOUNDS``, or imported when it reads
+``module:attribute``.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import importlib
+import importlib.metadata
 import os
+import sys
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from device.known_bug import KnownBug
+from device.known_bug import GraphKnownBug, KnownBug
 from golden import dtypes
 from golden.case import OpCase, TensorSpec, parse_case_id
 from golden.geometry import ggml_contiguous, logical_nb, rows_unit_stride, storage_of
+from golden.graphs.case import GraphCase
 from golden.tolerance import Tolerance
 
 ENV_VAR = "CONFORM_EXPECTATIONS"  # files or folders (os.pathsep-separated) the pytest plug-in loads
@@ -209,11 +233,8 @@ def named_bound(name: str, where: str) -> Tolerance:
         bound = _import(name, where)
     else:
         bound = None
-        for module in ("device.ggml.known_bugs_cpu", "device.ggml.known_bugs_vulkan"):
-            try:
-                bounds = getattr(importlib.import_module(module), "NAMED_BOUNDS", {})
-            except ModuleNotFoundError:
-                continue
+        for backend in backends():
+            bounds = backend.named_bounds()
             if name in bounds:
                 bound = bounds[name]
                 break
@@ -226,10 +247,10 @@ def named_bound(name: str, where: str) -> Tolerance:
 class _Applies:
     """The when-predicates of one entry, combined (a named callable, so a KnownBug stays comparable)."""
 
-    tests: tuple[Callable[[OpCase], bool], ...]
+    tests: tuple[Callable[[Any], bool], ...]  # over an OpCase, or a GraphCase for graph entries
     any_of: bool
 
-    def __call__(self, case: OpCase) -> bool:
+    def __call__(self, case: Any) -> bool:
         if self.any_of:
             return any(test(case) for test in self.tests)
         return all(test(case) for test in self.tests)
@@ -279,8 +300,81 @@ def entry_to_bug(table: dict[str, Any], source: str) -> KnownBug:
         release_range=release_range, source=source)
 
 
-def load_file(path: str | os.PathLike[str]) -> list[KnownBug]:
-    path = Path(path)
+TOP_LEVEL_KEYS = {"bug", "graph_bug", "backend"}
+IN_REPO = Path(__file__).parent / "ggml"  # the in-repo backends' files: known_bugs_<backend>.toml
+ENTRY_POINT_GROUP = "conform.known_bugs"
+BACKEND_KEYS = {"name", "devices", "module"}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A backend's expectations file and what its ``[backend]`` table says."""
+
+    name: str
+    devices: tuple[str, ...]
+    path: Path
+    module: str = ""
+    source: str = ""  # how entries name the file: relative to the repository for in-repo ones
+
+    def covers(self, device_name: str) -> bool:
+        return any(fnmatch.fnmatchcase(device_name, pattern) for pattern in self.devices)
+
+    def python_module(self) -> Any:
+        return importlib.import_module(self.module) if self.module else None
+
+    def named_bounds(self) -> dict[str, Any]:
+        module = self.python_module()
+        return dict(getattr(module, "NAMED_BOUNDS", {})) if module is not None else {}
+
+
+@functools.lru_cache(maxsize=64)
+def _backend_table(path: str, mtime_ns: int) -> Any:
+    # every deviation entry looks its bound up through the backends: their files are parsed once per version
+    return _read(Path(path)).get("backend")
+
+
+def backend_of_file(path: Path, source: str = "", module: str = "") -> Backend:
+    """The ``[backend]`` table of ``path`` (``module`` is the default for its module key)."""
+    table = _backend_table(str(path), path.stat().st_mtime_ns if path.exists() else 0)
+    if not isinstance(table, dict):
+        raise ExpectationFileError(f"{path}: a backend's file needs a [backend] table (name, devices, module)")
+    unknown = set(table) - BACKEND_KEYS
+    if unknown:
+        raise ExpectationFileError(f"{path}: [backend]: unknown key(s) {sorted(unknown)} "
+                                   f"(known: {', '.join(sorted(BACKEND_KEYS))})")
+    if not isinstance(table.get("name"), str) or not table["name"]:
+        raise ExpectationFileError(f"{path}: [backend]: name must be a non-empty string")
+    devices = _names(table.get("devices"), f"{path}: [backend] devices")
+    return Backend(name=table["name"], devices=devices, path=path, module=str(table.get("module", module)),
+                   source=source or str(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _entry_points(path: tuple[str, ...]) -> tuple[importlib.metadata.EntryPoint, ...]:
+    # scanning every distribution costs milliseconds and each deviation entry asks: once per sys.path
+    return tuple(sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name))
+
+
+def backends() -> list[Backend]:
+    """Every backend with an expectations file: the in-repo ones (by name), then the entry points'."""
+    in_repo = sorted(IN_REPO.glob("known_bugs_*.toml"))
+    found = [backend_of_file(path, source=f"device/ggml/{path.name}") for path in in_repo]
+    for entry in _entry_points(tuple(sys.path)):
+        where = f"entry point {entry.name} = {entry.value} ({ENTRY_POINT_GROUP})"
+        try:
+            module = entry.load()
+        except Exception as exc:
+            raise ExpectationFileError(f"{where}: cannot load: {exc}") from None
+        path = getattr(module, "EXPECTATIONS", None)
+        if path is None and getattr(module, "__file__", None):
+            path = Path(module.__file__).with_suffix(".toml")
+        if path is None or not Path(path).exists():
+            raise ExpectationFileError(f"{where}: no expectations file (EXPECTATIONS, or a .toml beside the module)")
+        found.append(backend_of_file(Path(path), module=getattr(module, "__name__", "")))
+    return found
+
+
+def _read(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
             data = tomllib.load(handle)
@@ -288,10 +382,16 @@ def load_file(path: str | os.PathLike[str]) -> list[KnownBug]:
         raise ExpectationFileError(f"cannot read expectations file {str(path)!r}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ExpectationFileError(f"{path}: not valid TOML: {exc}") from None
-    unknown = set(data) - {"bug"}
+    unknown = set(data) - TOP_LEVEL_KEYS
     if unknown:
-        raise ExpectationFileError(f"{path}: unknown top-level key(s) {sorted(unknown)} (entries are [[bug]] tables)")
-    entries = data.get("bug", [])
+        raise ExpectationFileError(f"{path}: unknown top-level key(s) {sorted(unknown)} "
+                                   "(entries are [[bug]] and [[graph_bug]] tables)")
+    return data
+
+
+def load_file(path: str | os.PathLike[str]) -> list[KnownBug]:
+    path = Path(path)
+    entries = _read(path).get("bug", [])
     if not isinstance(entries, list):
         raise ExpectationFileError(f"{path}: bug must be an array of tables ([[bug]])")
     return [bug for entry in entries for bug in entries_to_bugs(entry, str(path))]
@@ -321,6 +421,88 @@ def entries_to_bugs(table: dict[str, Any], source: str) -> list[KnownBug]:
     return [entry_to_bug({**rest, "op": op, "repro": by_op[op]}, source) for op in ops]
 
 
+GRAPH_ENTRY_KEYS = {"id", "devices", "releases", "outcomes", "corrupts_process", "isolated", "reason", "repro",
+                    "match", "when"}
+GRAPH_PREDICATE_KEYS = {"pattern", "node_op", "feeds", "python", "not"}
+
+
+def compile_graph_predicate(table: dict[str, Any], where: str) -> Callable[[GraphCase], bool]:
+    """One ``[[graph_bug.when]]`` table as a predicate over the graph case."""
+    unknown = set(table) - GRAPH_PREDICATE_KEYS
+    if unknown:
+        known = ", ".join(sorted(GRAPH_PREDICATE_KEYS))
+        raise ExpectationFileError(f"{where}: unknown key(s) {sorted(unknown)} (known: {known})")
+    test: Callable[[GraphCase], bool]
+    if "python" in table:
+        function = _import(str(table["python"]), where)
+        if not callable(function):
+            raise ExpectationFileError(f"{where}: {table['python']!r} is not callable")
+        test = lambda case: bool(function(case))  # noqa: E731
+    elif "pattern" in table:
+        patterns = _names(table["pattern"], where)
+        test = lambda case: case.pattern in patterns  # noqa: E731
+    elif "node_op" in table:
+        ops = _names(table["node_op"], where)
+        test = lambda case: any(n.op in ops for n in case.graph.nodes)  # noqa: E731
+    elif "feeds" in table:
+        pair = _names(table["feeds"], where)
+        if len(pair) != 2:
+            raise ExpectationFileError(f"{where}: feeds must be [producer op, consumer op]")
+        test = _feeds(*pair)
+    else:
+        raise ExpectationFileError(f"{where}: a graph predicate needs pattern, node_op, feeds or python")
+    if table.get("not", False) is True:
+        positive = test
+        return lambda case: not positive(case)
+    return test
+
+
+def _feeds(producer: str, consumer: str) -> Callable[[GraphCase], bool]:
+    def test(case: GraphCase) -> bool:
+        graph = case.graph  # expanded once: the property builds the graph on each read
+        made = {n.name for n in graph.nodes if n.op == producer}
+        return any(n.op == consumer and made.intersection(n.srcs) for n in graph.nodes)
+
+    return test
+
+
+def graph_entry_to_bug(table: dict[str, Any], source: str) -> GraphKnownBug:
+    where = f"{source}: graph entry {table.get('id', '?')!r}"
+    unknown = set(table) - GRAPH_ENTRY_KEYS
+    if unknown:
+        known = ", ".join(sorted(GRAPH_ENTRY_KEYS))
+        raise ExpectationFileError(f"{where}: unknown key(s) {sorted(unknown)} (known: {known})")
+    missing = [k for k in ("id", "devices", "reason", "repro") if k not in table]
+    if missing:
+        raise ExpectationFileError(f"{where}: missing {', '.join(missing)}")
+    outcomes = tuple(table.get("outcomes", ["fail"]))
+    if any(o not in OUTCOMES for o in outcomes):
+        raise ExpectationFileError(f"{where}: outcomes must be among {', '.join(OUTCOMES)}")
+    match = table.get("match", "all")
+    if match not in ("all", "any"):
+        raise ExpectationFileError(f"{where}: match must be \"all\" or \"any\"")
+    when = table.get("when", [])
+    if not isinstance(when, list) or not all(isinstance(w, dict) for w in when):
+        raise ExpectationFileError(f"{where}: when must be [[graph_bug.when]] tables")
+    tests = tuple(compile_graph_predicate(w, f"{where}, when #{i + 1}") for i, w in enumerate(when))
+    flags = {k: table.get(k, False) for k in ("corrupts_process", "isolated")}
+    if not all(isinstance(v, bool) for v in flags.values()):
+        raise ExpectationFileError(f"{where}: corrupts_process and isolated must be true or false")
+    return GraphKnownBug(
+        id=str(table["id"]), devices=str(table["devices"]), applies=_Applies(tests, match == "any"),
+        reason=str(table["reason"]), repro=str(table["repro"]),
+        releases=_names(table["releases"], where) if "releases" in table else (), outcomes=outcomes,
+        corrupts_process=flags["corrupts_process"], isolated=flags["isolated"], source=source)
+
+
+def load_graph_file(path: str | os.PathLike[str]) -> list[GraphKnownBug]:
+    path = Path(path)
+    entries = _read(path).get("graph_bug", [])
+    if not isinstance(entries, list):
+        raise ExpectationFileError(f"{path}: graph_bug must be an array of tables ([[graph_bug]])")
+    return [graph_entry_to_bug(entry, str(path)) for entry in entries]
+
+
 def load(paths: Iterable[str | os.PathLike[str]]) -> list[KnownBug]:
     """Every entry of these files, and of the ``*.toml`` files in these folders (sorted by name)."""
     bugs: list[KnownBug] = []
@@ -331,6 +513,21 @@ def load(paths: Iterable[str | os.PathLike[str]]) -> list[KnownBug]:
                 bugs += load_file(file)
         elif path.exists():
             bugs += load_file(path)
+        else:
+            raise ExpectationFileError(f"expectations {str(path)!r}: no such file or folder")
+    return bugs
+
+
+def load_graph(paths: Iterable[str | os.PathLike[str]]) -> list[GraphKnownBug]:
+    """Every ``[[graph_bug]]`` entry of these files and folders, as :func:`load` reads them."""
+    bugs: list[GraphKnownBug] = []
+    for item in paths:
+        path = Path(item)
+        if path.is_dir():
+            for file in sorted(path.glob("*.toml")):
+                bugs += load_graph_file(file)
+        elif path.exists():
+            bugs += load_graph_file(path)
         else:
             raise ExpectationFileError(f"expectations {str(path)!r}: no such file or folder")
     return bugs

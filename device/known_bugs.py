@@ -6,40 +6,36 @@ crashing) case it matches is recorded with the bug attached (``expected``) and d
 test, and the report lists it as a known failure. A matching case that passes is recorded too, so a
 fixed bug shows up as stale.
 
-Bug lists live next to the device layer that knows them (``device/ggml/known_bugs_*.py``) and are
-collected here.
+Bug lists live next to the device layer that knows them (``device/ggml/known_bugs_*.toml``, with the
+Python modules their ``[backend]`` tables name), or in a plug-in's (``conform.known_bugs`` entry points),
+and are collected here.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import Path
 
-from device.ggml import known_bugs_cpu
 from device.known_bug import GraphKnownBug, KnownBug, release_key
 from golden.case import OpCase
 from golden.graphs.case import GraphCase
 
-IN_REPO_FILES = ("known_bugs_cpu.toml", "known_bugs_vulkan.toml")  # in device/ggml/, read after the Python lists
-
 
 def all_known_bugs(extra: Iterable[str] = ()) -> list[KnownBug]:
-    """The in-repo lists (Python, then TOML), then the expectations files and folders in ``extra``."""
+    """Every backend's lists (:func:`device.expectation_file.backends`: the Python ones, then the TOML
+    ones), then the expectations files and folders in ``extra``."""
     from device import expectation_file
 
-    bugs: list[KnownBug] = [_sourced(b, "device/ggml/known_bugs_cpu.py") for b in known_bugs_cpu.BUGS]
-    try:  # a list that may not exist yet: imported by name
-        known_bugs_vulkan = importlib.import_module("device.ggml.known_bugs_vulkan")
-    except ModuleNotFoundError:
-        pass
-    else:
-        bugs += [_sourced(b, "device/ggml/known_bugs_vulkan.py") for b in known_bugs_vulkan.BUGS]
-    folder = Path(__file__).parent / "ggml"
-    for name in IN_REPO_FILES:  # named as the Python lists are: relative to the repository
-        if (folder / name).exists():
-            bugs += [replace(b, source=f"device/ggml/{name}") for b in expectation_file.load([folder / name])]
+    found = expectation_file.backends()
+    bugs: list[KnownBug] = []
+    for backend in found:
+        module = backend.python_module()
+        if module is not None:
+            source = (f"{backend.module.replace('.', '/')}.py" if backend.source.startswith("device/")
+                      else str(getattr(module, "__file__", backend.module)))
+            bugs += [_sourced(b, source) for b in getattr(module, "BUGS", [])]
+    for backend in found:
+        bugs += [replace(b, source=backend.source) for b in expectation_file.load_file(backend.path)]
     return bugs + expectation_file.load(extra)
 
 
@@ -71,17 +67,15 @@ def find_after_history(case: OpCase, device_name: str, release: str,
     return None
 
 
-def all_graph_bugs() -> list[GraphKnownBug]:
-    """The graph-level bugs (``GRAPH_BUGS`` of the same modules); a node's own op bug stays in ``BUGS``."""
+def all_graph_bugs(extra: Iterable[str] = ()) -> list[GraphKnownBug]:
+    """The graph-level bugs (``[[graph_bug]]`` entries of the same files, then of ``extra``); a node's own op
+    bug stays a ``[[bug]]``."""
+    from device import expectation_file
+
     bugs: list[GraphKnownBug] = []
-    for name in ("device.ggml.known_bugs_cpu", "device.ggml.known_bugs_vulkan"):
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue
-        bugs += [b if b.source else replace(b, source=name.replace(".", "/") + ".py")
-                 for b in getattr(module, "GRAPH_BUGS", [])]
-    return bugs
+    for backend in expectation_file.backends():
+        bugs += [replace(b, source=backend.source) for b in expectation_file.load_graph_file(backend.path)]
+    return bugs + expectation_file.load_graph(extra)
 
 
 def find_all_graph(case: GraphCase, device_name: str, release: str,

@@ -121,3 +121,40 @@ def test_one_entry_names_several_ops_each_with_its_own_repro(tmp_path: Path) -> 
     path.write_text(path.read_text().replace('"SQRT", "LOG"', '"SQRT", "LOG", "SIN"'))
     with pytest.raises(ExpectationFileError, match="no repro of SIN"):
         load([path])
+
+
+def test_graph_entries_say_pattern_node_op_and_feeds(tmp_path: Path) -> None:
+    from device.expectation_file import load_graph
+    from tests.graph_examples import example
+
+    (tmp_path / "g.toml").write_text(
+        '[[graph_bug]]\nid = "g-feeds"\ndevices = "X*"\nreleases = ["1.0"]\nreason = "r"\nrepro = "c.c"\n'
+        'corrupts_process = true\n[[graph_bug.when]]\nfeeds = ["RMS_NORM", "MUL"]\n'
+        '[[graph_bug]]\nid = "g-not-rms"\ndevices = "X*"\nreason = "r"\nrepro = "c.c"\nisolated = true\n'
+        'outcomes = []\n[[graph_bug.when]]\npattern = "rms_norm_mul_add"\nnot = true\n'
+        '[[graph_bug]]\nid = "g-argsort"\ndevices = "X*"\nreason = "r"\nrepro = "c.c"\n'
+        '[[graph_bug.when]]\nnode_op = ["ARGSORT"]\n')
+    feeds, not_rms, argsort = load_graph([tmp_path])
+    rms, moe = example("rms_norm_mul_add/full_wx_decode"), example("topk_moe/sigmoid_bias_decode")
+    assert feeds.matches(rms, "X0", "1.0") and not feeds.matches(rms, "X0", "2.0")
+    assert not feeds.matches(moe, "X0", "1.0")
+    assert feeds.corrupts_process and not_rms.isolated and not_rms.outcomes == ()
+    assert not not_rms.matches(rms, "X0", "9") and not_rms.matches(moe, "X0", "9")
+    assert argsort.matches(moe, "X0", "9") and not argsort.matches(rms, "X0", "9")
+    assert load(["/dev/null"]) == [] and load([tmp_path]) == []  # [[bug]] readers leave graph entries alone
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ('[[graph_bug]]\nid = "g"\ndevices = "X"\nreason = "r"\nrepro = "c"\n[[graph_bug.when]]\nnode = "ADD"\n',
+     "unknown key(s) ['node']"),
+    ('[[graph_bug]]\nid = "g"\ndevices = "X"\nreason = "r"\nrepro = "c"\n[[graph_bug.when]]\nfeeds = ["ADD"]\n',
+     "feeds must be [producer op, consumer op]"),
+    ('[[graph_bug]]\nid = "g"\ndevices = "X"\nreason = "r"\nrepro = "c"\nop = "ADD"\n', "unknown key(s) ['op']"),
+])
+def test_graph_entries_outside_the_vocabulary_are_refused(tmp_path: Path, body: str, says: str) -> None:
+    from device.expectation_file import load_graph
+
+    (tmp_path / "g.toml").write_text(body)
+    with pytest.raises(ExpectationFileError, match=r"g\.toml: graph entry 'g'") as caught:
+        load_graph([tmp_path])
+    assert says in str(caught.value)

@@ -27,11 +27,10 @@ from device.ggml.known_bugs_cpu import (
     circular_pad_beyond_dim,
     dequantizing_cpy_into_unaligned_view,
 )
-from device.known_bug import GraphKnownBug, KnownBug
+from device.known_bug import KnownBug
 from golden import attention, catalogue, dtypes, glu
 from golden.case import OpCase, TensorSpec
 from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride, storage_of
-from golden.graphs.case import GraphCase
 from golden.matmul import abs_dot, routed_pairs
 from golden.tolerance import F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs
 
@@ -608,73 +607,3 @@ NAMED_BOUNDS: dict[str, Tolerance] = {
     **{f"{row.model_name}_{dst}": row for (_, dst), row in VULKAN_BUILTIN_ROWS.items()},
     **{f"vulkan_{op.lower()}": row for op, row in VULKAN_GLU_ROWS.items()},
 }
-
-
-# ---- graph cases (golden/graphs) ----------------------------------------------------------------------
-
-def _rms_norm_feeds_mul(case: GraphCase) -> bool:
-    """The graph has ggml-vulkan's RMS_NORM+MUL fusion span: a MUL that takes an RMS_NORM node's result."""
-    graph = case.graph
-    norms = {n.name for n in graph.nodes if n.op == "RMS_NORM"}
-    return any(n.op == "MUL" and norms.intersection(n.srcs) for n in graph.nodes)
-
-
-def _not_a_state_sequence(case: GraphCase) -> bool:
-    """Every pattern but the state tier's rope_seq, whose sequences must share one process (162 such cases
-    ran clean on Vulkan0 in one worker)."""
-    return case.pattern != "rope_seq"
-
-
-def _has_argsort(case: GraphCase) -> bool:
-    return any(n.op == "ARGSORT" for n in case.graph.nodes)
-
-
-GRAPH_BUGS: list[GraphKnownBug] = [
-    GraphKnownBug(
-        id="vulkan-rms-norm-mul-fusion-heap-corruption", devices="Vulkan*", releases=R0251,
-        applies=_rms_norm_feeds_mul, outcomes=("crash", "timeout"), corrupts_process=True,
-        reason="RMS_NORM+MUL(+ADD) graphs of two shapes computed in turn in one process, each once fused and once "
-               "with fusion blocked, corrupt the heap (lavapipe's device memory): 'malloc(): unsorted double linked "
-               "list corrupted' and the like, 10-30 graph cases into a worker, on whichever case comes next. "
-               "Reproduced outside the harness by a C program on ggml's public API (under glibc's malloc checking: "
-               "aborts in 3 of 3 tries; survives 40 passes with GGML_VK_DISABLE_FUSION=1, on ggml's CPU, and with "
-               "only fused or only blocked builds). Every result computed before the abort was right; each such "
-               "case gets a fresh worker after it. A corrupt heap can also hang the process instead (dev seed "
-               "24026: GRAPH[llama_layer](type=f16,hd=64,...,attn=softmax,...,data=uniform:594) gave no answer "
-               "in 600 s in a fresh worker; replayed alone it passes in 2.5 s 6 of 10 times and crashes 4 of 10)",
-        repro="repro/vulkan_rms_norm_fusion_heap.c (LD_PRELOAD=libc_malloc_debug.so.0 "
-              "GLIBC_TUNABLES=glibc.malloc.check=3 ./a.out .backends/ggml-0.25.1-vulkan 40 harness); cases "
-              "GRAPH[rms_norm_mul_add](type=f32,ne=[45,1,1,1],w=full,order=xw,eps=9.999999747378752e-06,b=row,"
-              "data=uniform:2715) then GRAPH[rms_norm_mul_add](type=f32,ne=[1,32,1,1],w=full,order=wx,"
-              "eps=9.999999747378752e-06,b=row,data=dense:3074)"),
-    GraphKnownBug(
-        id="vulkan-argsort-after-freed-input-heap-corruption", devices="Vulkan*", releases=R0251,
-        applies=_has_argsort, outcomes=("crash",), corrupts_process=True,
-        reason="two graphs in turn, each an element-wise op feeding ARGSORT, the first one's input buffer freed "
-               "before the second is computed (correct API use): lavapipe's queue thread dies in the second "
-               "compute (SIGSEGV; in the harness also 'corrupted double-linked list'), also with "
-               "GGML_VK_DISABLE_FUSION=1, never on ggml's CPU of the same folder. Reproduced without the harness "
-               "by a 60-line C program on ggml's public API (10 of 10 runs; the first graph's input kept alive: "
-               "0 of 4; SCALE instead of SOFT_MAX in the first graph: 0 of 4). Whether ggml-vulkan or lavapipe "
-               "holds the stale reference is not settled. Each graph with an ARGSORT gets a fresh worker after it",
-        repro="repro/vulkan_argsort_after_unary_heap.c; in the harness: GRAPH[topk_moe](type=f32,n_expert=60,k=1,"
-              "n_tokens=7,gating=sigmoid,bias=False,norm=False,scale=1.0,data=uniform:19), then GRAPH[topk_moe]("
-              "type=f32,n_expert=60,k=1,n_tokens=1,gating=softmax,bias=False,norm=False,scale=2.5,data=uniform:0), "
-              "then GRAPH[topk_moe](type=f32,n_expert=128,k=6,n_tokens=7,gating=sigmoid,bias=False,norm=True,"
-              "scale=0.5,data=dense:4553) (conform repro --sequence)"),
-    GraphKnownBug(
-        id="vulkan-graph-sequence-heap-corruption", devices="Vulkan*", releases=R0251,
-        applies=_not_a_state_sequence, outcomes=(), corrupts_process=True, isolated=True,
-        reason="graph cases computed in turn in one process, each one's buffers freed before the next (correct "
-               "API use), corrupt the heap without any fusion: valgrind shows lavapipe's queue thread reading, then "
-               "freeing a second time, a 496-byte object of a VkBuffer that ggml_backend_buffer_free or "
-               "ggml_gallocr_free had destroyed (repro/vulkan_graph_sequence_heap.c: ssm_conv_silu 10/20, "
-               "gate_up_glu-f16 9/20, mul_mat_add-f16 5/20 aborts, 0/5 on ggml's CPU, 0/20 with each case's "
-               "buffers kept alive; repro/vulkan_argsort_after_unary_heap.c). It shows in topk_moe, moe_ffn, "
-               "mul_mat_id_mul, ssm_conv_silu, gate_up_glu, mul_mat_add (43 of 358 such cases in issue 23's runs) "
-               "and also after 11 add_chain cases (dev seed 24002: a mul_chain died of 'double free or "
-               "corruption'). So each graph case runs in a fresh worker, started before it and replaced after "
-               "it; a crash it still gives is its own and stays unexpected (no outcome is expected by this entry)",
-        repro="conform repro --history <results> 'GRAPH[mul_chain](type=f32,ne=[1,1,1,1],n=2,b=full,data=uniform:0)' "
-              "(dev seed 24002's crash record); repro/vulkan_argsort_after_unary_heap.c"),
-]
