@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,9 +31,9 @@ from conformance.resolution import Resolution, resolve
 from conformance.verdict.judge import Judgement, judge_output
 from device import known_bugs
 from device.known_bug import KnownBug
-from device.llama.capture import CapturedNode, CapturedTensor, ModelRun, Tamper
+from device.llama.capture import CapturedNode, CapturedTensor, KvOptions, ModelRun, Tamper
 from device.llama.nodes import NodeCase, NotJudged, node_case
-from golden import catalogue
+from golden import catalogue, dtypes, formats
 
 # End to end, the fused run's logits may differ from the golden's by what the same device's node-by-node
 # run (every node within its op's tolerance) differs, with room for fusion's own roundings: 4x its NMSE
@@ -329,11 +329,19 @@ class GoldenMemory:
         """Store logical ``values`` as ``t`` would hold them (its type and strides) at its address; False where
         the type is not one stored here (the device's bytes would stay: the caller must say so)."""
         raw = t.raw.copy()
-        if t.dtype in ("f32", "f16", "i32", "i64"):
-            dtype = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64}[t.dtype]
+        if t.dtype in ("f32", "f16", "bf16", "i32", "i64"):
+            dtype = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "i64": np.int64}[t.dtype]
             target = np.lib.stride_tricks.as_strided(raw[: raw.size - raw.size % np.dtype(dtype).itemsize].view(dtype),
                                                      shape=tuple(reversed(t.ne)), strides=tuple(reversed(t.nb)))
-            target[...] = np.asarray(values).reshape(target.shape).astype(dtype)
+            shaped = np.asarray(values).reshape(target.shape)
+            target[...] = dtypes.bf16_bits(shaped.astype(np.float32)) if t.dtype == "bf16" else shaped.astype(dtype)
+        elif dtypes.is_quantized(t.dtype) and t.dtype in formats.QUANTIZABLE:
+            # a quantized KV cache: the golden's values as ggml's reference quantizer stores them
+            row = dtypes.row_size(t.dtype, t.ne[0])
+            blocks = formats.quantize(np.asarray(values, np.float32).reshape(-1, t.ne[0]), t.dtype)
+            rows = np.lib.stride_tricks.as_strided(raw, shape=(*reversed(t.ne[1:]), row),
+                                                   strides=(*reversed(t.nb[1:]), 1))
+            rows[...] = blocks.reshape(rows.shape)
         else:
             return False
         self.regions.setdefault(t.buffer, []).append((t.address, raw))
@@ -385,8 +393,9 @@ class GoldenReplay:
         except Exception as exc:  # the golden refused or broke: a gap, never the device's value in its place
             self._gap(f"the golden cannot evaluate {node.op} ({type(exc).__name__})")
             return
-        # the KV cache outlives the step: SET_ROWS writes it, and before SET_ROWS (b5640) a CPY into a view of it
-        to_cache = node.op == "SET_ROWS" or (node.op == "CPY" and node.out.name.startswith("cache_"))
+        # the KV cache outlives the step: SET_ROWS writes it, before SET_ROWS (b5640) a CPY into a view of it,
+        # and a context shift ropes a view of the K cache in place
+        to_cache = node.op == "SET_ROWS" or (node.op in ("CPY", "ROPE") and node.out.name.startswith("cache_"))
         if not memory.write(node.out, values, persistent=to_cache):
             self._gap(f"the replay does not store a {node.out.dtype} output")
             return
@@ -413,6 +422,7 @@ class DecodeStep:
     device_from: str  # which run's logits gave the device's choice (the fused run, as users run it)
     # where they differ: the golden's logit of its choice minus its logit of the device's (a near-tie is small)
     golden_margin: float | None = None
+    seq: int = 0  # the sequence (with --parallel)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -461,14 +471,16 @@ def _judge_lines(progress: TextIO | None) -> Callable[[int, int], None] | None:
 def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps: list[list[int]],
                 out_dir: Path | None, threads: int = 1, with_cpu: bool = True, tamper: Tamper | None = None,
                 progress: TextIO | None = None, flash_attn: int = 0, expectations: Sequence[str] = (),
-                greedy: int = 0, prompt: str = "") -> ModelVerdict:
+                greedy: int = 0, prompt: str = "", kv: KvOptions | None = None) -> ModelVerdict:
     """The whole model tier for one model on one ggml device (``CPU``, ``Vulkan0``, ``CANN0``); ``progress``
     gets a line per stage, per captured node (what a crash report names) and every 1/200 of the judging.
     ``expectations``: known-bug files or folders besides the in-repo lists, as ``conform run --expectations``.
 
     ``steps`` are fed as given; then ``greedy`` decode steps, each feeding the golden's greedy token (the
     argmax of the golden's own logits of the step before) to the device, and the same ids to every later
-    run, so the device and the golden decode one sequence; the device's own choice is recorded beside it."""
+    run, so the device and the golden decode one sequence; the device's own choice is recorded beside it.
+    ``kv``: the KV cache's types, context size (a shift where it is short) and parallel sequences; every
+    later run decodes the capture run's batches (its plan) exactly, shifts and sequence edits included."""
 
     def stage(text: str) -> None:
         if progress is not None:
@@ -484,16 +496,18 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
     stage(f"capture run on {device} (every node observed)")
     replay = GoldenReplay()
 
-    def golden_next(run: ModelRun) -> int:
+    def golden_next(run: ModelRun, row: int) -> int:
         replay.advance(run.nodes)
         step = len(run.logits) - 1
         if replay.gaps or step not in replay.logits:  # no golden logits: the device's own choice goes on
-            return int(np.argmax(run.logits[-1][-1]))
-        return int(np.argmax(replay.logits[step][-1]))
+            return int(np.argmax(run.logits[-1][row]))
+        return int(np.argmax(replay.logits[step][row]))
 
+    kv = kv or KvOptions()
     captured = run_model(lib_dir, model_path, device, steps, capture=True, tamper=tamper, threads=threads,
-                         progress=progress, flash_attn=flash_attn, greedy=greedy, next_token=golden_next)
-    steps = captured.steps  # the greedy ids fixed: every later run decodes the same sequence
+                         progress=progress, flash_attn=flash_attn, greedy=greedy, next_token=golden_next, kv=kv)
+    steps = captured.steps  # the greedy ids fixed: every later run decodes the same batches
+    again = replace(kv, n_ctx=captured.n_ctx)
     stage("judging the nodes")
     verdict = ModelVerdict(str(model_path), device, captured.description, prompt=prompt, fed=steps)
     verdict.libllama = f"{lib.files.library.name} ({lib.version or 'no llama_version'}), llama.h {lib.revision}"
@@ -504,16 +518,17 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
     verdict.replayed_from_device = sum(verdict.replay_gaps.values())
 
     def record_decode(device_logits: list[np.ndarray], source: str) -> None:
-        first_greedy = len(steps) - greedy
-        for step in range(first_greedy, len(steps)):
-            fed = steps[step][0]
-            before = step - 1  # the logits the choice was made from
-            golden_choice = int(np.argmax(golden[before][-1])) if not verdict.replay_gaps else None
-            device_choice = int(np.argmax(device_logits[before][-1]))
-            margin = None
-            if golden_choice is not None and device_choice != golden_choice:
-                margin = float(golden[before][-1][golden_choice] - golden[before][-1][device_choice])
-            verdict.decode.append(DecodeStep(step, fed, golden_choice, device_choice, source, margin))
+        for step, batch in enumerate(captured.plan):
+            for fed, seq, row in zip(batch.tokens, batch.seqs, batch.from_rows, strict=True):
+                if row is None:
+                    continue  # a given token, not a greedy choice
+                before = step - 1  # the logits the choice was made from
+                golden_choice = int(np.argmax(golden[before][row])) if not verdict.replay_gaps else None
+                device_choice = int(np.argmax(device_logits[before][row]))
+                margin = None
+                if golden_choice is not None and device_choice != golden_choice:
+                    margin = float(golden[before][row][golden_choice] - golden[before][row][device_choice])
+                verdict.decode.append(DecodeStep(step, fed, golden_choice, device_choice, source, margin, seq))
     if verdict.replay_gaps:
         # no golden logits to compare with: the fused and CPU runs would be figures against nothing
         stage("logits not judged: " + verdict.logits_not_judged)
@@ -521,11 +536,13 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
         return verdict
     verdict.logits.append(logits_figures(NODE_BY_NODE, golden, captured.logits))
     stage(f"fused run on {device} (no callback)")
-    fused = run_model(lib_dir, model_path, device, steps, threads=threads, flash_attn=flash_attn)
+    fused = run_model(lib_dir, model_path, device, steps, threads=threads, flash_attn=flash_attn, kv=again,
+                      plan=captured.plan)
     verdict.logits.append(logits_figures(device, golden, fused.logits))
     record_decode(fused.logits, f"fused run on {device}")
     if with_cpu and device != "CPU":
         stage("reference run on CPU")
-        cpu = run_model(lib_dir, model_path, "CPU", steps, threads=threads, flash_attn=flash_attn)
+        cpu = run_model(lib_dir, model_path, "CPU", steps, threads=threads, flash_attn=flash_attn, kv=again,
+                      plan=captured.plan)
         verdict.logits.append(logits_figures("CPU", golden, cpu.logits))
     return verdict

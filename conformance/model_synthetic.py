@@ -56,6 +56,8 @@ class TinyShape:
 
 TINY = TinyShape()
 TINY_K = TinyShape(n_embd=256, n_ff=256)  # rows of whole 256-element super-blocks for the K and ternary types
+# a head of 32 elements: one block of a quantized KV cache's row (llama.cpp needs whole blocks per head)
+TINY_KV = TinyShape(n_embd=128, n_ff=128)
 # named sizes at published models' dimensions (synthetic weights), for benchmarks at real scale
 SIZES = {
     "tiny": TINY,
@@ -70,12 +72,17 @@ def tensor_type(weights: str, stem: str) -> str:
     return overrides.get(stem, default)
 
 
-def shape_for(weights: str) -> TinyShape:
+def shape_for(weights: str, cache_types: tuple[str, ...] = ()) -> TinyShape:
+    """The tiny shape for ``weights``; a head of whole blocks where a KV cache type is block-quantized."""
     from golden import dtypes
 
     default, overrides = MIXES.get(weights, (weights, {}))
     types = {default, *overrides.values()} - {"f16"}
-    return TINY_K if any(dtypes.block_size(t) == 256 for t in types) else TINY
+    if any(dtypes.block_size(t) == 256 for t in types):
+        return TINY_K
+    if any(dtypes.is_quantized(t) and TINY.head_dim % dtypes.block_size(t) for t in cache_types):
+        return TINY_KV
+    return TINY
 
 
 def _arch_tensors(arch: str, s: TinyShape) -> dict[str, tuple[int, ...]]:

@@ -210,6 +210,31 @@ def _precision_units(prec: str) -> tuple[float, float]:
     return F16_EPS, F16_EPS + F32_EPS
 
 
+BF16_EPS = 2.0**-8  # unit roundoff of bfloat16
+QUANT_BLOCK = 32
+# the K cache types whose vec_dot_type is Q8_1 on ggml's CPU (a block min as well as a scale): the rest Q8_0
+Q8_1_DOT = frozenset({"q4_1", "q5_1"})
+
+
+def q_block_error(case: OpCase, blk: Block) -> np.ndarray:
+    """The logit error of quantizing q to a block-quantized K's vec_dot_type (Q8_0, or Q8_1 for Q4_1/Q5_1 K,
+    as ggml's CPU does; a backend that rounds q to F16 errs less): each element is off by at most half a step
+    of its 32-block, amax/254, plus the F16 scale's rounding (127 steps of w·d), so key j's logit by
+    |scale|·Σ_i e_i·|k_ji|. Q8_1 also stores the block sum s = d·Σq in F16, which a Q4_1/Q5_1 dot multiplies
+    by K's block min m (|m| ≤ the block's amax): + w·|scale|·Σ_b |s_b|·max_b|k_j|."""
+    q = blk.q  # (1, 1, r, DK)
+    blocks = q.reshape(*q.shape[:-1], -1, QUANT_BLOCK)
+    amax = np.abs(blocks).max(axis=-1, keepdims=True)
+    e = np.broadcast_to(amax * (1 / 254 + F16_EPS) * (1 + 2 * F32_EPS), blocks.shape).reshape(q.shape)
+    scale = abs(_f32(case.param("scale")))
+    out = scale * (e @ np.swapaxes(blk.k_abs, -1, -2))
+    if case.inputs[1].dtype in Q8_1_DOT:
+        sums = np.abs(blocks.sum(axis=-1)) * (1 + F16_EPS)  # (1, 1, r, n_blocks)
+        k_blocks = blk.k_abs.reshape(*blk.k_abs.shape[:-1], -1, QUANT_BLOCK).max(axis=-1)  # (1, 1, n_kv, n_blocks)
+        out = out + F16_EPS * scale * (sums @ np.swapaxes(k_blocks, -1, -2))
+    return out
+
+
 def _error_terms(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, prec: str
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, float]:
     """The pieces both criteria share, per head, query and output column (numpy (ne3, n_head, n_q, DV)):
@@ -224,8 +249,11 @@ def _error_terms(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, pre
     spread_all, mass_all = np.empty_like(out), np.empty_like(out)
     n_all = np.empty(out.shape[:3] + (1,))
     # q rounded to F16 goes with F16 K under either precision (F16's vec_dot_type is F16 in ggml);
-    # F32 K rounded to F16 (CUDA) only where the precision lets a backend choose F16
-    q_units = F16_EPS if case.inputs[1].dtype == "f16" else w16
+    # F32 K rounded to F16 (CUDA) only where the precision lets a backend choose F16; BF16 K: q in BF16;
+    # a block-quantized K (a quantized KV cache): q quantized per block to K's vec_dot_type (q_block_error)
+    k_type = case.inputs[1].dtype
+    q_units = {"f16": F16_EPS, "bf16": BF16_EPS}.get(k_type, w16)
+    blocky = k_type not in ("f16", "bf16", "f32")
     t_units = q_units + (dk + 2) * F32_EPS
     v_rounding = w16 if case.inputs[2].dtype == "f32" else 0.0  # F32 V to F16 (CUDA), default prec only
     for blk in query_blocks(case, x):  # every term is per query row: blocks give the same values
@@ -239,6 +267,8 @@ def _error_terms(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray, pre
             h = float(blk.h)
             delta = t_units * (1 + w16) * lg.qk_abs + ((2 * h + 6) * F32_EPS + 2 * w16) * sm \
                 + (2 * F32_EPS + w16) * ell
+            if blocky:
+                delta = delta + (1 + w16) * q_block_error(case, blk)
             if case.param("logit_softcap") != 0.0:
                 delta = delta + F32_EPS * lg.qk_abs + 4 * F32_EPS * np.abs(lg.qk)
             delta = np.where(live, delta, 0.0)

@@ -41,6 +41,7 @@ class ModelUsageError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     from conformance.cli.common import OUTPUT_RULE, DefaultsFormatter, OneLineParser, declare
     from conformance.model_synthetic import ARCHITECTURES, WEIGHT_TYPES
+    from device.llama.capture import CACHE_TYPES
 
     p = OneLineParser(prog="conform model", formatter_class=DefaultsFormatter,
                       description="Run a model through libllama on a device, judge every node it computes against "
@@ -79,6 +80,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--flash-attn", default="off", choices=tuple(FLASH_ATTN),
                    help="llama.cpp's flash attention: off (MUL_MAT, SOFT_MAX, MUL_MAT nodes), on (FLASH_ATTN_EXT "
                         "nodes), auto (as llama.cpp decides for the device, as users run it)")
+    p.add_argument("--cache-type-k", default="f16", choices=CACHE_TYPES,
+                   help="the K cache's type (llama.cpp's --cache-type-k): its writes and the K views the attention "
+                        "reads are judged")
+    p.add_argument("--cache-type-v", default="f16", choices=CACHE_TYPES,
+                   help="the V cache's type (a quantized V cache needs --flash-attn on in llama.cpp)")
+    p.add_argument("--ctx", type=int, default=0, metavar="N",
+                   help="the context size; where prompt + decode do not fit, llama.cpp's context shift (seq_rm + "
+                        "seq_add: the K cache roped in place) keeps the run going (default: room for the whole run)")
+    p.add_argument("--parallel", type=int, default=1, metavar="N",
+                   help="sequences decoded in one batch (prompts of different lengths, one unified cache); midway the "
+                        "last is removed and a new one reuses its cells")
     p.add_argument("--no-cpu", action="store_true", help="skip ggml:CPU's logits beside the device's")
     p.add_argument("--allow-unjudged", action="store_true",
                    help="accept nodes (and logits) the golden cannot judge: exit 0 with the gap stated, not 3 "
@@ -108,6 +120,10 @@ def _check_prompt_args(args: argparse.Namespace) -> None:
         raise ModelUsageError("--tokens gives ids: it takes no --prompt, --prompt-file or --chat")
     if args.tokens is not None:
         _token_ids(args.tokens)
+    if args.parallel < 1 or args.parallel > 16:
+        raise ModelUsageError(f"--parallel {args.parallel}: between 1 and 16 sequences")
+    if args.ctx < 0:
+        raise ModelUsageError(f"--ctx {args.ctx}: a positive context size (0: room for the whole run)")
 
 
 def _prefill(args: argparse.Namespace, path: Path, lib_dir: str | None) -> tuple[list[int], str]:
@@ -253,12 +269,15 @@ class Crash:
 
 def _check_in_child(progress: TextIO, path: str, device: str, lib_dir: str | None, steps: list[list[int]],
                     out: str, threads: int, with_cpu: bool, flash_attn: int,
-                    expectations: tuple[str, ...] = (), greedy: int = 0, prompt: str = "") -> object:
+                    expectations: tuple[str, ...] = (), greedy: int = 0, prompt: str = "",
+                    kv: object = None) -> object:
     from conformance.model import check_model
+    from device.llama.capture import KvOptions
 
+    assert kv is None or isinstance(kv, KvOptions)
     return check_model(path, device, lib_dir, steps, Path(out), threads=threads, with_cpu=with_cpu,
                        progress=progress, flash_attn=flash_attn, expectations=expectations, greedy=greedy,
-                       prompt=prompt)
+                       prompt=prompt, kv=kv)
 
 
 def _child_main(target: Callable[..., object], args: tuple[object, ...], out: str,
@@ -424,14 +443,16 @@ def _removed_on_failure(out: Path) -> Iterator[None]:
 def _run_in(out: Path, args: argparse.Namespace, device_specs: list[str], expectations: tuple[str, ...]) -> int:
     from conformance.cli.model_progress import ProgressDisplay
     from conformance.model import ModelVerdict
-    from conformance.model_synthetic import write_tiny_model
+    from conformance.model_synthetic import shape_for, write_tiny_model
+    from device.llama.capture import KvOptions
     from reports.model_html import build_model_report
 
     out.mkdir(parents=True, exist_ok=True)
     if args.arch is not None:
+        cache_types = (args.cache_type_k, args.cache_type_v)
         path = write_tiny_model(out / f"tiny-{args.arch}-{args.weights}-s{args.seed}"
                                 f"{'-vocab' if args.vocab else ''}.gguf", args.arch, args.weights, args.seed,
-                                vocab=args.vocab)
+                                shape=shape_for(args.weights, cache_types), vocab=args.vocab)
     else:
         path = Path(args.gguf)
     _check_gguf(path)
@@ -439,6 +460,10 @@ def _run_in(out: Path, args: argparse.Namespace, device_specs: list[str], expect
         _check_fits(path, spec.partition(":")[2], args.ggml_lib)
     prefill, prompt = _prefill(args, path, args.ggml_lib)
     steps = [prefill]
+    kv = KvOptions(args.cache_type_k, args.cache_type_v, args.ctx, args.parallel)
+    if args.ctx and args.ctx // args.parallel < len(prefill) + 2:
+        raise ModelUsageError(f"--ctx {args.ctx}: each of {args.parallel} sequence(s) needs room for the "
+                              f"{len(prefill)}-token prompt and a step ({len(prefill) + 2} cells)")
     if prompt:
         print(f"prompt: {prompt!r} -> {len(prefill)} tokens {prefill}")
     status = 0
@@ -451,7 +476,7 @@ def _run_in(out: Path, args: argparse.Namespace, device_specs: list[str], expect
         try:
             outcome = run_isolated(_check_in_child, (str(path), name, args.ggml_lib, steps, str(folder), args.threads,
                                                      not args.no_cpu, FLASH_ATTN[args.flash_attn], expectations,
-                                                     args.decode, prompt),
+                                                     args.decode, prompt, kv),
                                    folder, show=display.line)
         finally:
             display.close()

@@ -66,9 +66,12 @@ class CapturedTensor:
         return self.dtype in READABLE
 
     def values(self) -> np.ndarray:
-        """The logical values in numpy order (ne3, ne2, ne1, ne0); quantized types (and a type the golden does
-        not read) stay raw bytes."""
-        if self.dtype in BLOCK or not self.readable:
+        """The logical values in numpy order (ne3, ne2, ne1, ne0); quantized types stay raw blocks, packed row
+        after row (a view into a quantized KV cache, a head of each cell, is gathered so), and a type the
+        golden does not read stays raw bytes."""
+        if self.dtype in BLOCK:
+            return self.packed_blocks()
+        if not self.readable:
             return self.raw
         dtype = np.dtype(np.uint16 if self.dtype == "bf16" else NUMPY_DTYPES.get(self.dtype, np.float32))
         if not self.raw.size:
@@ -79,6 +82,26 @@ class CapturedTensor:
         if self.dtype == "bf16":
             return (out.astype(np.uint32) << 16).view(np.float32)
         return out
+
+
+    def row_bytes(self) -> int:
+        block_elems, block_bytes = BLOCK[self.dtype]
+        return self.ne[0] // block_elems * block_bytes
+
+    def rows_view(self, raw: np.ndarray) -> np.ndarray:
+        """``raw`` (this tensor's bytes) as (ne3, ne2, ne1, row bytes): each row's blocks where the strides put
+        them (a row's blocks are contiguous: nb0 is the block size)."""
+        row = self.row_bytes()
+        return np.lib.stride_tricks.as_strided(raw, shape=(*reversed(self.ne[1:]), row),
+                                               strides=(*reversed(self.nb[1:]), 1))
+
+    def packed_blocks(self) -> np.ndarray:
+        row = self.row_bytes()
+        if self.nb[1] == row and self.nb[2] == row * self.ne[1] and self.nb[3] == self.nb[2] * self.ne[2]:
+            return self.raw
+        if not self.raw.size:
+            return self.raw
+        return np.ascontiguousarray(self.rows_view(self.raw)).reshape(-1)
 
 
 @dataclass
@@ -102,10 +125,118 @@ class ModelRun:
     description: str = ""
     n_vocab: int = 0
     steps: list[list[int]] = field(default_factory=list)  # the ids fed, step by step (greedy ones included)
+    plan: list[Step] = field(default_factory=list)  # every batch as decoded: what a later run replays exactly
+    n_ctx: int = 0  # the context size asked of libllama (a replay asks the same)
 
 
-# chooses the next decode step's token from the run so far (its logits, and the nodes of a capture run)
-NextToken = Callable[[ModelRun], int]
+# chooses the token a greedy step feeds from the run so far: the argmax of logits row ``row`` of the last
+# step (its logits, and the nodes of a capture run)
+NextToken = Callable[[ModelRun, int], int]
+
+MemoryOp = tuple[str, int, int, int, int]  # ("rm", seq, p0, p1, 0) or ("add", seq, p0, p1, delta)
+
+
+@dataclass
+class Step:
+    """One llama_decode call: a batch of tokens, each with its position and sequence, and the KV-cache edits
+    made before it (a context shift's seq_rm + seq_add, a sequence removed). ``from_rows[i]``: the row of the
+    step before whose greedy choice token ``i`` is (None: a given token)."""
+
+    tokens: list[int]
+    pos: list[int]
+    seqs: list[int]
+    before: list[MemoryOp] = field(default_factory=list)
+    from_rows: list[int | None] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class KvOptions:
+    """The KV cache as a run uses it: its types, its size, and how many sequences share it.
+
+    ``n_ctx``: the context (0: room for the whole run). Where a sequence's next token would not fit in its
+    share (``n_ctx // parallel`` cells) the run shifts it as llama.cpp's examples do: the first ``n_keep``
+    tokens stay, half of the rest is removed (``seq_rm``) and the remainder moved back (``seq_add``), which
+    makes the next decode rope the K cache in place. ``parallel``: sequences decoded in one batch, of
+    different prompt lengths; midway through the greedy steps the last one is removed and a new one, of
+    another length, takes its cells."""
+
+    type_k: str = "f16"
+    type_v: str = "f16"
+    n_ctx: int = 0
+    parallel: int = 1
+    n_keep: int = 1
+
+    @property
+    def default(self) -> bool:
+        return self == KvOptions()
+
+
+class Planner:
+    """The steps of a run: the given ones (a prefill, then single tokens) for each sequence, then ``greedy``
+    steps of one token per live sequence, with the context shifts and the midway sequence swap."""
+
+    def __init__(self, steps: list[list[int]], greedy: int, kv: KvOptions) -> None:
+        self.given, self.greedy, self.kv = steps, greedy, kv
+        self.limit = kv.n_ctx // kv.parallel if kv.n_ctx else 0
+        self.pos: dict[int, int] = {}
+        self.total = len(steps) + greedy
+        self.swap_at = len(steps) + greedy // 2 if kv.parallel > 1 and greedy >= 2 else -1
+
+    def prompt(self, seq: int, swapped: bool = False) -> list[int]:
+        """Sequence ``seq``'s prompt: the prefill shortened by one token per sequence (two at least), or for the
+        sequence started midway the prefill reversed and shorter still."""
+        base = self.given[0]
+        if swapped:
+            base = base[::-1]
+        keep = max(2, len(base) - seq - (1 if swapped else 0))
+        return base[:keep]
+
+    def n_cells(self) -> int:
+        """Cells for the whole run where nothing is shifted (each sequence's tokens, and the swapped one's)."""
+        longest = sum(len(s) for s in self.given) + self.greedy
+        return max(64, longest * self.kv.parallel + (len(self.given[0]) if self.kv.parallel > 1 else 0) + 8)
+
+    def _token(self, step: Step, seq: int, token: int, row: int | None) -> None:
+        pos = self.pos.get(seq, 0)
+        if self.limit and pos + 1 > self.limit:  # no room for it in the sequence's share: shift
+            keep = min(self.kv.n_keep, pos)
+            discard = (pos - keep) // 2
+            step.before += [("rm", seq, keep, keep + discard, 0), ("add", seq, keep + discard, pos, -discard)]
+            pos -= discard
+        step.tokens.append(token)
+        step.pos.append(pos)
+        step.seqs.append(seq)
+        step.from_rows.append(row)
+        self.pos[seq] = pos + 1
+
+    def step(self, index: int, last: Step | None, choose: Callable[[int], int]) -> Step:
+        """Step ``index``; ``choose(row)`` is the greedy token of row ``row`` of the step before."""
+        out = Step([], [], [])
+        if index == 0:
+            for seq in range(self.kv.parallel):
+                for token in (self.given[0] if seq == 0 else self.prompt(seq)):
+                    self._token(out, seq, token, None)
+            return out
+        assert last is not None
+        last_row = {seq: row for row, seq in enumerate(last.seqs)}  # each sequence's last token in that batch
+        swapped = self.kv.parallel - 1 if index == self.swap_at else None
+        if swapped is not None:
+            out.before.append(("rm", swapped, -1, -1, 0))
+            self.pos[swapped] = 0
+        for seq in range(self.kv.parallel):
+            if seq == swapped:
+                for token in self.prompt(seq, swapped=True):
+                    self._token(out, seq, token, None)
+            elif index < len(self.given):
+                # a given step: sequence 0's ids, and the others' greedy choices
+                if seq == 0:
+                    for token in self.given[index]:
+                        self._token(out, seq, token, None)
+                else:
+                    self._token(out, seq, choose(last_row[seq]), last_row[seq])
+            else:
+                self._token(out, seq, choose(last_row[seq]), last_row[seq])
+        return out
 
 
 def _dev_by_name(ggml: ggml_lib.GgmlLib, name: str) -> int:
@@ -181,20 +312,55 @@ def _check_ids(steps: list[list[int]], n_vocab: int, model_path: str | Path) -> 
                                  f"({n_vocab} tokens: ids 0..{n_vocab - 1})")
 
 
-def _next(run: ModelRun, next_token: NextToken | None) -> int:
-    return next_token(run) if next_token is not None else int(np.argmax(run.logits[-1][-1]))
+def _next(run: ModelRun, next_token: NextToken | None, row: int) -> int:
+    return next_token(run, row) if next_token is not None else int(np.argmax(run.logits[-1][row]))
+
+
+CACHE_TYPES = ("f16", "bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")  # llama.cpp's --cache-type-k/v
+
+
+def _apply(lib: llama_lib.LlamaLib, ctx: int, op: MemoryOp) -> None:
+    kind, seq, p0, p1, delta = op
+    if kind == "rm":
+        if not lib.seq_rm(ctx, seq, p0, p1):
+            raise ModelLoadError(f"llama's seq_rm({seq}, {p0}, {p1}) refused the edit")
+    else:
+        lib.seq_add(ctx, seq, p0, p1, delta)
+
+
+def _decode(lib: llama_lib.LlamaLib, ctx: int, step: Step, n_vocab: int, where: str) -> np.ndarray:
+    """The step's KV-cache edits, then llama_decode of its batch; the logits of every token (n_tokens, n_vocab)."""
+    for op in step.before:
+        _apply(lib, ctx, op)
+    n = len(step.tokens)
+    tok = (C.c_int32 * n)(*step.tokens)
+    posv = (C.c_int32 * n)(*step.pos)
+    nseq = (C.c_int32 * n)(*([1] * n))
+    seq_ids = [(C.c_int32 * 1)(q) for q in step.seqs]
+    seqs = (C.POINTER(C.c_int32) * n)(*(C.cast(q, C.POINTER(C.c_int32)) for q in seq_ids))
+    outs = (C.c_int8 * n)(*([1] * n))
+    rc = lib.lib.llama_decode(ctx, llama_lib.Batch(n, tok, None, posv, nseq, seqs, outs))
+    if rc != 0:
+        raise ModelLoadError(f"{where}: llama_decode returned {rc}: {lib.last_error()}")
+    return np.stack([np.ctypeslib.as_array(lib.lib.llama_get_logits_ith(ctx, i), (n_vocab,)).copy()
+                     for i in range(n)])
 
 
 def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: list[list[int]],
               capture: bool = False, tamper: Tamper | None = None, threads: int = 1,
               progress: TextIO | None = None, flash_attn: int = llama_lib.FLASH_ATTN_DISABLED,
-              greedy: int = 0, next_token: NextToken | None = None) -> ModelRun:
+              greedy: int = 0, next_token: NextToken | None = None, kv: KvOptions | None = None,
+              plan: list[Step] | None = None) -> ModelRun:
     """Load ``model_path`` on ``device`` (a ggml device name: CPU, Vulkan0, CANN0) and decode ``steps``: the
     first a prefill batch of several token ids, each later one a decode step (one id) that reads the KV
     cache. The ids are given, not sampled, so every device decodes the same sequence. Then ``greedy`` more
     decode steps, each feeding ``next_token(run)`` (the golden's greedy choice, in the model tier; the
     device's own argmax without it). ``progress`` gets a line per node before it runs (index, step, op,
-    name), so a crash can be named by the node it died in."""
+    name), so a crash can be named by the node it died in.
+
+    ``kv``: the KV cache's types, size (a context shift where it is too small) and sequences (:class:`KvOptions`).
+    ``plan``: the batches of an earlier run (its ``plan``), decoded exactly as they were (``steps`` and
+    ``greedy`` are then not used): the fused and CPU runs decode the capture run's sequence."""
     lib = llama_lib.load(lib_dir)
     ggml = lib.ggml
     _bind_extra(ggml)
@@ -215,8 +381,9 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
         run.n_vocab = lib.n_vocab(model)
         if run.n_vocab <= 0:
             raise ModelLoadError(f"{model_path}: the model reports no vocabulary size")
-        _check_ids(steps, run.n_vocab, model_path)
-        n_total = sum(len(s) for s in steps) + greedy
+        _check_ids(steps if plan is None else [p.tokens for p in plan], run.n_vocab, model_path)
+        kv = kv or KvOptions()
+        planner = Planner(steps, greedy, kv)
         step_box = [0]
         callback = None
         if capture:
@@ -255,31 +422,27 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
                 return True
 
             callback = llama_lib.EVAL_CALLBACK(observe)
-        cp = lib.decoding_params(max(64, n_total + 8), max(8, max(len(s) for s in steps)), threads, flash_attn,
-                                 callback)
+        types = {which: dtypes.GGML_TYPE_ID[name] for which, name in (("k", kv.type_k), ("v", kv.type_v))}
+        # the cells asked for: --ctx, else room for the whole run (a replay of a plan is given its run's n_ctx)
+        run.n_ctx = kv.n_ctx or planner.n_cells()
+        widest = max(len(s) for s in steps) * kv.parallel if plan is None else max(len(p.tokens) for p in plan)
+        cp = lib.decoding_params(run.n_ctx, max(8, widest), threads, flash_attn, callback, type_k=types["k"],
+                                 type_v=types["v"], n_seq_max=kv.parallel)
         ctx = lib.call("context_new", model, cp)
         if not ctx:
-            raise ModelLoadError(f"{model_path}: cannot make a context on {device}: {lib.last_error()}")
-        pos = 0
-        for step in range(len(steps) + greedy):
-            step_tokens = steps[step] if step < len(steps) else [_next(run, next_token)]
-            run.steps.append(list(step_tokens))
+            raise ModelLoadError(f"{model_path}: cannot make a context on {device} (cache K {kv.type_k}, V "
+                                 f"{kv.type_v}, flash attention {flash_attn}): {lib.last_error()}")
+        n_steps = len(plan) if plan is not None else planner.total
+        for step in range(n_steps):
+            if plan is not None:
+                batch_plan = plan[step]
+            else:
+                batch_plan = planner.step(step, run.plan[-1] if run.plan else None,
+                                          lambda row: _next(run, next_token, row))
+            run.plan.append(batch_plan)
+            run.steps.append(list(batch_plan.tokens))
             step_box[0] = step
-            n = len(step_tokens)
-            tok = (C.c_int32 * n)(*step_tokens)
-            posv = (C.c_int32 * n)(*range(pos, pos + n))
-            nseq = (C.c_int32 * n)(*([1] * n))
-            seq0 = (C.c_int32 * 1)(0)
-            seqs = (C.POINTER(C.c_int32) * n)(*([C.cast(seq0, C.POINTER(C.c_int32))] * n))
-            outs = (C.c_int8 * n)(*([1] * n))
-            batch = llama_lib.Batch(n, tok, None, posv, nseq, seqs, outs)
-            rc = lib.lib.llama_decode(ctx, batch)
-            if rc != 0:
-                raise ModelLoadError(f"{model_path}: llama_decode returned {rc} on {device}: {lib.last_error()}")
-            logits = np.stack([np.ctypeslib.as_array(lib.lib.llama_get_logits_ith(ctx, i), (run.n_vocab,)).copy()
-                               for i in range(n)])
-            run.logits.append(logits)
-            pos += n
+            run.logits.append(_decode(lib, ctx, batch_plan, run.n_vocab, f"{model_path} on {device}"))
         return run
     finally:
         if ctx:

@@ -108,6 +108,13 @@ OPTIONAL_FUNCTIONS: dict[str, tuple[object, list[object]]] = {  # used when ther
 OPTIONAL_ROLES: dict[str, tuple[tuple[str, object, list[object]], ...]] = {
     "chat_template": (("llama_model_chat_template", C.c_char_p, [C.c_void_p, C.c_char_p]),),
     "vocab_bos": (("llama_vocab_bos", C.c_int32, [VOCAB]), ("llama_token_bos", C.c_int32, [VOCAB])),
+    # the KV cache's sequence edits (a context shift, a sequence removed): the memory object's (b5600+),
+    # the context's kv_self before
+    "seq_rm": (("llama_memory_seq_rm", C.c_bool, [C.c_void_p, C.c_int32, C.c_int32, C.c_int32]),
+               ("llama_kv_self_seq_rm", C.c_bool, [C.c_void_p, C.c_int32, C.c_int32, C.c_int32])),
+    "seq_add": (("llama_memory_seq_add", None, [C.c_void_p, C.c_int32, C.c_int32, C.c_int32, C.c_int32]),
+                ("llama_kv_self_seq_add", None, [C.c_void_p, C.c_int32, C.c_int32, C.c_int32, C.c_int32])),
+    "n_ctx": (("llama_n_ctx", C.c_uint32, [C.c_void_p]),),
 }
 VOCAB_TYPE_NONE = 0  # enum llama_vocab_type: a model without a tokenizer (no_vocab)
 
@@ -307,9 +314,18 @@ class LlamaLib:
         return mp
 
     def decoding_params(self, n_ctx: int, n_batch: int, threads: int, flash_attn: int,
-                        cb_eval: object = None) -> C.Structure:
+                        cb_eval: object = None, type_k: int | None = None, type_v: int | None = None,
+                        n_seq_max: int = 1) -> C.Structure:
+        """``type_k``/``type_v``: the KV cache's ggml types (None: the library's default, F16); ``n_seq_max``
+        sequences share one (unified) cache, so a removed sequence's cells are reused by the next."""
         cp = self.context_params()
         set_fields(cp, n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_batch, n_threads=threads, n_threads_batch=threads)
+        if type_k is not None:
+            cp.type_k = type_k
+        if type_v is not None:
+            cp.type_v = type_v
+        if n_seq_max > 1:
+            set_fields(cp, n_seq_max=n_seq_max, kv_unified=True)
         if set_fields(cp, flash_attn_type=flash_attn):  # before b6431: a flash_attn flag, no "auto"
             if flash_attn == FLASH_ATTN_AUTO:
                 raise LlamaLibraryError(f"{self.label}: --flash-attn auto needs llama.h b6431 or later "
@@ -397,6 +413,23 @@ class LlamaLib:
         mp = self.model_params()
         set_fields(mp, vocab_only=True, n_gpu_layers=0)
         return mp
+
+    def _memory_target(self, role: str, ctx: int) -> int:
+        name = self.optional_roles.get(role)
+        if name is None:
+            raise LlamaLibraryError(f"{self.label} lacks llama_memory_{role} and llama_kv_self_{role}: it cannot "
+                                    "edit the KV cache's sequences here")
+        return int(self.lib.llama_get_memory(ctx)) if name.startswith("llama_memory_") else ctx
+
+    def seq_rm(self, ctx: int, seq: int, p0: int, p1: int) -> bool:
+        """Remove sequence ``seq``'s cells at positions [p0, p1) (-1: open-ended) from the KV cache."""
+        target = self._memory_target("seq_rm", ctx)
+        return bool(getattr(self.lib, self.optional_roles["seq_rm"])(target, seq, p0, p1))
+
+    def seq_add(self, ctx: int, seq: int, p0: int, p1: int, delta: int) -> None:
+        """Move sequence ``seq``'s positions [p0, p1) by ``delta``: the next decode re-ropes the K cache (a shift)."""
+        target = self._memory_target("seq_add", ctx)
+        getattr(self.lib, self.optional_roles["seq_add"])(target, seq, p0, p1, delta)
 
     def memory_clear(self, ctx: int) -> None:
         if self.functions["memory_clear"] == "llama_memory_clear":
