@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from conformance import harness as harness_module
+from conformance.verdict import Metrics
+from conformance.verdict import judge as judge_module
 from conformance.harness import Harness
 from device.base import DeviceError, RunResult, output_dtype
 from device.ggml.device import open_ggml_device
@@ -136,14 +138,14 @@ def _boom(*args: object, **kwargs: object) -> None:
     raise RuntimeError("planted")
 
 
-@pytest.mark.parametrize(("target", "step"), [
-    ("make_inputs", "making the inputs"),
-    ("compare", "judging the result"),
+@pytest.mark.parametrize(("module", "target", "step"), [
+    (harness_module, "make_inputs", "making the inputs"),
+    (judge_module, "compare", "judging the result"),
 ])
-def test_a_harness_exception_is_an_error_record(golden_harness, monkeypatch: pytest.MonkeyPatch, target: str,
-                                                step: str) -> None:
+def test_a_harness_exception_is_an_error_record(golden_harness, monkeypatch: pytest.MonkeyPatch, module: object,
+                                                target: str, step: str) -> None:
     h, results = golden_harness
-    monkeypatch.setattr(harness_module, target, _boom)
+    monkeypatch.setattr(module, target, _boom)
     record = h.evaluate(RELU)
     assert record.outcome == "error"
     assert record.message == f"harness error while {step}: RuntimeError: planted"
@@ -160,7 +162,7 @@ def test_a_golden_exception_is_an_error_record(golden_harness, monkeypatch: pyte
 
 def test_a_record_that_cannot_be_stored_is_stored_as_an_error(golden_harness, monkeypatch: pytest.MonkeyPatch) -> None:
     h, results = golden_harness
-    monkeypatch.setattr(harness_module.Metrics, "as_dict", lambda self: {"odd": object()})
+    monkeypatch.setattr(Metrics, "as_dict", lambda self: {"odd": object()})
     record = h.evaluate(RELU)
     assert record.outcome == "error" and "the record could not be stored" in record.message
     last = json.loads(results.read_text().splitlines()[-1])
