@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from conformance import harness as harness_module
+from conformance.harness import Harness
 from conformance.verdict import Metrics
 from conformance.verdict import judge as judge_module
-from conformance.harness import Harness
 from device.base import DeviceError, RunResult, output_dtype
 from device.ggml.device import open_ggml_device
 from device.golden_device import GoldenDevice
