@@ -9,13 +9,23 @@ six ids and a few decode steps (2-4 s a run on the CPU).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.model_tier_support import conform_model, needs_libllama
+from tests.model_tier_support import LIB, ROOT, conform_model, needs_libllama, subprocess_env
 
 pytestmark = [needs_libllama, pytest.mark.slow]  # each test loads libllama in a fresh interpreter: 3-10 s apiece
+
+
+def run_python(code: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=ROOT,
+                          env=subprocess_env(), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _run(tmp_path: Path, *args: str) -> dict:
@@ -79,3 +89,126 @@ def test_two_sequences_in_one_batch_pass_node_by_node(tmp_path: Path) -> None:
     assert len(attention) == 2 * len(fed) and all(n["status"] == "pass" for n in attention)
     # each decode step fed a greedy token to each sequence
     assert {(d["step"], d["seq"]) for d in result["decode"]} == {(1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (4, 0), (4, 1)}
+
+
+# Planted faults: ``check_model(..., tamper=...)`` overwrites one node's output on the device as it is computed
+# (the nodes after it read the changed values, as from a wrong kernel); the verdict must name that node first.
+
+def _planted(tmp_path: Path, weights: str, cache: tuple[str, str], kv: str, greedy: int, flash_attn: int,
+             tamper: str) -> dict:
+    """``check_model`` of the tiny llama with the KvOptions ``kv`` in a fresh interpreter; ``tamper`` is the body of
+    ``tamper(node, write)``, which appends the index of each node it changes to ``tampered``. ``seqs[step]``
+    (each token's sequence in each step's batch, from the run's planner) is in its scope."""
+    return run_python(f"""
+        import json
+        from pathlib import Path
+        import numpy as np
+        from conformance.model import check_model
+        from conformance.model_synthetic import shape_for, write_tiny_model
+        from device.llama.capture import KvOptions, Planner
+
+        kv = {kv}
+        steps = [[1, 5, 9, 17, 33, 65]]
+        planner, last, seqs = Planner(steps, {greedy}, kv), None, []
+        for i in range(planner.total):  # which sequence each row of each batch is (it does not depend on the ids)
+            last = planner.step(i, last, lambda row: 0)
+            seqs.append(list(last.seqs))
+        path = write_tiny_model(Path({str(tmp_path)!r}) / "m.gguf", "llama", {weights!r}, seed=3,
+                                shape=shape_for({weights!r}, {cache!r}))
+        tampered = []
+        def tamper(node, write):
+{textwrap.indent(textwrap.dedent(tamper).strip(), " " * 12)}
+        verdict = check_model(path, "CPU", {str(LIB)!r}, steps, Path({str(tmp_path / "out")!r}), with_cpu=False,
+                              tamper=tamper, flash_attn={flash_attn}, greedy={greedy}, kv=kv)
+        print(json.dumps({{"tampered": tampered, "seqs": seqs, "verdict": verdict.as_dict()}}))
+    """)
+
+
+def _named_at_the_tampered_node(result: dict, op: str) -> dict:
+    """The first failure is the (first) tampered node, nothing before it fails, and only tampered nodes fail."""
+    tampered, verdict = result["tampered"], result["verdict"]
+    assert tampered, "the tamper found no node to change"
+    first = verdict["first_failure"]
+    assert first is not None, verdict["verdict"]
+    assert (first["index"], first["op"]) == (tampered[0], op), (first["index"], first["op"], tampered)
+    assert verdict["verdict"].startswith(f"FAIL at node {tampered[0]}"), verdict["verdict"]
+    assert all(n["status"] == "pass" for n in verdict["nodes"] if n["index"] < tampered[0])
+    assert sorted(n["index"] for n in verdict["nodes"] if n["status"] == "FAIL") == sorted(tampered)
+    assert not verdict["logits_not_judged"] and not verdict["not_judged"]
+    return next(n for n in verdict["nodes"] if n["index"] == tampered[0])
+
+
+def test_a_wrong_block_in_a_q8_0_kv_cache_write_is_named_at_that_set_rows(tmp_path: Path) -> None:
+    """One quant of one block of the row the decode step's K write (layer 1, step 1) stores into the q8_0
+    cache is off by 9 steps of its scale; the attention that reads it later is judged on those stored blocks
+    and passes, so the write is the one failing node."""
+    result = _planted(tmp_path, "q8_0", ("q8_0", "q8_0"), 'KvOptions("q8_0", "q8_0")', 2, 1, """
+        if node.op == "SET_ROWS" and node.name.startswith("cache_k_l1") and node.step == 1:
+            assert node.out.dtype == "q8_0" and node.out.ne[0] == 64  # 2 blocks of 34 bytes a row
+            row = int(node.srcs[1].values().ravel()[0])  # the cell this step's token is written to
+            raw = node.out.raw.copy()
+            at = row * node.out.nb[1] + 34 + 2 + 5  # block 1 of the row: its f16 scale, then quant 5
+            raw[at] = (int(raw[at]) + 9) % 256 if int(raw[at].view(np.int8)) < 100 else (int(raw[at]) - 9) % 256
+            write(raw)
+            tampered.append(node.index)
+    """)
+    node = _named_at_the_tampered_node(result, "SET_ROWS")
+    assert node["step"] == 1 and node["name"].startswith("cache_k_l1") and "-> q8_0[64,256,1,1]" in node["shapes"]
+    assert node["error_ratio"] > 1 and "quant steps off" in node["detail"], node["detail"]
+    # the later steps' attention read the changed block and were judged on it: they pass
+    readers = [n for n in result["verdict"]["nodes"] if n["op"] == "FLASH_ATTN_EXT" and n["index"] > node["index"]]
+    assert readers and all(n["status"] == "pass" for n in readers)
+
+
+def test_a_fault_only_in_the_kv_shift_is_named_at_the_shift_rope(tmp_path: Path) -> None:
+    """--ctx 8, 3 decode steps: only the context shift's in-place ROPE of layer 1's K cache (F16) is wrong, at
+    one element of cell 5; every node of the step graphs is right."""
+    result = _planted(tmp_path, "q8_0", ("f16", "f16"), "KvOptions(n_ctx=8)", 3, 0, """
+        if node.op == "ROPE" and node.name.startswith("cache_k_l1"):
+            assert node.out.dtype == "f16" and node.out.ne[:3] == (16, 2, 256)
+            raw = node.out.raw.copy()
+            at = 5 * node.out.nb[2] + 1 * node.out.nb[1] + 3 * node.out.nb[0]  # cell 5, head 1, element 3
+            raw[at:at + 2] = (raw[at:at + 2].view(np.float16) + np.float16(0.5)).view(np.uint8)
+            write(raw)
+            tampered.append(node.index)
+    """)
+    node = _named_at_the_tampered_node(result, "ROPE")
+    assert node["step"] == 3 and node["shapes"].startswith("f16[16,2,256,1]")
+    assert "out[3,1,5,0]" in node["detail"], node["detail"]  # the element changed, and no other
+    shift = [n for n in result["verdict"]["nodes"] if n["op"] == "ROPE" and n["name"].startswith("cache_k_l")]
+    assert [n["status"] for n in shift] == ["pass", "FAIL"]  # layer 0's shift is right
+
+
+def test_a_fault_only_in_the_second_sequence_is_named_at_its_node(tmp_path: Path) -> None:
+    """--parallel 2, 4 decode steps: at step 3 sequence 1 has been removed and restarted (4 prompt tokens in
+    the batch beside sequence 0's one token); layer 0's attention weights (SOFT_MAX) are wrong only in one row
+    of a sequence-1 token; sequence 0's rows are untouched."""
+    result = _planted(tmp_path, "q8_0", ("f16", "f16"), "KvOptions(parallel=2)", 4, 0, """
+        if node.op == "SOFT_MAX" and node.step == 3 and node.name.endswith("-0"):
+            values = node.out.values().astype(np.float32)  # (1, heads, tokens, cells)
+            rows = [i for i, seq in enumerate(seqs[3]) if seq == 1]
+            assert values.shape[2] == len(seqs[3]) and rows
+            values[0, 1, rows[1], int(np.argmax(values[0, 1, rows[1]]))] += 0.25
+            write(values)
+            tampered.append(node.index)
+    """)
+    assert result["seqs"][3] == [0, 1, 1, 1, 1]
+    node = _named_at_the_tampered_node(result, "SOFT_MAX")
+    assert node["step"] == 3 and node["shapes"].endswith("-> f32[256,5,4,1]"), node["shapes"]
+    assert ",2,1,0]" in node["detail"], node["detail"]  # token row 2 (sequence 1), head 1
+
+
+def test_a_fault_in_a_quantized_weight_product_is_named_at_its_node(tmp_path: Path) -> None:
+    """Three output elements of the q4_0 product with layer 1's ffn_down in decode step 1 are off by 0.5."""
+    result = _planted(tmp_path, "q4_0", ("f16", "f16"), "KvOptions()", 2, 0, """
+        if (node.op == "MUL_MAT" and node.step == 1 and node.srcs[0] is not None
+                and node.srcs[0].name == "blk.1.ffn_down.weight"):
+            assert node.srcs[0].dtype == "q4_0"
+            values = node.out.values().astype(np.float32)
+            values.flat[[2, 17, 40]] += 0.5
+            write(values)
+            tampered.append(node.index)
+    """)
+    node = _named_at_the_tampered_node(result, "MUL_MAT")
+    assert node["step"] == 1 and node["case_id"].startswith("MUL_MAT(type0=q4_0")
+    assert node["error_ratio"] > 1 and "3/64 elements out of tolerance" in node["detail"], node["detail"]

@@ -294,8 +294,13 @@ def _read(ggml: ggml_lib.GgmlLib, ptr: int) -> CapturedTensor:
 
 
 def write_output(ggml: ggml_lib.GgmlLib, node_ptr: int, values: np.ndarray) -> None:
-    """Overwrite a contiguous F32 node output on the device (for ``tamper``)."""
-    data = np.ascontiguousarray(values, np.float32)
+    """Overwrite a node's output on the device (for ``tamper``): float values of a contiguous F32 output, or
+    (a uint8 array) the output's bytes as captured (``CapturedTensor.raw`` changed: any type, any strides, a
+    quantized KV cache's blocks or an F16 view of it)."""
+    data = np.ascontiguousarray(values, np.uint8 if values.dtype == np.uint8 else np.float32)
+    nbytes = int(ggml.base.ggml_nbytes(node_ptr))
+    if data.nbytes > nbytes:  # ggml would abort the process
+        raise ValueError(f"tamper wrote {data.nbytes} bytes into a node of {nbytes}")
     ggml.ggml_backend_tensor_set(C.cast(C.c_void_p(node_ptr), ggml_lib.TENSOR_POINTER), data.ctypes.data, 0,
                                  data.nbytes)
 
