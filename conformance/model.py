@@ -537,12 +537,12 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
     verdict.logits.append(logits_figures(NODE_BY_NODE, golden, captured.logits))
     stage(f"fused run on {device} (no callback)")
     fused = run_model(lib_dir, model_path, device, steps, threads=threads, flash_attn=flash_attn, kv=again,
-                      plan=captured.plan)
+                      plan=captured.plan, progress=progress)
     verdict.logits.append(logits_figures(device, golden, fused.logits))
     record_decode(fused.logits, f"fused run on {device}")
     if with_cpu and device != "CPU":
         stage("reference run on CPU")
         cpu = run_model(lib_dir, model_path, "CPU", steps, threads=threads, flash_attn=flash_attn, kv=again,
-                      plan=captured.plan)
+                      plan=captured.plan, progress=progress)
         verdict.logits.append(logits_figures("CPU", golden, cpu.logits))
     return verdict

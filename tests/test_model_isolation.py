@@ -22,6 +22,20 @@ def _aborts_in_a_node(progress: TextIO, index: int) -> object:
     os.abort()
 
 
+def _aborts_in_a_decode(progress: TextIO, then_a_node: bool) -> object:
+    """Two steps observed, then step 2's llama_decode (after a context shift's edits) dies before any node of
+    it begins, or (``then_a_node``) in its first node."""
+    progress.write("stage\tcapture run on CPU (every node observed)\n")
+    for step in range(2):
+        progress.write(f"decode\t{step}\t1\t\n")
+        progress.write(f"node\t{step}\t{step}\tMUL_MAT\tresult_output\n")
+    progress.write("decode\t2\t1\tseq_rm(seq 0, pos [1, 4)); seq_add(seq 0, pos [4, 8), -3)\n")
+    if then_a_node:
+        progress.write("node\t2\t2\tROPE\tcache_k_l0 (view) (view)\n")
+    progress.flush()
+    os.abort()
+
+
 def _refuses(progress: TextIO) -> object:
     raise DeviceError("libllama.so: struct layout mismatch: n_threads moved")
 
@@ -35,6 +49,19 @@ def test_a_crash_is_named_by_the_node_it_happened_in(tmp_path: Path) -> None:
     assert isinstance(outcome, Crash)
     assert outcome.verdict == "CRASH at node 7 (ffn_up-7, MUL_MAT, step 0)"
     assert "signal 6" in outcome.detail and "capture run on CANN0" in outcome.detail
+
+
+def test_a_crash_inside_llama_decode_is_named_by_its_step_and_its_kv_edits(tmp_path: Path) -> None:
+    """Before, this read ``CRASH at node 1 (result_output, MUL_MAT, step 1)``: a node of the step before, which
+    had completed (libllama 0.25.1 dies so building the K shift for a q8_0 K cache)."""
+    outcome = run_isolated(_aborts_in_a_decode, (False,), tmp_path)
+    assert isinstance(outcome, Crash)
+    assert outcome.verdict == "CRASH in llama_decode of step 2, before its first node (a context shift)"
+    assert ("in llama_decode of step 2 (1 token(s)) before any node of it ran, after the KV-cache edits "
+            "seq_rm(seq 0, pos [1, 4)); seq_add(seq 0, pos [4, 8), -3)") in outcome.detail
+    in_a_node = run_isolated(_aborts_in_a_decode, (True,), tmp_path)
+    assert isinstance(in_a_node, Crash)
+    assert in_a_node.verdict == "CRASH at node 2 (cache_k_l0 (view) (view), ROPE, step 2)"
 
 
 def test_a_device_error_in_the_child_is_bad_input_and_an_answer_comes_back(tmp_path: Path) -> None:

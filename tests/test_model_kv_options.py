@@ -91,6 +91,27 @@ def test_two_sequences_in_one_batch_pass_node_by_node(tmp_path: Path) -> None:
     assert {(d["step"], d["seq"]) for d in result["decode"]} == {(1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (4, 0), (4, 1)}
 
 
+
+def test_a_q8_0_k_cache_shift_that_kills_libllama_is_one_crash_line_at_its_step(tmp_path: Path) -> None:
+    """libllama 0.25.1 segfaults shifting a quantized K cache (gdb: in llama_kv_cache::build_rope_shift, called
+    from llama_decode's memory update, before any node of the step runs; the same without the eval callback).
+    Not ours to fix: the run reports it as a crash at that step's decode, after the shift's edits, exit 1, no
+    traceback. When a libllama shifts q8_0 K without dying, this run must pass with the shift judged instead."""
+    proc = conform_model("--arch", "llama", "--no-cpu", "--out", str(tmp_path / "out"), "--cache-type-k", "q8_0",
+                         "--ctx", "8", "--decode", "3")
+    assert "Traceback" not in proc.stderr + proc.stdout
+    result = json.loads((tmp_path / "out" / "model.json").read_text())
+    if proc.returncode == 0:  # a libllama that shifts a quantized K cache
+        assert result["verdict"] == "pass"
+        assert [n["status"] for n in result["nodes"] if n["op"] == "ROPE" and n["step"] == 3
+                and n["name"].startswith("cache_k_l")] == ["pass", "pass"]
+        return
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    verdict = "CRASH in llama_decode of step 3, before its first node (a context shift)"
+    assert f"on ggml:CPU: {verdict}" in proc.stdout, proc.stdout[-2000:]
+    assert result["verdict"] == verdict and "signal 11" in result["crash"]["detail"]
+    assert "seq_rm(seq 0, pos [1, 4)); seq_add(seq 0, pos [4, 8), -3)" in result["crash"]["detail"]
+
 # Planted faults: ``check_model(..., tamper=...)`` overwrites one node's output on the device as it is computed
 # (the nodes after it read the changed values, as from a wrong kernel); the verdict must name that node first.
 

@@ -341,16 +341,28 @@ def run_isolated(target: Callable[..., object], args: tuple[object, ...], out: P
         return payload
     lines = (out / "progress.log").read_text().splitlines() if (out / "progress.log").exists() else []
     stage = next((line.split("\t", 1)[1] for line in reversed(lines) if line.startswith("stage\t")), "loading")
+    # the last node begun, or the last llama_decode entered when no node of that step had begun
+    last = next((line for line in reversed(lines) if line.startswith(("node\t", "decode\t", "stage\t"))), "")
     node_line = next((line for line in reversed(lines) if line.startswith("node\t")), "")
     code = process.exitcode or 0
     how = f"signal {-code}" if code < 0 else f"exit status {code}"
-    if node_line and stage.startswith("capture"):
+    where = f"during the {stage}"
+    if last.startswith("decode\t"):
+        _, step, n_tokens, edits = (last.split("\t", 3) + [""])[:4]
+        verdict = f"CRASH in llama_decode of step {step}, before its first node"
+        where += f", in llama_decode of step {step} ({n_tokens} token(s)) before any node of it ran"
+        if "seq_add" in edits:
+            verdict += " (a context shift)"
+            where += (f", after the KV-cache edits {edits}: libllama builds and runs the K cache's shift in that "
+                      "decode")
+        elif edits:
+            where += f", after the KV-cache edits {edits}"
+    elif node_line and stage.startswith("capture"):
         _, index, step, op, name = node_line.split("\t", 4)
         verdict = f"CRASH at node {index} ({name}, {op}, step {step})"
     else:
         verdict = f"CRASH in the {stage}"
-    return Crash(verdict, f"the model process died ({how}) during the {stage}; the device's stderr is above",
-                 stage, node_line)
+    return Crash(verdict, f"the model process died ({how}) {where}; the device's stderr is above", stage, node_line)
 
 
 def _write_results(folder: Path, device_spec: str, verdict: ModelVerdict) -> dict[str, object]:

@@ -333,6 +333,15 @@ def _apply(lib: llama_lib.LlamaLib, ctx: int, op: MemoryOp) -> None:
         lib.seq_add(ctx, seq, p0, p1, delta)
 
 
+def describe_edits(edits: list[MemoryOp]) -> str:
+    """A step's KV-cache edits as llama.h names them: ``seq_rm(seq 0, pos [1, 3)); seq_add(seq 0, pos [3, 8), -2)``."""
+    out = []
+    for kind, seq, p0, p1, delta in edits:
+        span = "all" if p0 < 0 and p1 < 0 else f"pos [{p0}, {p1})"
+        out.append(f"seq_rm(seq {seq}, {span})" if kind == "rm" else f"seq_add(seq {seq}, {span}, {delta:+d})")
+    return "; ".join(out)
+
+
 def _decode(lib: llama_lib.LlamaLib, ctx: int, step: Step, n_vocab: int, where: str) -> np.ndarray:
     """The step's KV-cache edits, then llama_decode of its batch; the logits of every token (n_tokens, n_vocab)."""
     for op in step.before:
@@ -361,7 +370,8 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
     cache. The ids are given, not sampled, so every device decodes the same sequence. Then ``greedy`` more
     decode steps, each feeding ``next_token(run)`` (the golden's greedy choice, in the model tier; the
     device's own argmax without it). ``progress`` gets a line per node before it runs (index, step, op,
-    name), so a crash can be named by the node it died in.
+    name), so a crash can be named by the node it died in, and a line before each ``llama_decode`` (step, tokens,
+    the KV-cache edits made before it), so a crash in libllama before a step's first node is named by its step.
 
     ``kv``: the KV cache's types, size (a context shift where it is too small) and sequences (:class:`KvOptions`).
     ``plan``: the batches of an earlier run (its ``plan``), decoded exactly as they were (``steps`` and
@@ -447,6 +457,9 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
             run.plan.append(batch_plan)
             run.steps.append(list(batch_plan.tokens))
             step_box[0] = step
+            if progress is not None:  # a crash inside llama_decode before the step's first node is named by this
+                progress.write(f"decode\t{step}\t{len(batch_plan.tokens)}\t{describe_edits(batch_plan.before)}\n")
+                progress.flush()
             run.logits.append(_decode(lib, ctx, batch_plan, run.n_vocab, f"{model_path} on {device}"))
         return run
     finally:
