@@ -92,6 +92,34 @@ def test_two_sequences_in_one_batch_pass_node_by_node(tmp_path: Path) -> None:
 
 
 
+
+def test_the_restarted_sequence_is_written_into_the_removed_ones_cells(tmp_path: Path) -> None:
+    """--parallel 2 --decode 4, from the capture's K-cache writes (the SET_ROWS row indices of layer 0): at
+    step 3, after seq_rm of sequence 1, the new sequence 1 and sequence 0's token go into cells sequence 1
+    held, none into sequence 0's; so the device is judged on attention over reused cells."""
+    result = run_python(f"""
+        import json
+        from conformance.model_synthetic import write_tiny_model
+        from device.llama.capture import KvOptions, run_model
+        path = write_tiny_model({str(tmp_path / "m.gguf")!r}, "llama", "q8_0", 0)
+        run = run_model({str(LIB)!r}, path, "CPU", [[1, 5, 9, 17, 33, 65]], capture=True, greedy=4,
+                        kv=KvOptions(parallel=2))
+        writes = [(n.step, n.srcs[1].values().ravel().tolist()) for n in run.nodes
+                  if n.op == "SET_ROWS" and n.name.startswith("cache_k_l0")]
+        print(json.dumps({{"writes": writes, "seqs": [p.seqs for p in run.plan],
+                          "edits": [p.before for p in run.plan]}}))
+    """)
+    writes, seqs = result["writes"], result["seqs"]
+    assert [step for step, _ in writes] == [0, 1, 2, 3, 4]
+    assert result["edits"][3] == [["rm", 1, -1, -1, 0]] and seqs[3] == [0, 1, 1, 1, 1]
+    held: dict[int, set[int]] = {0: set(), 1: set()}
+    for step, cells in writes[:3]:
+        for cell, seq in zip(cells, seqs[step], strict=True):
+            held[seq].add(cell)
+    assert not held[0] & held[1] and len(held[1]) == 7  # 5 prompt tokens and 2 decoded
+    reused = writes[3][1]
+    assert set(reused) <= held[1] and len(set(reused)) == 5, (reused, held)
+
 def test_a_q8_0_k_cache_shift_that_kills_libllama_is_one_crash_line_at_its_step(tmp_path: Path) -> None:
     """libllama 0.25.1 segfaults shifting a quantized K cache (gdb: in llama_kv_cache::build_rope_shift, called
     from llama_decode's memory update, before any node of the step runs; the same without the eval callback).
