@@ -144,7 +144,7 @@ def test_a_q8_0_k_cache_shift_that_kills_libllama_is_one_crash_line_at_its_step(
 # (the nodes after it read the changed values, as from a wrong kernel); the verdict must name that node first.
 
 def _planted(tmp_path: Path, weights: str, cache: tuple[str, str], kv: str, greedy: int, flash_attn: int,
-             tamper: str) -> dict:
+             tamper: str, device: str = "CPU") -> dict:
     """``check_model`` of the tiny llama with the KvOptions ``kv`` in a fresh interpreter; ``tamper`` is the body of
     ``tamper(node, write)``, which appends the index of each node it changes to ``tampered``. ``seqs[step]``
     (each token's sequence in each step's batch, from the run's planner) is in its scope."""
@@ -167,7 +167,7 @@ def _planted(tmp_path: Path, weights: str, cache: tuple[str, str], kv: str, gree
         tampered = []
         def tamper(node, write):
 {textwrap.indent(textwrap.dedent(tamper).strip(), " " * 12)}
-        verdict = check_model(path, "CPU", {str(LIB)!r}, steps, Path({str(tmp_path / "out")!r}), with_cpu=False,
+        verdict = check_model(path, {device!r}, {str(LIB)!r}, steps, Path({str(tmp_path / "out")!r}), with_cpu=False,
                               tamper=tamper, flash_attn={flash_attn}, greedy={greedy}, kv=kv)
         print(json.dumps({{"tampered": tampered, "seqs": seqs, "verdict": verdict.as_dict()}}))
     """)
