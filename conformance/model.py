@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -314,8 +315,12 @@ class GoldenMemory:
         self.regions = {b: list(r) for b, r in self.persistent.items()}
 
     def read(self, t: CapturedTensor) -> CapturedTensor:
+        """``t`` with the golden's bytes over the device's where the golden wrote them. A leaf (op NONE: an input
+        the host set, a weight, the KV cache) takes only what persists: ggml's allocator gives no tensor of a
+        graph a leaf's memory while the leaf is still to be read, so a passing region over it was written by an
+        earlier graph of the step (a context shift's graph runs in the same llama_decode) and is stale."""
         raw = t.raw
-        for start, data in self.regions.get(t.buffer, ()):
+        for start, data in (self.persistent if t.op == "NONE" else self.regions).get(t.buffer, ()):
             lo, hi = max(start, t.address), min(start + data.size, t.address + raw.size)
             if lo < hi:
                 if raw is t.raw:
@@ -350,6 +355,9 @@ class GoldenMemory:
         return True
 
 
+KV_CACHE_LEAF = re.compile(r"cache_[kv]_l\d+")  # llama.cpp's names of the KV cache's tensors, one per layer
+
+
 class GoldenReplay:
     """The golden's own forward pass, node by node as the capture goes (so a greedy decode can take the
     golden's next token before the device decodes it): logits per step, and the nodes it could not compute
@@ -364,6 +372,7 @@ class GoldenReplay:
         self.logits: dict[int, np.ndarray] = {}
         self.step = 0
         self.done = 0  # the nodes of the run replayed so far
+        self.cache_buffers: set[int] = set()  # the buffers holding the KV cache (KV_CACHE_LEAF tensors)
 
     def _gap(self, reason: str) -> None:
         self.gaps[reason] = self.gaps.get(reason, 0) + 1
@@ -379,6 +388,8 @@ class GoldenReplay:
         if node.step != self.step:
             memory.new_step()
             self.step = node.step
+        self.cache_buffers.update(s.buffer for s in node.srcs if s is not None and s.op == "NONE"
+                                  and KV_CACHE_LEAF.fullmatch(s.name))
         replayed = CapturedNode(node.index, node.step, node.name, node.op, node.op_params,
                                 [memory.read(s) if s is not None else None for s in node.srcs], memory.read(node.out))
         translated = node_case(replayed)
@@ -394,8 +405,10 @@ class GoldenReplay:
             self._gap(f"the golden cannot evaluate {node.op} ({type(exc).__name__})")
             return
         # the KV cache outlives the step: SET_ROWS writes it, before SET_ROWS (b5640) a CPY into a view of it,
-        # and a context shift ropes a view of the K cache in place
-        to_cache = node.op == "SET_ROWS" or (node.op in ("CPY", "ROPE") and node.out.name.startswith("cache_"))
+        # and a context shift ropes a view of the K cache in place (F16), or for a quantized K converts the view
+        # to F32 (a CPY whose output, "cache_k_l0 (view) (copy)", is in the compute buffer: not the cache),
+        # ropes that and copies it back. The cache is where the output lives, not what it is called.
+        to_cache = node.op == "SET_ROWS" or (node.op in ("CPY", "ROPE") and node.out.buffer in self.cache_buffers)
         if not memory.write(node.out, values, persistent=to_cache):
             self._gap(f"the replay does not store a {node.out.dtype} output")
             return

@@ -140,6 +140,29 @@ def test_a_q8_0_k_cache_shift_that_kills_libllama_is_one_crash_line_at_its_step(
     assert result["verdict"] == verdict and "signal 11" in result["crash"]["detail"]
     assert "seq_rm(seq 0, pos [1, 4)); seq_add(seq 0, pos [4, 8), -3)" in result["crash"]["detail"]
 
+
+OLD_LIB = ROOT / ".backends" / "vulkan-3.16.2"  # node-llama-cpp 3.16.2's libllama (b8121), scripts/setup-vulkan.sh
+
+
+@pytest.mark.skipif(not any(OLD_LIB.glob("libllama*.so")), reason=f"no libllama in {OLD_LIB}")
+def test_a_q8_0_k_cache_shift_is_judged_on_a_libllama_that_survives_it(tmp_path: Path) -> None:
+    """b8121 shifts a q8_0 K cache (0.25.1 dies there, above): per layer a CPY of the K view to F32, a ROPE of
+    that, a CPY back into the cache, all judged; and the golden's forward pass keeps only the cache from the
+    shift's graph (its F32 scratch had lain over the step's inputs: node-by-node NMSE 0.229, now 3.5e-4)."""
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "model", "--arch", "llama", "--no-cpu", "--out",
+                           str(tmp_path / "out"), "--cache-type-k", "q8_0", "--ctx", "8", "--decode", "3",
+                           "--ggml-lib", str(OLD_LIB)], capture_output=True, text=True, cwd=ROOT,
+                          env=subprocess_env(), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((tmp_path / "out" / "model.json").read_text())
+    assert result["verdict"] == "pass" and set(result["counts"]) == {"pass"}, result["counts"]
+    shift = [n for n in result["nodes"] if n["step"] == 3 and n["index"] < min(
+        m["index"] for m in result["nodes"] if m["step"] == 3 and m["name"] == "embd")]
+    assert [(n["op"], n["shapes"].split(" -> ")[1]) for n in shift] == 2 * [
+        ("CPY", "f32[32,2,256,1]"), ("ROPE", "f32[32,2,256,1]"), ("CPY", "q8_0[32,2,256,1]")]
+    by_node = next(f for f in result["logits"] if f["device"] == "node by node")
+    assert by_node["nmse"] < 2e-3 and by_node["top1_agreement"] == 1.0, by_node
+
 # Planted faults: ``check_model(..., tamper=...)`` overwrites one node's output on the device as it is computed
 # (the nodes after it read the changed values, as from a wrong kernel); the verdict must name that node first.
 
