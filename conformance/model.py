@@ -484,7 +484,8 @@ def _judge_lines(progress: TextIO | None) -> Callable[[int, int], None] | None:
 def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps: list[list[int]],
                 out_dir: Path | None, threads: int = 1, with_cpu: bool = True, tamper: Tamper | None = None,
                 progress: TextIO | None = None, flash_attn: int = 0, expectations: Sequence[str] = (),
-                greedy: int = 0, prompt: str = "", kv: KvOptions | None = None) -> ModelVerdict:
+                greedy: int = 0, prompt: str = "", kv: KvOptions | None = None,
+                nodes_judged: Callable[[ModelVerdict], None] | None = None) -> ModelVerdict:
     """The whole model tier for one model on one ggml device (``CPU``, ``Vulkan0``, ``CANN0``); ``progress``
     gets a line per stage, per captured node (what a crash report names) and every 1/200 of the judging.
     ``expectations``: known-bug files or folders besides the in-repo lists, as ``conform run --expectations``.
@@ -493,7 +494,9 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
     argmax of the golden's own logits of the step before) to the device, and the same ids to every later
     run, so the device and the golden decode one sequence; the device's own choice is recorded beside it.
     ``kv``: the KV cache's types, context size (a shift where it is short) and parallel sequences; every
-    later run decodes the capture run's batches (its plan) exactly, shifts and sequence edits included."""
+    later run decodes the capture run's batches (its plan) exactly, shifts and sequence edits included.
+    ``nodes_judged(verdict)``: called with the node verdicts before the fused run, which may yet kill the
+    process (a library that dies only without the callback), so that they outlive it."""
 
     def stage(text: str) -> None:
         if progress is not None:
@@ -548,6 +551,8 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
         record_decode(captured.logits, "capture run (the golden's forward pass had gaps: the device's choice was fed)")
         return verdict
     verdict.logits.append(logits_figures(NODE_BY_NODE, golden, captured.logits))
+    if nodes_judged is not None:
+        nodes_judged(verdict)
     stage(f"fused run on {device} (no callback)")
     fused = run_model(lib_dir, model_path, device, steps, threads=threads, flash_attn=flash_attn, kv=again,
                       plan=captured.plan, progress=progress)

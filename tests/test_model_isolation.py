@@ -4,13 +4,15 @@ child is the one-line bad-input message."""
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 from pathlib import Path
 from typing import TextIO
 
 import pytest
 
-from conformance.cli.model import Crash, ModelUsageError, run_isolated
+from conformance.cli.model import PARTIAL_RESULT, Crash, ModelUsageError, run_isolated
 from device.base import DeviceError
 
 
@@ -32,6 +34,16 @@ def _aborts_in_a_decode(progress: TextIO, then_a_node: bool) -> object:
     progress.write("decode\t2\t1\tseq_rm(seq 0, pos [1, 4)); seq_add(seq 0, pos [4, 8), -3)\n")
     if then_a_node:
         progress.write("node\t2\t2\tROPE\tcache_k_l0 (view) (view)\n")
+    progress.flush()
+    os.abort()
+
+
+def _dies_in_the_fused_run(progress: TextIO, folder: str) -> object:
+    """The nodes judged and kept (as _check_in_child keeps them), then the fused run dies in its first decode."""
+    progress.write("stage\tcapture run on Vulkan0 (every node observed)\n")
+    progress.write("decode\t0\t6\t\nnode\t0\t0\tMUL_MAT\tffn_up-0\n")
+    (Path(folder) / PARTIAL_RESULT).write_bytes(pickle.dumps({"nodes": ["judged"]}))
+    progress.write("stage\tfused run on Vulkan0 (no callback)\ndecode\t0\t6\t\n")
     progress.flush()
     os.abort()
 
@@ -62,6 +74,18 @@ def test_a_crash_inside_llama_decode_is_named_by_its_step_and_its_kv_edits(tmp_p
     in_a_node = run_isolated(_aborts_in_a_decode, (True,), tmp_path)
     assert isinstance(in_a_node, Crash)
     assert in_a_node.verdict == "CRASH at node 2 (cache_k_l0 (view) (view), ROPE, step 2)"
+
+
+def test_node_verdicts_judged_before_a_crash_in_the_fused_run_come_back_with_it(tmp_path: Path) -> None:
+    """b8121's Vulkan0 shifts a q8_0 K cache node by node but corrupts its heap in the fused run: the node
+    verdicts were lost with the process; now they come back beside the crash."""
+    outcome = run_isolated(_dies_in_the_fused_run, (str(tmp_path),), tmp_path)
+    assert isinstance(outcome, Crash) and outcome.partial == {"nodes": ["judged"]}
+    assert outcome.verdict == "CRASH in llama_decode of step 0, before its first node"
+    assert "during the fused run on Vulkan0 (no callback)" in outcome.detail
+    assert json.dumps(outcome.record()) and not (tmp_path / PARTIAL_RESULT).exists()
+    # a crash before the nodes were judged has none
+    assert isinstance(crash := run_isolated(_aborts_in_a_node, (3,), tmp_path), Crash) and crash.partial is None
 
 
 def test_a_device_error_in_the_child_is_bad_input_and_an_answer_comes_back(tmp_path: Path) -> None:

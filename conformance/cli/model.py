@@ -209,7 +209,9 @@ def _print_findings(verdict: ModelVerdict) -> None:
                   + (f" ({n.error_ratio:.3g}x)" if n.error_ratio is not None else "") + f" {n.detail[:160]}")
 
 
-def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: Path) -> None:
+def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: Path,
+                   crash: Crash | None = None) -> None:
+    """The run's summary; ``crash``: the process died after the nodes were judged (``verdict`` holds them)."""
     from conformance.model import ModelVerdict
 
     assert isinstance(verdict, ModelVerdict)
@@ -254,6 +256,12 @@ def _print_summary(verdict: object, device_spec: str, lib_dir: str | None, out: 
         for f in verdict.logits:
             print(f"  {f.device:<14} {f.nmse:>10.3g} {f.kl_mean:>10.3g} {f.kl_p999:>10.3g} {f.kl_max:>10.3g} "
                   f"{f.top1_agreement:>7.1%}")
+    if crash is not None:
+        print(f"model {verdict.model} on {device_spec}: {crash.verdict}")
+        print(f"  {crash.detail}")
+        print(f"  the {len(verdict.nodes)} nodes above were judged before it; node by node: {verdict.verdict}")
+        print(f"verdict: {crash.verdict}  (results in {out})")
+        return
     print(f"verdict: {verdict.verdict}  (results in {out})")
 
 
@@ -265,6 +273,11 @@ class Crash:
     detail: str
     stage: str
     node: str
+    # the node verdicts where the process died after judging them (in the fused or CPU run): a ModelVerdict
+    partial: object = None
+
+    def record(self) -> dict[str, str]:
+        return {"verdict": self.verdict, "detail": self.detail, "stage": self.stage, "node": self.node}
 
 
 def _check_in_child(progress: TextIO, path: str, device: str, lib_dir: str | None, steps: list[list[int]],
@@ -275,9 +288,13 @@ def _check_in_child(progress: TextIO, path: str, device: str, lib_dir: str | Non
     from device.llama.capture import KvOptions
 
     assert kv is None or isinstance(kv, KvOptions)
+
+    def keep(verdict: object) -> None:  # for run_isolated, should a later run kill this process
+        (Path(out) / PARTIAL_RESULT).write_bytes(pickle.dumps(verdict))
+
     return check_model(path, device, lib_dir, steps, Path(out), threads=threads, with_cpu=with_cpu,
                        progress=progress, flash_attn=flash_attn, expectations=expectations, greedy=greedy,
-                       prompt=prompt, kv=kv)
+                       prompt=prompt, kv=kv, nodes_judged=keep)
 
 
 def _child_main(target: Callable[..., object], args: tuple[object, ...], out: str,
@@ -318,8 +335,9 @@ def run_isolated(target: Callable[..., object], args: tuple[object, ...], out: P
     """``target(progress, *args)`` in a fresh process: a device that aborts takes only that process down, and
     the crash is reported with the stage and the node it was in (from the progress file). ``show`` gets
     each progress line as the child writes it."""
-    result_file = out / "child-result.pickle"
+    result_file, partial_file = out / "child-result.pickle", out / PARTIAL_RESULT
     result_file.unlink(missing_ok=True)
+    partial_file.unlink(missing_ok=True)
     context = multiprocessing.get_context("spawn")
     reader, writer = context.Pipe(duplex=False)
     process = context.Process(target=_child_main, args=(target, args, str(out), writer))
@@ -333,6 +351,8 @@ def run_isolated(target: Callable[..., object], args: tuple[object, ...], out: P
         raise
     finally:
         reader.close()
+    partial = pickle.loads(partial_file.read_bytes()) if partial_file.exists() else None
+    partial_file.unlink(missing_ok=True)
     if result_file.exists():
         kind, payload = pickle.loads(result_file.read_bytes())
         result_file.unlink()
@@ -362,7 +382,8 @@ def run_isolated(target: Callable[..., object], args: tuple[object, ...], out: P
         verdict = f"CRASH at node {index} ({name}, {op}, step {step})"
     else:
         verdict = f"CRASH in the {stage}"
-    return Crash(verdict, f"the model process died ({how}) {where}; the device's stderr is above", stage, node_line)
+    return Crash(verdict, f"the model process died ({how}) {where}; the device's stderr is above", stage, node_line,
+                 partial)
 
 
 def _write_results(folder: Path, device_spec: str, verdict: ModelVerdict) -> dict[str, object]:
@@ -385,12 +406,13 @@ def _crash_record(folder: Path, device_spec: str, model: Path, crash: Crash) -> 
     record: dict[str, object] = {
         "device_spec": device_spec, "model": str(model), "device": device_spec.partition(":")[2], "description": "",
         "verdict": crash.verdict, "counts": {}, "replayed_from_device": 0, "first_failure": None, "logits": [],
-        "logits_nmse_bar": LOGITS_NMSE_BAR, "nodes": [], "crash": crash.__dict__}
+        "logits_nmse_bar": LOGITS_NMSE_BAR, "nodes": [], "crash": crash.record()}
     (folder / "model.json").write_text(json.dumps(record, indent=1))
     return record
 
 
-MODEL_OUTPUTS = ("model.json", "nodes.tsv", "node-cases.txt", "progress.log", "child-result.pickle")
+PARTIAL_RESULT = "child-nodes-judged.pickle"  # the child's node verdicts, written before its fused run
+MODEL_OUTPUTS = ("model.json", "nodes.tsv", "node-cases.txt", "progress.log", "child-result.pickle", PARTIAL_RESULT)
 
 
 def _check_outputs(out: Path, gguf: str | None, device_specs: list[str]) -> None:
@@ -492,7 +514,14 @@ def _run_in(out: Path, args: argparse.Namespace, device_specs: list[str], expect
                                    folder, show=display.line)
         finally:
             display.close()
-        if isinstance(outcome, Crash):
+        if isinstance(outcome, Crash) and isinstance(outcome.partial, ModelVerdict):
+            # it died after the node verdicts were in (the fused or the CPU run): they are kept, the run fails
+            record = _write_results(folder, spec, outcome.partial)
+            record.update(verdict=outcome.verdict, crash=outcome.record())
+            (folder / "model.json").write_text(json.dumps(record, indent=1, default=str))
+            _print_summary(outcome.partial, spec, args.ggml_lib, folder, crash=outcome)
+            status = 1
+        elif isinstance(outcome, Crash):
             _crash_record(folder, spec, path, outcome)
             print(f"model {path} on {spec}: {outcome.verdict}")
             print(f"  {outcome.detail}")
