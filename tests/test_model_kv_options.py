@@ -1,6 +1,8 @@
 """The model tier's KV-cache options (``conform model --cache-type-k/-v``, ``--ctx``, ``--parallel``) on ggml:CPU
 with the tiny synthetic llama: each run is judged node by node, and the nodes the option adds (the quantized
-cache writes, the context shift's in-place ROPE, a batch of two sequences) are among the judged ones.
+cache writes, the context shift's in-place ROPE, a batch of two sequences) are among the judged ones; a fault
+planted in each of those nodes (and in a quantized weight product) is named at its node and nowhere earlier;
+and a libllama that dies at a shift is one crash line naming the step.
 
 Runs ggml 0.25.1's libllama from ``.backends/ggml-0.25.1-vulkan`` in a fresh interpreter per run, a prefill of
 six ids and a few decode steps (2-4 s a run on the CPU).
