@@ -368,3 +368,34 @@ def _moe_ffn(draw: st.DrawFn, pattern: str) -> list[tuple[str, Any]]:
 # the blocks' weights are drawn at a model's scale (1/sqrt(fan-in)); "dense" would scale them by 8 and
 # give attention logits of hundreds, where a first-order bound says nothing
 BLOCK_PATTERNS = ("llama_layer", "moe_ffn")
+
+
+# ---- block sequences: the same block again with new weights (conformance/test_graph_state.py) -------------
+
+# what a step of a block sequence changes: the weights (a new data seed: every weight, same shapes), and with
+# "tokens" the token count (and position) too, as a decode follows a prefill; the weight shapes never change,
+# so a weight cache keyed on a tensor's name or address, not invalidated, hits
+BLOCK_STEPS = ("weights", "tokens")
+
+
+def _next_block(draw: st.DrawFn, case: GraphCase) -> GraphCase:
+    params = dict(case.params)
+    seed = draw(st.integers(0, 2**16).filter(lambda s: s != case.data_seed))
+    if draw(st.sampled_from(BLOCK_STEPS)) == "tokens":
+        n = params["n"] = draw(st.integers(1, 7))
+        if "p0" in params:  # llama_layer: the tokens anywhere in its cache
+            params["p0"] = draw(st.integers(0, params["kv"] - n))
+    return GraphCase(case.pattern, tuple((k, params[k]) for k, _ in case.params), seed, case.distribution)
+
+
+@st.composite
+def block_sequence(draw: st.DrawFn, pattern: str, max_steps: int = 2) -> list[GraphCase]:
+    """A ``pattern`` block (one of ``BLOCK_PATTERNS``, any of its weight dtypes), then 1..max_steps graphs of
+    the same block with new weights of the same shapes (``BLOCK_STEPS``)."""
+    if pattern not in BLOCK_PATTERNS:
+        raise KeyError(f"block_sequence: {pattern!r} is not a block pattern ({', '.join(BLOCK_PATTERNS)})")
+    signature = draw(st.sampled_from(patterns()[pattern].signatures))
+    cases = [draw(graph_strategy(pattern, signature))]
+    for _ in range(draw(st.integers(1, max_steps))):
+        cases.append(_next_block(draw, cases[-1]))
+    return cases

@@ -11,16 +11,23 @@ A failing graph is confirmed by rerunning it alone in a fresh device process; it
 graph) or ``only after the sequence`` (state left by the earlier graphs). The failure heads with the
 graph, then the sequence and a ``conform repro --sequence`` line. Two ROPE nodes in one graph
 (``rope_pair``) are drawn by ``test_graph`` like every pattern.
+
+``test_graph_block_sequence`` does the same for the model blocks (``llama_layer``, ``moe_ffn``): a block,
+then 1..2 graphs of it with new weights of the same shapes (and, half the time, another token count), as
+llama.cpp computes graph after graph in one backend and a new model of one architecture brings new
+weights of the same shapes: a weight cache keyed on a tensor's name or address that is not invalidated
+gives the later graphs the first one's weights.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.graph_strategies import state_sequence
+from conformance.graph_strategies import BLOCK_PATTERNS, block_sequence, state_sequence
 from conformance.graphs import MESSAGE_LIMIT, evaluate_graph_case
 from conformance.harness import CaseFailed, Harness
 from conformance.test_stateful import SequenceFailed, sequence_message
@@ -75,3 +82,10 @@ def test_graph_state_sequence(conform: Any, data: st.DataObject) -> None:
     """Consecutive graphs that differ only in data, freq_scale, ext_factor, positions or strides must
     each get their own result."""
     run_state_sequence(conform, data.draw(state_sequence(), label="graph sequence"))
+
+
+@pytest.mark.parametrize("pattern", BLOCK_PATTERNS)
+@given(data=st.data())
+def test_graph_block_sequence(conform: Any, pattern: str, data: st.DataObject) -> None:
+    """Consecutive graphs of one block with new weights of the same shapes must each get their own result."""
+    run_state_sequence(conform, data.draw(block_sequence(pattern), label="block sequence"))

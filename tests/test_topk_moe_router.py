@@ -35,6 +35,9 @@ def test_the_llama_form_computes_the_logits_and_leaves_the_argsort_to_the_alloca
     assert "logits" not in graph.spans[0]  # the fused kernels take the logits as their input
     assert graph.outputs == ("weights_scaled", "selected")
     assert graph.allocator_outputs() == ("weights_scaled",)  # selected views the ARGSORT, not kept alive
+    # a view of the last kernel is read back (nothing is allocated after its block is freed)
+    unscaled = parse_graph_id(_router_case("softmax", False, 3).replace("scale=2.5", "scale=1.0")).graph
+    assert unscaled.outputs[0] == "weights_3d" and unscaled.allocator_outputs() == ("weights_3d",)
     # today's form stays: the logits a graph input, the ARGSORT held for the read-back
     old = parse_graph_id(_router_case("softmax", False, 3).replace(",router=mul_mat,n_embd=16", ""))
     assert old.graph.inputs[0].name == "logits" and old.graph.allocator_outputs() == old.graph.outputs
@@ -91,6 +94,11 @@ def test_the_freed_logits_fault_is_caught_in_ci_only_under_the_allocator(tmp_pat
     rc, records = _ci_records("tests.plugins.faulty_graph_fusion:topk_moe_weights_over_freed_logits", tmp_path)
     failed = [r for r in records if r["outcome"] == "fail"]
     assert rc == 1 and failed
+    # an error record is the plug-in itself (it raised KeyError on a view output the allocator run does not read)
+    assert not [r["case_id"] for r in records if r["outcome"] == "error"]
+    # every gating's test (sqrt_softplus's only through a scale-1.0 view output the gallocr run now reads back)
+    assert {r["test_id"] for r in failed} == {f"conformance/test_graphs.py::test_graph[topk_moe-f32-{g}]"
+                                              for g in GATINGS}
     for r in failed:  # only llama.cpp's form, several rows, and only the graph-allocator run
         assert "router=mul_mat" in str(r["case_id"]) and "n_tokens=1," not in str(r["case_id"])
         assert "fails only under ggml's graph allocator" in str(r["message"]), r["message"]

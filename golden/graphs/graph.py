@@ -115,7 +115,18 @@ class Graph:
         left to the allocator (``hold_view_sources`` False), whose memory may be reused after its last reader."""
         if self.hold_view_sources:
             return self.outputs
-        return tuple(o for o in self.outputs if self.node(o).op not in VIEW_OPS)
+        return tuple(o for o in self.outputs if self.node(o).op not in VIEW_OPS or self._last_kernel_viewed(o))
+
+    def _last_kernel_viewed(self, name: str) -> bool:
+        """Whether a view's memory (its source's, through any views) is a graph input's or a node's after
+        which only views follow: nothing is allocated after that block is freed, so it holds its value."""
+        source = name
+        while not self.is_input(source) and self.node(source).op in VIEW_OPS:
+            source = self.node(source).srcs[0]
+        if self.is_input(source):
+            return True
+        names = [n.name for n in self.nodes]
+        return all(n.op in VIEW_OPS for n in self.nodes[names.index(source) + 1:])
 
     def is_input(self, name: str) -> bool:
         return any(i.name == name for i in self.inputs)

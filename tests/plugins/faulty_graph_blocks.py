@@ -6,6 +6,14 @@ fusion-blocked run is the CPU's own, so no single node is wrong on the device's 
   round (silu(up)·gate), as a fused gate/up/GLU kernel with its operands swapped would.
 * ``block_attention_scale_dropped``: ``llama_layer``'s attention without its 1/sqrt(hd) scale.
 * ``block_expert_dropped``: ``moe_ffn`` adds up k − 1 of its k expert outputs (the last one left out).
+* ``block_stale_weights``: a fused block kernel's weight cache (repacked weights, as backends keep them per
+  tensor) keyed on the weight's name and shape and never invalidated: a later graph of ``llama_layer`` or
+  ``moe_ffn`` whose weight matrices have the shapes of an earlier graph's (in the same device process) is
+  computed with the earlier graph's weight values. A new model (or a test with new weights) of the same
+  shapes is where a real cache of this kind goes stale; ``test_graph_block_sequence`` (conformance/
+  test_graph_state.py) computes exactly that on a freshly opened device, so the catch is deterministic and
+  confirmed "only after the sequence". ``test_graph`` runs its examples one after another in one worker
+  too (a fresh one only after a failure) and catches it as well, but by history: shrunk, it ends Flaky.
 """
 
 from __future__ import annotations
@@ -83,6 +91,46 @@ def _expert_dropped(case: GraphCase, xs: list[np.ndarray]) -> np.ndarray | None:
     return golden.exact["slot0" if k == 2 else f"sum{k - 2}"]
 
 
+def weight_inputs(case: GraphCase) -> list[int]:
+    """The positions of the graph inputs that are a MUL_MAT's or MUL_MAT_ID's weights (their src0)."""
+    names = [i.name for i in case.graph.inputs]
+    weights = {n.srcs[0] for n in case.graph.nodes if n.op in ("MUL_MAT", "MUL_MAT_ID")}
+    return [names.index(w) for w in names if w in weights]
+
+
+class StaleWeights(BlockFault):
+    """A block's fused and graph-allocator runs with weights from a cache keyed on (name, dtype, shape)."""
+
+    fault = "block_stale_weights"
+    description = ("ggml:CPU whose fused runs of a model block take its weights from a cache keyed on the "
+                   "tensor's name and shape, never invalidated (an earlier graph's weights of the same shapes)")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cache: dict[tuple[Any, ...], np.ndarray] = {}  # lives as long as the device process
+
+    def run_graph(self, case: GraphCase, inputs: list[np.ndarray]) -> GraphRunResult:
+        result = GraphFault.run_graph(self, case, inputs)
+        if case.pattern not in ("llama_layer", "moe_ffn"):
+            return result
+        used = list(inputs)
+        stale = False
+        for j in weight_inputs(case):
+            spec = case.graph.inputs[j].spec
+            key = (case.graph.inputs[j].name, spec.dtype, spec.ne)
+            cached = self._cache.setdefault(key, np.array(inputs[j], copy=True))
+            if not np.array_equal(cached, inputs[j]):
+                used[j], stale = cached, True
+        if not stale:
+            return result
+        (out,) = case.graph.outputs
+        value = _golden(case, exact_graph_inputs(case, used)).exact[out]
+        for run in FUSING_RUNS:
+            if run in result.nodes:
+                result.nodes[run] = {out: as_output(value, case.graph.node(out).dst)}
+        return result
+
+
 class GateUpSwapped(BlockFault):
     fault = "block_gate_up_swapped"
     description = "ggml:CPU whose fused runs of a model block swap the SwiGLU's gate and up"
@@ -115,3 +163,10 @@ def block_attention_scale_dropped(options: dict[str, Any]) -> ScaleDropped:
 @planted("test_graph and moe_ffn", "a fused MoE FFN that drops the last expert's pass, seen only in a model's graph")
 def block_expert_dropped(options: dict[str, Any]) -> ExpertDropped:
     return ExpertDropped("CPU", options.get("ggml_lib"))
+
+
+@planted("test_graph_block_sequence",  # test_graph's own draws catch it too, but by history (Flaky when shrunk)
+         "a fused block kernel's weight cache keyed on the tensor's name/address, not invalidated when a new graph "
+         "brings new weights of the same shapes (the layer computed with the previous graph's weights)")
+def block_stale_weights(options: dict[str, Any]) -> StaleWeights:
+    return StaleWeights("CPU", options.get("ggml_lib"))

@@ -104,6 +104,10 @@ class TopkMoeWeightsOverFreedLogits(GraphFault):
                 or GraphRun.GALLOCR.value not in result.nodes):
             return result
         out = case.graph.outputs[0]
+        if out not in result.nodes[GraphRun.GALLOCR.value]:
+            # a view output (scale 1.0: the RESHAPE of the weights) is not read back under the allocator, which
+            # may reuse its source: nothing this run returns holds the kernel's writes (it was a KeyError here)
+            return result
         logits_at, weights_at = placed["logits"], placed[out]
         if not _overlap(logits_at, weights_at):
             return result  # the allocator kept them apart: the kernel's writes harm nothing
