@@ -45,3 +45,48 @@ ci_summary() {
     echo "$1: $verdict in $(ci_minutes $((SECONDS - CI_START))): ${joined:-no step ran}"
     return "$rc"
 }
+
+# together NAME FUNCTION [NAME FUNCTION ...]  runs the steps at once (steps that keep one core busy
+#                       each: on a 2-core host they end in the time of the longer one); each one's
+#                       output is printed whole, in the order given, when all have ended; each is
+#                       recorded with its own minutes; a failure ends the script (set -e) with the
+#                       first failing step's status, after every step has ended and printed
+kill_tree() {  # kill_tree PID: SIGTERM to PID's descendants, then to PID
+    local child
+    for child in $(pgrep -P "$1" 2>/dev/null); do
+        kill_tree "$child"
+    done
+    kill -TERM "$1" 2>/dev/null || true
+}
+
+together() {
+    local dir names=() pids=() i rc first=0
+    dir="$(mktemp -d)"
+    while [ $# -ge 2 ]; do
+        i=${#names[@]}
+        names+=("$1")
+        ( start=$SECONDS; rc=0; ( "$2" ) > "$dir/$i.log" 2>&1 || rc=$?
+          echo "$rc $((SECONDS - start))" > "$dir/$i.end"; exit "$rc" ) &
+        pids+=($!)
+        shift 2
+    done
+    CI_CURRENT="${names[*]}"
+    CI_CURRENT_START=$SECONDS
+    # background jobs of a script ignore Ctrl-C: an interrupted run stops them and what they started
+    trap 'trap "" INT TERM; for i in "${pids[@]}"; do kill_tree "$i"; done; exit 130' INT TERM
+    echo "ci: ${names[*]} run at once; each one's output follows when all have ended"
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}" || true
+    done
+    trap - INT TERM
+    CI_CURRENT=""
+    for i in "${!names[@]}"; do
+        echo "ci: --- ${names[$i]} ---"
+        cat "$dir/$i.log"
+        read -r rc secs < "$dir/$i.end" 2>/dev/null || { rc=1; secs=0; }  # killed before it could say
+        ci_part "${names[$i]}" "$rc" "$secs"
+        [ "$rc" = 0 ] || [ "$first" != 0 ] || first=$rc
+    done
+    rm -rf "$dir"
+    return "$first"
+}

@@ -45,6 +45,60 @@ def test_every_command_of_ci_run_is_a_named_step() -> None:
     assert "source .ci/steps.sh" in text and "trap 'ci_summary ci' EXIT" in text
     bare = [line for line in text.splitlines() if re.match(r"(\.venv/bin/|bash |python)", line)]
     assert bare == []
-    assert {m for m in re.findall(r"^step (\S+)", text, re.M)} >= {"setup", "ruff", "mypy", "tests", "backends"}
+    named = set(re.findall(r"^step (\S+)", text, re.M))
+    for line in re.findall(r"^together (.+)$", text, re.M):
+        named.update(line.split()[::2])
+    assert named >= {"setup", "ruff", "mypy", "tests", "conformance", "backends"}
     backends = (ROOT / ".ci" / "backends").read_text()
     assert "trap 'ci_summary ci/backends' EXIT" in backends
+
+
+def test_steps_run_together_end_in_the_time_of_the_longer_and_print_whole_in_order() -> None:
+    body = ("slow() { echo slow-start; sleep 2; echo slow-end; }\n"
+            "quick() { echo quick-start; sleep 1; echo quick-end; }\n"
+            "together slow slow quick quick\n")
+    proc = _script(body)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    # each step's output whole, in the order given, though the quick one ended first
+    assert lines.index("slow-end") < lines.index("quick-start")
+    assert lines[lines.index("slow-start") + 1] == "slow-end"
+    assert re.fullmatch(r"ci: passed in 0\.0 min: slow pass \(0\.0 min\), quick pass \(0\.0 min\)", lines[-1])
+
+
+def test_a_failing_step_run_together_fails_the_script_after_both_ended() -> None:
+    body = ("bad() { echo bad-ran; exit 4; }\n"
+            "good() { sleep 1; echo good-ran; }\n"
+            "together bad bad good good\n"
+            "step never echo ran\n")
+    proc = _script(body)
+    assert proc.returncode == 4
+    lines = proc.stdout.splitlines()
+    assert "bad-ran" in lines and "good-ran" in lines and "ran" not in lines
+    assert re.fullmatch(r"ci: FAILED \(exit 4\) in \d+\.\d min: bad FAIL \(\d+\.\d min\), "
+                        r"good pass \(\d+\.\d min\)", lines[-1]), lines[-1]
+
+
+def test_an_interrupted_run_stops_the_steps_run_together(tmp_path: Path) -> None:
+    """Background jobs of a script ignore Ctrl-C; stopping .ci/run must not leave them running."""
+    import os
+    import signal
+    import time
+
+    marker = tmp_path / "alive"
+    body = (f"a() {{ while true; do touch {marker}; sleep 0.1; done; }}\n"
+            "b() { sleep 30; }\n"
+            "together a a b b\n")
+    preamble = f"set -euo pipefail\nsource {STEPS}\ntrap 'ci_summary ci' EXIT\n"
+    proc = subprocess.Popen(["bash", "-c", preamble + body], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), "the step never started"
+    os.kill(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 130
+    assert re.fullmatch(r"ci: FAILED \(exit 130\) in \d+\.\d min: a b FAIL \(\d+\.\d min\)", out.splitlines()[-1])
+    marker.unlink()
+    time.sleep(0.5)
+    assert not marker.exists(), "a step run together kept running after the script was stopped"
