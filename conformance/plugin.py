@@ -45,10 +45,15 @@ if TYPE_CHECKING:
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
              HealthCheck.function_scoped_fixture]
-settings.register_profile("dev", max_examples=12, deadline=None, suppress_health_check=_SUPPRESS, print_blob=True)
+# Hypothesis' explain phase (after shrinking, it replays the failure with each part varied, to say which
+# parts do not matter) cost 9x the shrink itself on a 4-step state-machine failure (1,092 replays against
+# 352: tests/test_stateful_faulty.py): the dev and ci profiles leave it to the nightly one
+SHRINK_NO_EXPLAIN = [phase for phase in Phase if phase is not Phase.explain]
+settings.register_profile("dev", max_examples=12, deadline=None, suppress_health_check=_SUPPRESS, print_blob=True,
+                          phases=SHRINK_NO_EXPLAIN)
 settings.register_profile(
     "ci", max_examples=30, deadline=None, derandomize=True, suppress_health_check=_SUPPRESS, print_blob=True,
-    database=None,
+    database=None, phases=SHRINK_NO_EXPLAIN,
 )
 # the ci profile's size with the randomness left on: --hypothesis-seed picks the draw (stability checks)
 settings.register_profile("ci-seeded", settings.get_profile("ci"), derandomize=False)
