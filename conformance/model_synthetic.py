@@ -1,10 +1,11 @@
 """Tiny synthetic models for ``conform model --arch``: seeded random weights written to a GGUF with gguf-py.
 
-Two layers, a 128-token vocabulary and no tokenizer (``tokenizer.ggml.model = no_vocab``: libllama then
-takes token ids as they are). Matrices are stored in one type or in a mix as llama-quantize makes it
-(``weights``: F16, the 32- and 256-element block formats, ``q4_k_m`` ...); norms and the token embedding
-stay F32. Sizes are multiples of 32 (of 256 where a type has super-blocks) so every row is whole blocks.
-Weights are scaled by 1/sqrt(fan-in) so activations stay O(1) through both layers.
+Two layers (gemma3: six, see ``MIN_LAYERS``), a 128-token vocabulary and no tokenizer
+(``tokenizer.ggml.model = no_vocab``: libllama then takes token ids as they are). Matrices are stored in one
+type or in a mix as llama-quantize makes it (``weights``: F16, the 32- and 256-element block formats,
+``q4_k_m`` ...); norms and the token embedding stay F32. Sizes are multiples of 32 (of 256 where a type has
+super-blocks) so every row is whole blocks. Weights are scaled by 1/sqrt(fan-in) so activations stay O(1)
+through the layers.
 """
 
 from __future__ import annotations
@@ -115,6 +116,11 @@ def _arch_tensors(arch: str, s: TinyShape) -> dict[str, tuple[int, ...]]:
 TIED_OUTPUT = frozenset({"gemma2", "gemma3"})  # the output projection is the token embedding
 ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3moe", "mixtral", "gemma2", "gemma3")
 GGUF_ARCH = {"mixtral": "llama"}  # the architecture name in the file where it is not the --arch name
+# the fewest layers an architecture's model has as published: llama.cpp makes every sixth layer of a gemma3
+# global and the other five sliding-window (its swa pattern 6); with two layers the global cache of the
+# iSWA pair holds no layer, and libllama 0.25.1 aborts at the first context shift (GGML_ASSERT(buffer) in
+# llama_kv_cache::set_input_k_shift: the empty cache's shift input is never allocated)
+MIN_LAYERS = {"gemma3": 6}
 
 
 def _metadata(arch: str, s: TinyShape, add: Callable[[str, object], None]) -> None:
@@ -189,6 +195,10 @@ def write_tiny_model(path: str | Path, arch: str, weights: str = "q8_0", seed: i
     import sys
 
     shape = shape or shape_for(weights)
+    if shape.n_layer < MIN_LAYERS.get(arch, 0):
+        import dataclasses
+
+        shape = dataclasses.replace(shape, n_layer=MIN_LAYERS[arch])
     if vocab:
         import dataclasses
 

@@ -76,6 +76,19 @@ def test_a_context_shift_ropes_the_k_cache_in_place_and_is_judged(tmp_path: Path
     assert len(result["fed_tokens"]) == 4 and all(len(t) == 1 for t in result["fed_tokens"][1:])
 
 
+def test_a_gemma3_shifts_both_caches_of_its_sliding_window_pair(tmp_path: Path) -> None:
+    """gemma3 keeps two KV caches (five sliding-window layers, then a global one): the synthetic gemma3 has
+    six layers so the global cache holds one (with two, libllama 0.25.1 aborts at the first shift:
+    GGML_ASSERT(buffer) in set_input_k_shift), and the shift ropes all six layers' K in place, judged."""
+    proc = conform_model("--arch", "gemma3", "--no-cpu", "--out", str(tmp_path / "out"), "--ctx", "8", "--decode", "3")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((tmp_path / "out" / "model.json").read_text())
+    assert result["verdict"] == "pass" and set(result["counts"]) <= {"pass", "expected"}, result["counts"]
+    shift = [n for n in result["nodes"] if n["op"] == "ROPE" and n["name"].startswith("cache_k_l")]
+    assert sorted(n["name"].split(" ")[0] for n in shift) == [f"cache_k_l{i}" for i in range(6)], shift
+    assert all(n["status"] == "pass" and n["step"] == 3 for n in shift)
+
+
 def test_two_sequences_in_one_batch_pass_node_by_node(tmp_path: Path) -> None:
     """--parallel 2 --decode 4: sequence 0's 6-token prompt and sequence 1's 5 in one prefill batch of 11, then a
     token of each per step; midway (step 3) sequence 1 is removed and a new 4-token one takes its cells."""

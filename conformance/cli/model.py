@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "--allow-unjudged). Outputs: " + OUTPUT_RULE + ".")
     p.add_argument("gguf", nargs="?", default=None, help="a GGUF model file (or use --arch for a synthetic one)")
     p.add_argument("--arch", default=None, choices=ARCHITECTURES,
-                   help="a synthetic tiny model of this architecture (2 layers, 128-token vocabulary, seeded weights)")
+                   help="a synthetic tiny model of this architecture (2 layers, gemma3 6, 128-token vocabulary, "
+                        "seeded weights)")
     p.add_argument("--weights", default="q8_0", choices=WEIGHT_TYPES,
                    help="with --arch: the matrices' type, or a llama-quantize mix (q4_k_m, q5_k_m, q3_k_m, q2_k; "
                         "mxfp4: gpt-oss's MXFP4 experts, for a MoE --arch)")
