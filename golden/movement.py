@@ -125,6 +125,8 @@ QUANT_COPY = Tolerance("quantized destination: judged against the exact golden b
                        "quants exact but for the documented rounding paths); byte-exact for same-type copies")
 DEQUANT_COPY = Tolerance("bit-exact: dequantizing is (q−8)·d (Q4_0) or q·d (Q8_0) with the F16 scale widened, "
                          "a product exact in f32 (4- or 8-bit q times an 11-bit d)")
+# a view op's only kernel is the ggml_cont after it: its regimes are DUP's and CONT's
+VIEW_ONLY = "a view: it computes nothing (its ggml_cont's grid regime is CONT's and DUP's)"
 _VIEW_NOTE = ("built as the view followed by ggml_cont, so the device's strided copy is what is checked "
               "(the view itself computes nothing)")
 
@@ -133,11 +135,11 @@ def _esize(case: OpCase) -> int:
     return dtypes.type_size(case.inputs[0].dtype)
 
 
-SPECS.add(OpSpec(name="NONE", family="movement", golden=one(identity), signatures=_COPY_SIGS,
+SPECS.add(OpSpec(name="NONE", family="movement", no_regimes=VIEW_ONLY, golden=one(identity), signatures=_COPY_SIGS,
                  tolerance={"*": MOVED}, validate=checks.one_input,
                  notes="a leaf tensor read back through ggml_cont; " + _VIEW_NOTE))
 SPECS.add(OpSpec(
-    name="VIEW", family="movement",
+    name="VIEW", family="movement", no_regimes=VIEW_ONLY,
     golden=lambda xs, c: view(xs[0], c.param("ne"), [n // _esize(c) for n in c.param("nb")],
                               c.param("offset") // _esize(c)),
     signatures=_COPY_SIGS, tolerance={"*": MOVED},
@@ -146,16 +148,19 @@ SPECS.add(OpSpec(
     input_layouts=InputLayouts.CONTIGUOUS, validate=checks.view_fits,
     notes="ggml_view_4d of a contiguous source (its strides are relative to that source); " + _VIEW_NOTE))
 SPECS.add(OpSpec(
-    name="RESHAPE", family="movement", golden=lambda xs, c: reshape(xs[0], c.param("ne")), signatures=_COPY_SIGS,
+    name="RESHAPE", family="movement", no_regimes=VIEW_ONLY,
+    golden=lambda xs, c: reshape(xs[0], c.param("ne")), signatures=_COPY_SIGS,
     tolerance={"*": MOVED}, params={"ne": P("new shape, same element count", tuple)},
     input_layouts=InputLayouts.CONTIGUOUS, validate=checks.same_count,
     notes="ggml_reshape_4d asserts a contiguous source; " + _VIEW_NOTE))
 SPECS.add(OpSpec(
-    name="PERMUTE", family="movement", golden=lambda xs, c: permute(xs[0], c.param("axes")), signatures=_COPY_SIGS,
+    name="PERMUTE", family="movement", no_regimes=VIEW_ONLY,
+    golden=lambda xs, c: permute(xs[0], c.param("axes")), signatures=_COPY_SIGS,
     tolerance={"*": MOVED}, params={"axes": P("ggml_permute axes: source dim k goes to position axes[k]", tuple)},
     validate=checks.valid_permute, notes=_VIEW_NOTE))
-SPECS.add(OpSpec(name="TRANSPOSE", family="movement", golden=one(transpose), signatures=_COPY_SIGS,
-                 tolerance={"*": MOVED}, validate=checks.one_input, notes="swaps ne0 and ne1; " + _VIEW_NOTE))
+SPECS.add(OpSpec(name="TRANSPOSE", family="movement", no_regimes=VIEW_ONLY, golden=one(transpose),
+                 signatures=_COPY_SIGS, tolerance={"*": MOVED}, validate=checks.one_input,
+                 notes="swaps ne0 and ne1; " + _VIEW_NOTE))
 SPECS.add(OpSpec(name="DUP", family="movement", golden=one(identity), signatures=_COPY_SIGS,
                  quantized_signatures=tuple(sig(q) for q in dtypes.DRAWN_COPY_TYPES),
                  tolerance={"*": MOVED, **{q: QUANT_COPY for q in dtypes.DRAWN_COPY_TYPES}},

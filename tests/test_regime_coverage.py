@@ -118,3 +118,14 @@ def test_long_sequences_needs_two_sequences_past_the_chunk() -> None:
     regime = long_sequences(lambda c: c.param("t"), lambda c: c.param("s"), chunk=64)
     case = lambda t, s: OpCase("X", (), params=(("t", t), ("s", s)))  # noqa: E731
     assert regime(case(65, 2)) and not regime(case(64, 2)) and not regime(case(200, 1))
+
+
+def test_every_implemented_op_declares_regimes_or_says_why_not() -> None:
+    """Each op names where kernels change path (OpSpec.regimes), or gives in one line why it has none
+    (OpSpec.no_regimes): never both, never neither."""
+    neither = [s.name for s in catalogue.implemented() if not s.regimes and not s.no_regimes.strip()]
+    both = [s.name for s in catalogue.implemented() if s.regimes and s.no_regimes]
+    multiline = [s.name for s in catalogue.implemented() if "\n" in s.no_regimes]
+    assert not neither, f"ops with no regimes and no reason: {', '.join(neither)}"
+    assert not both, f"ops with regimes and a reason for having none: {', '.join(both)}"
+    assert not multiline, f"reasons longer than one line: {', '.join(multiline)}"
