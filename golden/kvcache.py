@@ -19,10 +19,14 @@ import numpy as np
 
 from golden import dtypes
 from golden.case import OpCase
-from golden.spec import InputLayouts, OpList, OpSpec, sig
+from golden.spec import InputLayouts, OpList, OpSpec, Regime, grid_regime, sig
 from golden.tolerance import Tolerance
 
 SPECS = OpList()
+
+# CUDA and Vulkan launch SET_ROWS with the source rows along a grid dimension of at most 65,535 blocks
+MANY_SOURCE_ROWS = Regime("rows>65535", lambda c: c.inputs[1].ne[1] > 65535,
+                          "more source rows than a grid dimension has blocks (65,535)")
 
 
 def index_planes(idx: np.ndarray, ne2: int, ne3: int) -> np.ndarray:
@@ -87,6 +91,7 @@ def check_set_rows(case: OpCase, inputs: list[np.ndarray]) -> None:
 _ROW_TYPES = ("f32", "f16", "bf16")
 SPECS.add(OpSpec(
     name="SET_ROWS", family="kvcache",
+    regimes=(grid_regime(1), MANY_SOURCE_ROWS),
     golden=lambda xs, c: set_rows(xs[0], xs[1], xs[2], c.dst),
     signatures=tuple(sig(d, s, i) for d, s, i in (
         ("f32", "f32", "i64"), ("f16", "f32", "i64"), ("bf16", "f32", "i64"),
