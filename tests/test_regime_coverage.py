@@ -70,6 +70,19 @@ def test_the_regime_classes_are_declared() -> None:
         if spec.family in ("unary", "binary"):
             assert "elements>65536" in names.get(spec.name, set()), spec.name
     assert {"rhs>32,partial", "n>32,partial"} <= names["SOLVE_TRI"]
+    # copies, constructions and resizes past the grid limit; matrix products' partial K, row and column tiles;
+    # gathers and scatters of more rows than a grid dimension has blocks
+    for op in ("FILL", "TRI", "DIAG", "SET", "PAD_REFLECT_1D", "DUP", "CONT", "REPEAT", "ACC", "PAD", "UPSCALE",
+               "ARANGE", "DIAG_MASK_INF", "TIMESTEP_EMBEDDING", "POOL_2D", "CONV_TRANSPOSE_1D", "IM2COL", "ROPE",
+               "GET_ROWS", "SET_ROWS"):
+        assert "elements>65536" in names[op], op
+    for op in ("MUL_MAT", "OUT_PROD"):
+        assert {"k>32,partial", "k>256,partial", "rows>64,partial", "cols>32,partial"} <= names[op], op
+    assert {"k>32,partial", "k>256,partial", "rows>64,partial", "tokens>32,partial"} <= names["MUL_MAT_ID"]
+    assert "rows>65535" in names["GET_ROWS"] and "rows>65535" in names["SET_ROWS"]
+    assert {r.name for r in row_regimes()} <= names["CROSS_ENTROPY_LOSS"]
+    assert "head>512,partial" in names["ROPE"] and "group>1024,partial" in names["GROUP_NORM"]
+    assert "columns>256,partial" in names["IM2COL"]
 
 
 def test_partial_tile_needs_more_than_one_tile_and_a_remainder() -> None:

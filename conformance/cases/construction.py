@@ -1,6 +1,7 @@
 """Construction ops: FILL, TRI, DIAG, SET, PAD_REFLECT_1D: strategies (test group ``construction``).
 
-Every strategy constructs a valid case; tensors stay at or under 32k elements. The regimes: FILL
+Every strategy constructs a valid case; tensors stay at or under 32k elements but in the grid-limit
+branch (one case in about 3: just over 65,536 elements, strategies.grid_shape). The regimes: FILL
 constants at the F16 overflow and rounding edges, ±0, ±inf and NaN; every TRI type on 1×1 up to
 odd and 32/128-sized matrices (the data's NaN/inf must vanish outside the triangle); DIAG of any
 layout; SET into a sub-block or a free-form strided run of a, in place or not, with a and b in any

@@ -3,7 +3,9 @@ TIMESTEP_EMBEDDING: their case strategies and the input makers of those whose in
 
 Each strategy constructs valid cases that reach the op's parameter corners (ALiBi with odd head
 counts, masks taller than the input, partial rotation, YaRN, blocked GQA broadcast, padding-only
-pooling windows...). Shapes stay ≤ 32k elements per tensor so the ci profile runs in seconds. Inputs
+pooling windows...). Shapes stay ≤ 32k elements per tensor so the ci profile runs in seconds, but
+in the regime branches (one case in about 3: partial tiles of MUL_MAT, ROPE, GROUP_NORM and IM2COL, and
+just over 65,536 elements). Inputs
 are drawn from the case's seed, and the case's distribution picks the regime, so the case id alone
 reproduces the bytes.
 """
