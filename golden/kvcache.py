@@ -45,9 +45,12 @@ def set_rows(a: np.ndarray, b: np.ndarray, idx: np.ndarray, dst_dtype: str) -> n
         src = dtypes.round_to(src, dst_dtype)
     ne3, ne2 = out.shape[0], out.shape[1]
     rows = index_planes(idx, ne2, ne3)
-    i3, i2 = np.meshgrid(np.arange(ne3), np.arange(ne2), indexing="ij")
-    for i in range(rows.shape[-1]):  # in source order: a later duplicate overwrites an earlier one
-        out[i3, i2, rows[:, :, i]] = src[:, :, i]
+    for i3 in range(ne3):
+        for i2 in range(ne2):
+            plane = rows[i3, i2]
+            # the last source row naming each destination row: a later duplicate overwrites an earlier one
+            last = plane.size - 1 - np.unique(plane[::-1], return_index=True)[1]
+            out[i3, i2, plane[last]] = src[i3, i2, last]
     return out
 
 
@@ -58,9 +61,10 @@ def writers(idx: np.ndarray, ne2: int, ne3: int) -> dict[tuple[int, int, int], l
     for i3 in range(ne3):
         for i2 in range(ne2):
             plane = rows[i3, i2]
-            values, counts = np.unique(plane, return_counts=True)
-            for r in values[counts > 1]:
-                found[(i3, i2, int(r))] = [int(i) for i in np.flatnonzero(plane == r)]
+            order = np.argsort(plane, kind="stable")  # each row's writers together, in source order
+            values, starts, counts = np.unique(plane[order], return_index=True, return_counts=True)
+            for r, start, count in zip(values[counts > 1], starts[counts > 1], counts[counts > 1], strict=True):
+                found[(i3, i2, int(r))] = [int(i) for i in order[start:start + count]]
     return found
 
 

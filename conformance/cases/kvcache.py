@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from conformance.cases.registry import register
 from conformance.data import floats, plain_input
-from conformance.strategies import GRID_EVERY, finish, input_layouts, one_in, row_size, spec
+from conformance.strategies import finish, input_layouts, one_in, row_size, spec
 from conformance.verdict import Metrics, compare
 from conformance.verdict.quant import block_elements_ok, quant_step
 from golden import catalogue, dtypes, formats, quant
@@ -71,7 +71,9 @@ def set_rows_case(draw: st.DrawFn, op: str, sig: Signature, quantized: bool = Fa
     n_rows = draw(st.integers(1, max(1, min(ne1 + 3, 48, room))))  # more rows than cells: repeats
     ne11 = draw(st.sampled_from(_divisors(ne2)))
     ne12 = draw(st.sampled_from(_divisors(ne3)))
-    if one_in(draw, GRID_EVERY) and not quantized:  # the grid regimes: 65,537 one- or two-element rows
+    # the grid regimes: 65,537 one- or two-element rows, in one case of 8 (each takes a third of a second on
+    # ggml:CPU; a dozen signatures draw it, so the op reaches it on every seed)
+    if one_in(draw, 8) and not quantized:
         ne0, ne2, ne3, ne11, ne12 = min(ne0, 2), 1, 1, 1, 1
         n_rows = MANY_ROWS
         ne1 = MANY_ROWS + ne1 % 4  # spare cells after the rows written
