@@ -26,7 +26,7 @@ from conformance.data import DISTRIBUTIONS
 from golden import dtypes
 from golden.case import Layout, Ne, OpCase, TensorSpec
 from golden.geometry import storage_of
-from golden.spec import InputLayouts
+from golden.spec import GRID_BLOCKS, InputLayouts
 
 EDGE_ROW_SIZES = (1, 2, 3, 5, 7, 16, 31, 32, 33, 63, 64, 127, 128, 255, 256, 511, 512, 513, 1023, 1024, 1025,
                   2047, 2048, 3000, 4096)
@@ -233,6 +233,38 @@ def long_row_branch(draw: st.DrawFn, case: OpCase, *, inputs: tuple[int, ...] = 
             budget = max(1, budget // outer[-1])
         changed[i] = replace(t, ne=(ne0, outer[0], outer[1], outer[2]))
     return replace(case, inputs=tuple(changed))
+
+
+# row lengths of the grid-limit shapes: a column, rows of a few tiles, and one row past the limit
+GRID_NE0 = st.sampled_from((1, 257, 4096, 4097, GRID_BLOCKS + 1))
+# the share of cases an op's grid-limit branch takes in every profile: low, so the ci profile stays small
+# on average, and enough that 30 examples reach it on any seed (tests/test_regime_coverage.py)
+GRID_EVERY = 3
+
+
+def grid_shape(draw: st.DrawFn, *, every: int = GRID_EVERY, rows: st.SearchStrategy[int] = GRID_NE0) -> Ne | None:
+    """In about one draw of ``every``, a 2-d shape of just over golden.spec.GRID_BLOCKS elements (the
+    fewest rows of a drawn length that exceed it), else None. Both choices are drawn either way and
+    the simplest keeps the usual case (see the module's note on shrinking)."""
+    take, ne0 = one_in(draw, every), draw(rows)
+    if not take:
+        return None
+    return (ne0, GRID_BLOCKS // ne0 + 1, 1, 1)
+
+
+# partial tiles of matrix products (golden.matmul's regimes): K past 32- and 256-wide blocks and not a
+# multiple of 32, weight rows past a 64-row output tile, src1 columns past 32 (the matrix-matrix path)
+PARTIAL_K = st.sampled_from((257, 300, 383, 511))
+PARTIAL_ROWS = st.sampled_from((65, 100, 129))
+PARTIAL_COLS = st.sampled_from((33, 47, 65, 100))
+TILE_EVERY = GRID_EVERY  # the share of an op's cases its partial-tile branch takes
+
+
+def partial_tiles(draw: st.DrawFn, *, every: int = TILE_EVERY) -> tuple[int, int, int] | None:
+    """In about one draw of ``every``, (K, rows, columns) of a matrix product with a partial last tile
+    in each, else None; every choice drawn either way (shrinking)."""
+    take, k, rows, cols = one_in(draw, every), draw(PARTIAL_K), draw(PARTIAL_ROWS), draw(PARTIAL_COLS)
+    return (k, rows, cols) if take else None
 
 
 ALIAS_OFFSETS = st.integers(0, 64)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import OpList, OpSpec, P, sig
+from golden.spec import OpList, OpSpec, P, grid_regime, partial_tile, sig
 from golden.tolerance import F16_EPS, F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -84,13 +84,43 @@ def pool_2d(x: np.ndarray, op: int, k0: int, k1: int, s0: int, s1: int, p0: floa
         return _windows(x, oh, ow, k1, k0, (s0, s1), pads, (1, 1), 0.0).sum(axis=(-2, -1)) / (k0 * k1)
 
 
+# ggml-cuda's im2col blocks take 256 of a window's IC·KH·KW columns each
+IM2COL_TILE = 256
+
+
+def _im2col_columns(c: OpCase) -> int:
+    k = c.inputs[0].ne
+    return c.inputs[1].ne[2] * k[1] * k[0] if c.param("is_2d") else c.inputs[1].ne[1] * k[0]
+
+
+def _im2col_outputs(c: OpCase) -> int:
+    p, k, d = c.params_dict, c.inputs[0].ne, c.inputs[1].ne
+    ow = conv_output_size(d[0], k[0], p["s0"], p["p0"], p["d0"])
+    if not p["is_2d"]:
+        return _im2col_columns(c) * ow * d[2]
+    return _im2col_columns(c) * ow * conv_output_size(d[1], k[1], p["s1"], p["p1"], p["d1"]) * d[3]
+
+
+def _pool_outputs(c: OpCase) -> int:
+    p, ne = c.params_dict, c.inputs[0].ne
+    return (pool_output_size(ne[0], p["k0"], p["s0"], p["p0"]) * pool_output_size(ne[1], p["k1"], p["s1"], p["p1"])
+            * ne[2] * ne[3])
+
+
+def _conv_transpose_outputs(c: OpCase) -> int:
+    kernel, data = c.inputs[0].ne, c.inputs[1].ne
+    return ((data[0] - 1) * c.param("s0") + kernel[0]) * kernel[1]
+
+
 def _im2col(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
     p = c.params_dict
     return im2col(c.inputs[0].ne, xs[1], p["s0"], p["s1"], p["p0"], p["p1"], p["d0"], p["d1"], bool(p["is_2d"]))
 
 
 SPECS.add(OpSpec(
-    name="IM2COL", family="conv", golden=_im2col,
+    name="IM2COL", family="conv",
+    regimes=(partial_tile("columns", _im2col_columns, IM2COL_TILE), grid_regime(elements=_im2col_outputs)),
+    golden=_im2col,
     signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f16"), sig("f16", "f16"), sig("f16", "f32", dst="f32")),
     tolerance={"*": Tolerance("bit-exact: values are copied (or are padding zeros) into a destination of the data's "
                               "type; ggml CPU ci: exact", calibration=Calibration.GGML_CPU),
@@ -126,7 +156,8 @@ def _pool_2d(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
 
 
 SPECS.add(OpSpec(
-    name="POOL_2D", family="conv", golden=_pool_2d, signatures=(sig("f32"), sig("f16", dst="f32")),
+    name="POOL_2D", family="conv",
+    regimes=(grid_regime(elements=_pool_outputs),), golden=_pool_2d, signatures=(sig("f32"), sig("f16", dst="f32")),
     tolerance={"f32": Tolerance("MAX selects (exact, −FLT_MAX included); AVG adds the k0·k1 taps in f32 in any "
                                 "order (γ_{k0k1−1}·Σ|x|), then divides by k0·k1 or multiplies by its rounded "
                                 "reciprocal (2u): (k0·k1 + 1)·u·avg|x| (+2^-150 per subnormal rounding) and the "
@@ -206,6 +237,7 @@ def _validate_conv_transpose(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="CONV_TRANSPOSE_1D", family="conv",
+    regimes=(grid_regime(elements=_conv_transpose_outputs),),
     golden=lambda xs, c: conv_transpose_1d(xs[0], xs[1], c.param("s0")),
     signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32")),
     tolerance={"f32": Tolerance(

@@ -19,10 +19,14 @@ import numpy as np
 
 from golden import dtypes
 from golden.case import OpCase
-from golden.spec import InputLayouts, OpList, OpSpec, sig
+from golden.spec import InputLayouts, OpList, OpSpec, Regime, grid_regime, sig
 from golden.tolerance import Tolerance
 
 SPECS = OpList()
+
+# CUDA and Vulkan launch SET_ROWS with the source rows along a grid dimension of at most 65,535 blocks
+MANY_SOURCE_ROWS = Regime("rows>65535", lambda c: c.inputs[1].ne[1] > 65535,
+                          "more source rows than a grid dimension has blocks (65,535)")
 
 
 def index_planes(idx: np.ndarray, ne2: int, ne3: int) -> np.ndarray:
@@ -41,9 +45,12 @@ def set_rows(a: np.ndarray, b: np.ndarray, idx: np.ndarray, dst_dtype: str) -> n
         src = dtypes.round_to(src, dst_dtype)
     ne3, ne2 = out.shape[0], out.shape[1]
     rows = index_planes(idx, ne2, ne3)
-    i3, i2 = np.meshgrid(np.arange(ne3), np.arange(ne2), indexing="ij")
-    for i in range(rows.shape[-1]):  # in source order: a later duplicate overwrites an earlier one
-        out[i3, i2, rows[:, :, i]] = src[:, :, i]
+    for i3 in range(ne3):
+        for i2 in range(ne2):
+            plane = rows[i3, i2]
+            # the last source row naming each destination row: a later duplicate overwrites an earlier one
+            last = plane.size - 1 - np.unique(plane[::-1], return_index=True)[1]
+            out[i3, i2, plane[last]] = src[i3, i2, last]
     return out
 
 
@@ -54,9 +61,10 @@ def writers(idx: np.ndarray, ne2: int, ne3: int) -> dict[tuple[int, int, int], l
     for i3 in range(ne3):
         for i2 in range(ne2):
             plane = rows[i3, i2]
-            values, counts = np.unique(plane, return_counts=True)
-            for r in values[counts > 1]:
-                found[(i3, i2, int(r))] = [int(i) for i in np.flatnonzero(plane == r)]
+            order = np.argsort(plane, kind="stable")  # each row's writers together, in source order
+            values, starts, counts = np.unique(plane[order], return_index=True, return_counts=True)
+            for r, start, count in zip(values[counts > 1], starts[counts > 1], counts[counts > 1], strict=True):
+                found[(i3, i2, int(r))] = [int(i) for i in order[start:start + count]]
     return found
 
 
@@ -87,6 +95,7 @@ def check_set_rows(case: OpCase, inputs: list[np.ndarray]) -> None:
 _ROW_TYPES = ("f32", "f16", "bf16")
 SPECS.add(OpSpec(
     name="SET_ROWS", family="kvcache",
+    regimes=(grid_regime(1), MANY_SOURCE_ROWS),
     golden=lambda xs, c: set_rows(xs[0], xs[1], xs[2], c.dst),
     signatures=tuple(sig(d, s, i) for d, s, i in (
         ("f32", "f32", "i64"), ("f16", "f32", "i64"), ("bf16", "f32", "i64"),

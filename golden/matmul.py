@@ -9,16 +9,30 @@ Products of f32/f16 values are exact in float64 and the K-sum is within K·2^-53
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from golden import dtypes
 from golden.case import OpCase
-from golden.spec import InputLayouts, OpList, OpSpec, sig
+from golden.spec import InputLayouts, OpList, OpSpec, Regime, partial_tile, sig
 from golden.tolerance import F16_EPS, F32_EPS, Calibration, ErrorModel, Tolerance, finite_abs
 
 SPECS = OpList()
+
+# How ggml-cuda and ggml-vulkan tile matrix products: K in 32-element blocks and 256-wide shared-memory
+# (super-)blocks, output tiles of 64 (or 128) weight rows, and src1 columns past 8 leave the matrix-vector
+# kernels for the tiled matrix-matrix ones (whose column tiles are 32 wide or more)
+K_BLOCK, K_TILE, ROW_TILE, COL_TILE = 32, 256, 64, 32
+
+
+def matmul_tiles(k: Callable[[OpCase], int], rows: Callable[[OpCase], int],
+                 cols: Callable[[OpCase], int] | None = None) -> tuple[Regime, ...]:
+    """A partial last tile along the dot product (``k``: past a 32-block and a 256-tile), the weight rows
+    (``rows``) and, where given, the src1 columns (``cols``)."""
+    out = (partial_tile("k", k, K_BLOCK), partial_tile("k", k, K_TILE), partial_tile("rows", rows, ROW_TILE))
+    return out + ((partial_tile("cols", cols, COL_TILE),) if cols is not None else ())
 
 
 def broadcast_weights(a: np.ndarray, b_shape: tuple[int, ...]) -> np.ndarray:
@@ -249,7 +263,9 @@ FORMAT_MATMUL_ROWS: dict[str, Tolerance] = {
 _DOT_TYPICAL: dict[str, Any] = {"typical": dot_product_typical, "typical_name": "√K·u·Σ|a||b| + (u+e)·√Σ(ab)²"}
 _GAMMA_K = "γ_K dot-product bound: K products and sums in f32 in any order, FMA or not (K·2^-24·Σ|a||b|)"
 SPECS.add(OpSpec(
-    name="MUL_MAT", family="matmul", golden=lambda xs, c: mul_mat(xs[0], xs[1]),
+    name="MUL_MAT", family="matmul",
+    regimes=matmul_tiles(lambda c: c.inputs[0].ne[0], lambda c: c.inputs[0].ne[1], lambda c: c.inputs[1].ne[1]),
+    golden=lambda xs, c: mul_mat(xs[0], xs[1]),
     signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32"), sig("f16", "f16", dst="f32"),
                 sig("bf16", "f32", dst="f32"), sig("bf16", "bf16", dst="f32"), sig("f32", "f16", dst="f32")),
     quantized_signatures=(sig("q4_0", "f32", dst="f32"), sig("q8_0", "f32", dst="f32"),
@@ -372,7 +388,10 @@ _ROUTED_QUANT = Tolerance(
     model=routed(quant_matmul_model()), model_name="routed quant_matmul", typical=routed(quant_matmul_typical),
     typical_name="routed √K·u·Σ|a||b| + √Σ(|a|·e_src1)²", calibration=Calibration.GGML_CPU)
 SPECS.add(OpSpec(
-    name="MUL_MAT_ID", family="matmul", golden=lambda xs, c: mul_mat_id(xs[0], xs[1], xs[2]),
+    name="MUL_MAT_ID", family="matmul",
+    regimes=matmul_tiles(lambda c: c.inputs[0].ne[0],
+                         lambda c: c.inputs[0].ne[1]) + (partial_tile("tokens", lambda c: c.inputs[1].ne[2], 32),),
+    golden=lambda xs, c: mul_mat_id(xs[0], xs[1], xs[2]),
     signatures=(sig("f32", "f32", "i32", dst="f32"), sig("f16", "f32", "i32", dst="f32"),
                 sig("f16", "f16", "i32", dst="f32")),
     quantized_signatures=(sig("q4_0", "f32", "i32", dst="f32"), sig("q8_0", "f32", "i32", dst="f32"))
@@ -428,7 +447,9 @@ _OUT_PROD_QUANT = Tolerance(
     model=_transposed(dot_product_model(1.0)), model_name="dot_product over k",
     typical=_transposed(dot_product_typical), typical_name="√k·u·Σ|a||b| over k", calibration=Calibration.GGML_CPU)
 SPECS.add(OpSpec(
-    name="OUT_PROD", family="matmul", golden=lambda xs, c: out_prod(xs[0], xs[1]),
+    name="OUT_PROD", family="matmul",
+    regimes=matmul_tiles(lambda c: c.inputs[0].ne[1], lambda c: c.inputs[0].ne[0], lambda c: c.inputs[1].ne[0]),
+    golden=lambda xs, c: out_prod(xs[0], xs[1]),
     signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32"), sig("f16", "f16", dst="f32")),
     quantized_signatures=(sig("q4_0", "f32", dst="f32"), sig("q8_0", "f32", dst="f32")),
     tolerance={"f32": Tolerance("a k-term dot product accumulated in f32 in any order (γ_k·Σ|a||b|, MUL_MAT's "

@@ -18,7 +18,7 @@ from golden import dtypes
 from golden import movement_checks as checks
 from golden.case import OpCase
 from golden.geometry import numpy_axes_for_permute
-from golden.spec import FULL_INTEGERS, InputLayouts, OpList, OpSpec, P, one, sig, two
+from golden.spec import FULL_INTEGERS, InputLayouts, OpList, OpSpec, P, Regime, grid_regime, one, sig, two
 from golden.tolerance import Tolerance
 
 SPECS = OpList()
@@ -125,19 +125,40 @@ QUANT_COPY = Tolerance("quantized destination: judged against the exact golden b
                        "quants exact but for the documented rounding paths); byte-exact for same-type copies")
 DEQUANT_COPY = Tolerance("bit-exact: dequantizing is (q−8)·d (Q4_0) or q·d (Q8_0) with the F16 scale widened, "
                          "a product exact in f32 (4- or 8-bit q times an 11-bit d)")
+# a view op's only kernel is the ggml_cont after it: its regimes are DUP's and CONT's
+VIEW_ONLY = "a view: it computes nothing (its ggml_cont's grid regime is CONT's and DUP's)"
 _VIEW_NOTE = ("built as the view followed by ggml_cont, so the device's strided copy is what is checked "
               "(the view itself computes nothing)")
+
+
+def _repeat_outputs(c: OpCase) -> int:
+    return int(np.prod(c.param("ne")))
+
+
+def _pad_outputs(c: OpCase) -> int:
+    lp = c.param("lp", (0, 0, 0, 0))
+    return int(np.prod([n + a + b for n, a, b in zip(c.inputs[0].ne, lp, c.param("rp"), strict=True)]))
+
+
+def _gathered(c: OpCase) -> int:
+    """GET_ROWS writes one row of the table per index."""
+    return c.inputs[0].ne[0] * int(np.prod(c.inputs[1].ne))
+
+
+# CUDA launches get_rows with the indices along a grid dimension of at most 65,535 blocks
+MANY_ROWS = Regime("rows>65535", lambda c: c.inputs[1].ne[0] > 65535,
+                   "more indices than a grid dimension has blocks (65,535)")
 
 
 def _esize(case: OpCase) -> int:
     return dtypes.type_size(case.inputs[0].dtype)
 
 
-SPECS.add(OpSpec(name="NONE", family="movement", golden=one(identity), signatures=_COPY_SIGS,
+SPECS.add(OpSpec(name="NONE", family="movement", no_regimes=VIEW_ONLY, golden=one(identity), signatures=_COPY_SIGS,
                  tolerance={"*": MOVED}, validate=checks.one_input,
                  notes="a leaf tensor read back through ggml_cont; " + _VIEW_NOTE))
 SPECS.add(OpSpec(
-    name="VIEW", family="movement",
+    name="VIEW", family="movement", no_regimes=VIEW_ONLY,
     golden=lambda xs, c: view(xs[0], c.param("ne"), [n // _esize(c) for n in c.param("nb")],
                               c.param("offset") // _esize(c)),
     signatures=_COPY_SIGS, tolerance={"*": MOVED},
@@ -146,24 +167,29 @@ SPECS.add(OpSpec(
     input_layouts=InputLayouts.CONTIGUOUS, validate=checks.view_fits,
     notes="ggml_view_4d of a contiguous source (its strides are relative to that source); " + _VIEW_NOTE))
 SPECS.add(OpSpec(
-    name="RESHAPE", family="movement", golden=lambda xs, c: reshape(xs[0], c.param("ne")), signatures=_COPY_SIGS,
+    name="RESHAPE", family="movement", no_regimes=VIEW_ONLY,
+    golden=lambda xs, c: reshape(xs[0], c.param("ne")), signatures=_COPY_SIGS,
     tolerance={"*": MOVED}, params={"ne": P("new shape, same element count", tuple)},
     input_layouts=InputLayouts.CONTIGUOUS, validate=checks.same_count,
     notes="ggml_reshape_4d asserts a contiguous source; " + _VIEW_NOTE))
 SPECS.add(OpSpec(
-    name="PERMUTE", family="movement", golden=lambda xs, c: permute(xs[0], c.param("axes")), signatures=_COPY_SIGS,
+    name="PERMUTE", family="movement", no_regimes=VIEW_ONLY,
+    golden=lambda xs, c: permute(xs[0], c.param("axes")), signatures=_COPY_SIGS,
     tolerance={"*": MOVED}, params={"axes": P("ggml_permute axes: source dim k goes to position axes[k]", tuple)},
     validate=checks.valid_permute, notes=_VIEW_NOTE))
-SPECS.add(OpSpec(name="TRANSPOSE", family="movement", golden=one(transpose), signatures=_COPY_SIGS,
-                 tolerance={"*": MOVED}, validate=checks.one_input, notes="swaps ne0 and ne1; " + _VIEW_NOTE))
-SPECS.add(OpSpec(name="DUP", family="movement", golden=one(identity), signatures=_COPY_SIGS,
+SPECS.add(OpSpec(name="TRANSPOSE", family="movement", no_regimes=VIEW_ONLY, golden=one(transpose),
+                 signatures=_COPY_SIGS, tolerance={"*": MOVED}, validate=checks.one_input,
+                 notes="swaps ne0 and ne1; " + _VIEW_NOTE))
+SPECS.add(OpSpec(name="DUP", family="movement",
+                 regimes=(grid_regime(),), golden=one(identity), signatures=_COPY_SIGS,
                  quantized_signatures=tuple(sig(q) for q in dtypes.DRAWN_COPY_TYPES),
                  tolerance={"*": MOVED, **{q: QUANT_COPY for q in dtypes.DRAWN_COPY_TYPES}},
                  validate=checks.one_input,
                  notes="ggml_dup: a contiguous same-type copy of any layout. Same-type copies of quantized "
                        "tensors move whole blocks: byte-exact."))
 SPECS.add(OpSpec(
-    name="CONT", family="movement", golden=lambda xs, c: reshape(xs[0], c.param("ne", tuple(c.inputs[0].ne))),
+    name="CONT", family="movement",
+    regimes=(grid_regime(),), golden=lambda xs, c: reshape(xs[0], c.param("ne", tuple(c.inputs[0].ne))),
     signatures=_COPY_SIGS, quantized_signatures=_QUANT_SAME,
     tolerance={"*": MOVED, "q4_0": QUANT_COPY, "q8_0": QUANT_COPY},
     params={"ne": P("form=cont_4d only: the new shape (same element count)", tuple, optional=True)},
@@ -206,7 +232,9 @@ SPECS.add(OpSpec(
           "quantizes each 32-element block of the destination (contiguous); NaN/inf are not drawn there "
           "(one non-finite value poisons its block's scale)."))
 SPECS.add(OpSpec(
-    name="REPEAT", family="movement", golden=lambda xs, c: repeat(xs[0], c.param("ne")), signatures=_COPY_SIGS,
+    name="REPEAT", family="movement",
+    regimes=(grid_regime(elements=_repeat_outputs),),
+    golden=lambda xs, c: repeat(xs[0], c.param("ne")), signatures=_COPY_SIGS,
     tolerance={"*": MOVED}, params={"ne": P("target shape: each dim a multiple of the source's", tuple)},
     validate=checks.repeatable, notes="np.tile"))
 SPECS.add(OpSpec(
@@ -218,7 +246,8 @@ SPECS.add(OpSpec(
           "CPU copies elements by their size). Half the cases give a and b one shape with the joined dim's "
           "extent shared by another dim, so a device joining along the wrong axis gives other values"))
 SPECS.add(OpSpec(
-    name="GET_ROWS", family="movement", golden=two(get_rows),
+    name="GET_ROWS", family="movement",
+    regimes=(grid_regime(elements=_gathered), MANY_ROWS), golden=two(get_rows),
     signatures=(sig("f32", "i32"), sig("f16", "i32", dst="f32"), sig("bf16", "i32", dst="f32")),
     quantized_signatures=(sig("q4_0", "i32", dst="f32"), sig("q8_0", "i32", dst="f32"))
     + tuple(sig(w, "i32", dst="f32") for w in dtypes.DRAWN_WEIGHT_TYPES if w not in dtypes.DRAWN_QUANT_TYPES),
@@ -231,6 +260,7 @@ SPECS.add(OpSpec(
           "indices are rejected before the device (ggml asserts)"))
 SPECS.add(OpSpec(
     name="ACC", family="movement",
+    regimes=(grid_regime(1),),
     golden=lambda xs, c: acc(xs[0], xs[1], [n // 4 for n in (4, c.param("nb1"), c.param("nb2"), c.param("nb3"))],
                              c.param("offset") // 4),
     signatures=(sig("f32", "f32"),),
@@ -242,7 +272,8 @@ SPECS.add(OpSpec(
     notes="ggml_acc asserts a contiguous a; form=inplace builds ggml_acc_inplace on a ggml_dup of a, so the "
           "in-place kernel runs while the input stays checkable; b may have any layout"))
 SPECS.add(OpSpec(
-    name="PAD", family="movement", golden=_pad,
+    name="PAD", family="movement",
+    regimes=(grid_regime(elements=_pad_outputs),), golden=_pad,
     signatures=(sig("f32"),), tolerance={"f32": MOVED},
     params={"lp": P("padding before each dim (form=pad_ext and pad_ext_circular only)", tuple),
             "rp": P("padding after each dim", tuple)},

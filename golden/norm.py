@@ -12,10 +12,19 @@ from collections.abc import Callable
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import SPECIAL_VALUES, OpList, OpSpec, P, row_regimes, sig
+from golden.spec import SPECIAL_VALUES, OpList, OpSpec, P, partial_tile, row_regimes, sig
 from golden.tolerance import F32_EPS, Calibration, ErrorModel, Tolerance, finite_abs
 
 SPECS = OpList()
+
+# ggml-cuda normalises a group with one block, of 1,024 threads once the group has that many elements
+GROUP_TILE = 1024
+
+
+def _group_size(c: OpCase) -> int:
+    """Elements in a full group: ne0·ne1 times ceil(channels / n_groups) channels."""
+    ne = c.inputs[0].ne
+    return ne[0] * ne[1] * -(-ne[2] // c.param("n_groups"))
 
 
 def _f32(value: float) -> float:
@@ -202,7 +211,9 @@ SPECS.add(OpSpec(
     notes=_NORM_NOTE + ". form=inplace builds ggml_rms_norm_inplace on a ggml_dup of the input (the in-place "
                        "kernel runs; the input stays checkable)"))
 SPECS.add(OpSpec(
-    name="GROUP_NORM", family="norm", golden=lambda xs, c: group_norm(xs[0], c.param("n_groups"), c.param("eps")),
+    name="GROUP_NORM", family="norm",
+    regimes=(partial_tile("group", _group_size, GROUP_TILE),),
+    golden=lambda xs, c: group_norm(xs[0], c.param("n_groups"), c.param("eps")),
     signatures=_F32_ONLY,
     tolerance={"f32": Tolerance("NORM over each group's ne0·ne1·channels block, sums in f32 in any order; ggml "
                                 "CPU ci: ≤ 0.33 of the allowance",

@@ -26,6 +26,7 @@ in ``x``, so a device's f32 coordinates and weights only move the result by the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ import numpy as np
 
 from golden import movement_checks as checks
 from golden.case import OpCase
-from golden.spec import OpList, OpSpec, P, sig
+from golden.spec import OpList, OpSpec, P, grid_regime, sig
 from golden.tolerance import F32_EPS, Calibration, Tolerance
 
 SPECS = OpList()
@@ -262,7 +263,8 @@ def _check_upscale(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 
 SPECS.add(OpSpec(
-    name="UPSCALE", family="resample", golden=_upscale, signatures=(sig("f32"),),
+    name="UPSCALE", family="resample",
+    regimes=(grid_regime(elements=lambda c: math.prod(out_shape(c))),), golden=_upscale, signatures=(sig("f32"),),
     tolerance={"f32": Tolerance(
         "nearest: bit-exact copies, the source index by ggml's f32 rule trunc(f32(i)/f32(out/in)), modelled "
         "exactly. bilinear/bicubic/antialias: exact interpolation at exact coordinates; an f32 device moves "

@@ -27,10 +27,13 @@ from typing import Any
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import OpList, OpSpec, P, sig
+from golden.spec import OpList, OpSpec, P, grid_regime, partial_tile, sig
 from golden.tolerance import F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
+
+# ggml-cuda's rope kernels take a row's pairs 256 threads to a block: 512 elements per block
+ROPE_HEAD_TILE = 512
 
 NORMAL, NEOX, MROPE, VISION, IMROPE = 0, 2, 8, 24, 40
 MULTI_SECTION_MODES = (MROPE, VISION, IMROPE)
@@ -225,7 +228,9 @@ def rope_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np
 
 
 SPECS.add(OpSpec(
-    name="ROPE", family="rope", golden=_rope, signatures=(sig("f32", "i32"), sig("f16", "i32")),
+    name="ROPE", family="rope",
+    regimes=(partial_tile("head", lambda c: c.inputs[0].ne[0], ROPE_HEAD_TILE), grid_regime()),
+    golden=_rope, signatures=(sig("f32", "i32"), sig("f16", "i32")),
     tolerance={"f32": Tolerance("running f32 product for θ (per section in the multi-section modes); ggml CPU: "
                                 "|Δθ| ≈ 5e-3 rad at positions ≤ 65535 (|Δy| up to 3.4 for |x| ≤ 150), 9e-6 below "
                                 "64; nightly ≤ 0.37 of the model (NORMAL/NEOX), ≤ 0.48 (MROPE, VISION, IMROPE, "

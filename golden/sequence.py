@@ -7,7 +7,7 @@ import numpy as np
 from golden import dtypes
 from golden import movement_checks as checks
 from golden.case import OpCase
-from golden.spec import SPECIAL_VALUES, OpList, OpSpec, P, Signature, one, row_regimes, sig
+from golden.spec import SPECIAL_VALUES, OpList, OpSpec, P, Signature, grid_regime, one, row_regimes, sig
 from golden.tolerance import Calibration, Tolerance
 
 SPECS = OpList()
@@ -18,6 +18,10 @@ def arange_length(start: float, stop: float, step: float) -> int:
     with np.errstate(all="ignore"):
         span = np.float32(np.float32(stop) - np.float32(start)) / np.float32(step)
     return int(np.ceil(np.float32(span)))
+
+
+def _arange_outputs(c: OpCase) -> int:
+    return arange_length(c.param("start"), c.param("stop"), c.param("step"))
 
 
 def arange(start: float, stop: float, step: float) -> np.ndarray:
@@ -70,6 +74,7 @@ def sum_rows_typical(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray)
 
 SPECS.add(OpSpec(
     name="ARANGE", family="sequence",
+    regimes=(grid_regime(elements=_arange_outputs),),
     golden=lambda xs, c: arange(c.param("start"), c.param("stop"), c.param("step")).reshape(1, 1, 1, -1),
     signatures=(Signature((), "f32"),),
     tolerance={"f32": Tolerance("ggml rounds one fused multiply-add start+step·i (0.5 ulp); an unfused multiply "

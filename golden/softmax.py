@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import SPECIAL_VALUES, InputLayouts, OpList, OpSpec, P, row_regimes, sig
+from golden.spec import SPECIAL_VALUES, InputLayouts, OpList, OpSpec, P, grid_regime, row_regimes, sig
 from golden.tolerance import EXACT, F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -141,6 +141,7 @@ SPECS.add(OpSpec(
           "vocabulary-wide rows (32k in ci, 262k in nightly)"))
 
 SPECS.add(OpSpec(
-    name="DIAG_MASK_INF", family="softmax", golden=lambda xs, c: diag_mask_inf(xs[0], c.param("n_past")),
+    name="DIAG_MASK_INF", family="softmax",
+    regimes=(grid_regime(),), golden=lambda xs, c: diag_mask_inf(xs[0], c.param("n_past")),
     signatures=(sig("f32"),), tolerance={"f32": EXACT},
     params={"n_past": P("columns i0 > n_past + i1 become −inf (≥ 0)", int)}))

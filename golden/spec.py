@@ -171,6 +171,8 @@ class OpSpec:
     structured_inputs: bool = False  # inputs need a maker (indices, positions, masks): conformance registers it
     own_verdict: bool = False  # judged by an op-specific comparator (ARGSORT's permutation check)
     regimes: tuple[Regime, ...] = ()  # where implementations change path: the ci profile must reach each
+    # why an implemented op declares no regime (one line: a view computes nothing); empty where it has regimes
+    no_regimes: str = ""
     notes: str = ""
 
     @property

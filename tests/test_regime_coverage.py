@@ -70,6 +70,19 @@ def test_the_regime_classes_are_declared() -> None:
         if spec.family in ("unary", "binary"):
             assert "elements>65536" in names.get(spec.name, set()), spec.name
     assert {"rhs>32,partial", "n>32,partial"} <= names["SOLVE_TRI"]
+    # copies, constructions and resizes past the grid limit; matrix products' partial K, row and column tiles;
+    # gathers and scatters of more rows than a grid dimension has blocks
+    for op in ("FILL", "TRI", "DIAG", "SET", "PAD_REFLECT_1D", "DUP", "CONT", "REPEAT", "ACC", "PAD", "UPSCALE",
+               "ARANGE", "DIAG_MASK_INF", "TIMESTEP_EMBEDDING", "POOL_2D", "CONV_TRANSPOSE_1D", "IM2COL", "ROPE",
+               "GET_ROWS", "SET_ROWS"):
+        assert "elements>65536" in names[op], op
+    for op in ("MUL_MAT", "OUT_PROD"):
+        assert {"k>32,partial", "k>256,partial", "rows>64,partial", "cols>32,partial"} <= names[op], op
+    assert {"k>32,partial", "k>256,partial", "rows>64,partial", "tokens>32,partial"} <= names["MUL_MAT_ID"]
+    assert "rows>65535" in names["GET_ROWS"] and "rows>65535" in names["SET_ROWS"]
+    assert {r.name for r in row_regimes()} <= names["CROSS_ENTROPY_LOSS"]
+    assert "head>512,partial" in names["ROPE"] and "group>1024,partial" in names["GROUP_NORM"]
+    assert "columns>256,partial" in names["IM2COL"]
 
 
 def test_partial_tile_needs_more_than_one_tile_and_a_remainder() -> None:
@@ -118,3 +131,14 @@ def test_long_sequences_needs_two_sequences_past_the_chunk() -> None:
     regime = long_sequences(lambda c: c.param("t"), lambda c: c.param("s"), chunk=64)
     case = lambda t, s: OpCase("X", (), params=(("t", t), ("s", s)))  # noqa: E731
     assert regime(case(65, 2)) and not regime(case(64, 2)) and not regime(case(200, 1))
+
+
+def test_every_implemented_op_declares_regimes_or_says_why_not() -> None:
+    """Each op names where kernels change path (OpSpec.regimes), or gives in one line why it has none
+    (OpSpec.no_regimes): never both, never neither."""
+    neither = [s.name for s in catalogue.implemented() if not s.regimes and not s.no_regimes.strip()]
+    both = [s.name for s in catalogue.implemented() if s.regimes and s.no_regimes]
+    multiline = [s.name for s in catalogue.implemented() if "\n" in s.no_regimes]
+    assert not neither, f"ops with no regimes and no reason: {', '.join(neither)}"
+    assert not both, f"ops with regimes and a reason for having none: {', '.join(both)}"
+    assert not multiline, f"reasons longer than one line: {', '.join(multiline)}"

@@ -20,6 +20,13 @@ GLA = ("GATED_LINEAR_ATTN(type0=f32,ne0=[4,1,{T},1],type1=f32,ne1=[4,1,{T},1],ty
 COUNT = "COUNT_EQUAL(type0=i32,ne0=[64,2,1,1],type1=i32,ne1=[64,2,1,1],dst=i64,data={d}:3)"
 CONCAT = "CONCAT(type0=i32,ne0=[8,2,1,1],type1=i32,ne1=[8,2,1,1],dst=i32,dim=1,data={d}:3)"
 
+DUP = "DUP(type=f32,ne=[{n},{rows},1,1],dst=f32,data=uniform:3)"
+MUL_MAT = "MUL_MAT(type0=f32,ne0=[{k},65,1,1],type1=f32,ne1=[{k},33,1,1],dst=f32,data=uniform:3)"
+GET_ROWS = "GET_ROWS(type0=f32,ne0=[2,1001,1,1],type1=i32,ne1=[{n},1,1,1],dst=f32,data=uniform:3)"
+ROPE = ("ROPE(type0=f32,ne0=[{n},4,2,1],type1=i32,ne1=[2,1,1,1],dst=f32,n_dims={n},mode=0,n_ctx_orig=0,"
+        "freq_base=10000.0,freq_scale=1.0,ext_factor=0.0,attn_factor=1.0,beta_fast=0.0,beta_slow=0.0,"
+        "freq_factors=False,data=dense:3)")
+
 # (factory, a case outside the regime, a case inside it)
 CASES = [
     (faults.rms_norm_per_tile, ROW.format(op="RMS_NORM", n=512, params=",eps=1e-06"),
@@ -29,6 +36,10 @@ CASES = [
     (faults.gla_chunks_from_initial_state, GLA.format(T=128), GLA.format(T=140)),
     (faults.count_equal_through_f32, COUNT.format(d="uniform"), COUNT.format(d="wide")),
     (faults.concat_through_f32, CONCAT.format(d="uniform"), CONCAT.format(d="wide")),
+    (faults.dup_past_the_grid, DUP.format(n=4096, rows=16), DUP.format(n=4096, rows=17)),
+    (faults.mul_mat_skips_partial_k_tile, MUL_MAT.format(k=512), MUL_MAT.format(k=300)),
+    (faults.get_rows_past_the_grid, GET_ROWS.format(n=65535), GET_ROWS.format(n=65537)),
+    (faults.rope_skips_partial_head_tile, ROPE.format(n=512), ROPE.format(n=640)),
 ]
 
 

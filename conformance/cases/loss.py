@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from conformance.cases.registry import register
 from conformance.data import plain_input
-from conformance.strategies import finish, input_layouts, shapes, spec
+from conformance.strategies import GRID_EVERY, finish, input_layouts, long_row_branch, shapes, spec
 from golden import catalogue, dtypes
 from golden.case import OpCase
 from golden.spec import InputLayouts, Signature
@@ -20,7 +20,9 @@ def cross_entropy_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_ne0=4096, max_elements=1 << 14))
     logits = spec(sig.srcs[0], ne, draw(input_layouts(catalogue.get(op).input_layouts)))
     labels = spec(sig.srcs[1], ne, draw(input_layouts(InputLayouts.ANY)))
-    return finish(draw, OpCase(op, (logits, labels), dst=sig.dst))
+    case = finish(draw, OpCase(op, (logits, labels), dst=sig.dst))
+    # row>=4096 by construction, within the strategy's own element budget
+    return long_row_branch(draw, case, inputs=(0, 1), every=GRID_EVERY, max_elements=1 << 14)
 
 
 def label_rows(rng: np.random.Generator, np_shape: tuple[int, ...]) -> np.ndarray:

@@ -18,7 +18,16 @@ from hypothesis import strategies as st
 from conformance.cases.quant import format_row_sizes
 from conformance.cases.registry import register
 from conformance.data import plain_input
-from conformance.strategies import ROW_KEEPING_PERMS, finish, input_layouts, layouts, one_in, row_size, spec
+from conformance.strategies import (
+    ROW_KEEPING_PERMS,
+    finish,
+    input_layouts,
+    layouts,
+    one_in,
+    partial_tiles,
+    row_size,
+    spec,
+)
 from golden import catalogue
 from golden.case import Layout, OpCase
 from golden.dtypes import DRAWN_QUANT_TYPES
@@ -46,6 +55,11 @@ def _mul_mat_id(draw: st.DrawFn, op: str, sig: Signature, quantized: bool) -> Op
     b_rows = draw(st.sampled_from([n_used, 1] + _divisors(n_used)))
     n = draw(st.integers(1, max(1, min(16, ROUTED_ELEMENTS // (tokens * n_used * k),
                                        EXPERT_ELEMENTS // (n_expert * k)))))
+    tiles = partial_tiles(draw)  # the partial-tile regimes: K and expert rows (few tokens, one or two experts)
+    if tiles and not quantized:
+        k, n, _ = tiles
+        n_expert, n_used, tokens = min(n_expert, 2), min(n_used, 2), min(tokens, 3)
+        b_rows = b_rows if n_used % b_rows == 0 else 1
     if quantized:  # ggml-cann takes quantized experts only contiguous
         experts_layout, b_layout = Layout(), draw(st.one_of(st.just(Layout()), layouts(perms=ROW_KEEPING_PERMS)))
     else:
@@ -117,6 +131,10 @@ def _out_prod(draw: st.DrawFn, op: str, sig: Signature, quantized: bool) -> OpCa
     n = draw(st.integers(1, max(1, min(48, EXPERT_ELEMENTS // (k * planes), EXPERT_ELEMENTS // (m * planes)))))
     if m * k * a2 * a3 > EXPERT_ELEMENTS:
         k = max(1, EXPERT_ELEMENTS // (m * a2 * a3))
+    tiles = partial_tiles(draw)  # the partial-tile regimes: K, the rows of a and of b, unbroadcast
+    if tiles and not quantized:
+        k, m, n = tiles
+        a2 = a3 = r2 = r3 = 1
     a_layout = Layout() if quantized else draw(input_layouts(catalogue.get(op).input_layouts))
     inputs = (spec(sig.srcs[0], (m, k, a2, a3), a_layout),
               spec(sig.srcs[1], (n, k, a2 * r2, a3 * r3), draw(input_layouts(catalogue.InputLayouts.ANY))))

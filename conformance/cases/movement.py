@@ -3,7 +3,8 @@ CPY, REPEAT, CONCAT, GET_ROWS, ACC, PAD, UPSCALE, ARANGE, ARGSORT, SUM_ROWS: str
 makers for GET_ROWS indices and ARGSORT ties, and ARGSORT's permutation verdict.
 
 Every strategy constructs a valid case (the catalogue's validators reject invalid ones); tensors
-stay at or under 32k elements so the ci profile runs in about a minute on two cores.
+stay at or under 32k elements so the ci profile runs in about a minute on two cores, but in the
+grid-limit branches (one case in about 3: just over 65,536 elements, or 65,537 GET_ROWS indices).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from conformance.cases.registry import register
 from conformance.data import plain_input
 from conformance.strategies import (
     ALL_PERMS,
+    GRID_EVERY,
     OFFSETS,
     PADS,
     divisor_of,
     f32,
     finish,
+    grid_shape,
     input_layouts,
     long_row_branch,
     nightly_sizes,
@@ -34,7 +37,7 @@ from conformance.strategies import (
 from conformance.verdict import Metrics
 from golden import catalogue
 from golden.case import Layout, Ne, OpCase
-from golden.spec import InputLayouts, Signature
+from golden.spec import GRID_BLOCKS, InputLayouts, Signature
 from golden.tolerance import Tolerance
 
 MAX_ELEMENTS = 1 << 15
@@ -93,6 +96,9 @@ def view_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     if op == "VIEW":
         return draw(strided_view_case(dtype))
     ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
+    big = grid_shape(draw)  # DUP and CONT: the grid-limit regime (the views' ggml_cont is theirs)
+    if big and op in ("DUP", "CONT"):
+        ne = big
     params: tuple = ()
     form = ""
     if op == "PERMUTE":
@@ -165,6 +171,7 @@ def cpy_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 @st.composite
 def repeat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_elements=MAX_ELEMENTS // 8, max_outer=4))
+    ne = grid_shape(draw) or ne  # the grid-limit regime (no room left to repeat: every rep is 1)
     reps, budget = [], MAX_ELEMENTS // _count(ne)
     for _ in range(4):
         r = draw(st.integers(1, max(1, min(4, budget))))
@@ -219,6 +226,7 @@ def wrapping_pads(draw: st.DrawFn, ne: tuple[int, ...], *, budget: int, dims: tu
 @st.composite
 def pad_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_elements=MAX_ELEMENTS // 4, max_outer=5))
+    ne = grid_shape(draw) or ne  # the grid-limit regime (no room left to pad: every padding is 0)
     form = draw(st.sampled_from(["", "pad_ext", "circular", "pad_ext_circular"]))
     if "circular" in form:  # paddings at and beyond the dim: they wrap around once or several times
         rp = draw(wrapping_pads(ne, budget=MAX_ELEMENTS // 2))
@@ -246,6 +254,10 @@ def upscale_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     # interpolating modes are drawn without NaN/inf (see the UPSCALE notes)
     values = NO_NAN_INF if kind != "nearest" else None
     most_sf = min(4, int((MAX_ELEMENTS / _count(ne)) ** 0.5))
+    big = grid_shape(draw)  # the grid-limit regime: an output of just over 65,536 elements
+    if big:
+        case = OpCase("UPSCALE", (src,), params=(("ne", big), *mode), form="interpolate")
+        return finish(draw, case, distribution=values)
     # antialias mostly shrinks (below), where its filter acts; now and then it enlarges
     if most_sf >= 2 and draw(st.booleans()) and (kind != "antialias" or draw(st.booleans())):
         sf = draw(st.integers(2, most_sf))  # ggml_upscale asserts a factor > 1
@@ -283,6 +295,7 @@ def tall_table(draw: st.DrawFn) -> Ne:
 
 
 TALL_TABLE = tall_table()
+MANY_INDICES = GRID_BLOCKS + 1  # more indices than a grid dimension has blocks
 
 
 @st.composite
@@ -292,6 +305,8 @@ def get_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     usual = draw(shapes(max_elements=MAX_ELEMENTS // 2, max_outer=6))
     usual_rows = min(draw(st.integers(1, 12)), max(1, MAX_ELEMENTS // _count((usual[0], 1, usual[2], usual[3]))))
     ne, n_rows = (tall, tall_rows) if one_in(draw, 3) else (usual, usual_rows)
+    if one_in(draw, GRID_EVERY):  # the grid regimes: 65,537 indices into rows of one or two elements
+        ne, n_rows = (min(tall[0], 2), tall[1], 1, 1), MANY_INDICES
     data = spec(sig.srcs[0], ne, draw(_layout("GET_ROWS")))
     rows = spec("i32", (n_rows, ne[2], ne[3], 1), draw(input_layouts(InputLayouts.ANY)))
     return finish(draw, OpCase("GET_ROWS", (data, rows), dst=sig.dst))
@@ -302,8 +317,10 @@ def acc_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     """b added to a sub-block of a (every k-th row/plane/batch), or to a free-form strided run of
     a's flat storage; byte strides and offset as ggml_acc takes them."""
     ne_b = draw(shapes(max_elements=MAX_ELEMENTS // 8, max_outer=4))
+    big = grid_shape(draw)  # the grid-limit regime: b (and so a) past 65,536 elements, b packed in a
+    ne_b = big or ne_b
     if draw(st.booleans()):
-        step = [1] + [draw(st.integers(1, 2)) for _ in range(3)]
+        step = [1] + [1 if big else draw(st.integers(1, 2)) for _ in range(3)]
         spread = tuple(ne_b[d] * step[d] for d in range(4))
         room = draw(grown(spread, most=3, budget=MAX_ELEMENTS // 2))  # type: ignore[arg-type]
         ne_a = tuple(spread[d] + room[d] for d in range(4))
@@ -332,6 +349,8 @@ def arange_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     start = f32(draw(st.one_of(st.sampled_from([0.0, 1.0, -7.3, 0.1]), st.floats(-1000, 1000, width=32))))
     step = f32(draw(st.one_of(st.sampled_from([1.0, 0.1, 0.37, 2.0, 0.013]), st.floats(f32(1e-3), 64, width=32))))
     n = draw(st.one_of(st.sampled_from([1, 2, 31, 32, 33, 512, 1024]), st.integers(1, 4096)))
+    if one_in(draw, GRID_EVERY):  # the grid-limit regime: just over 65,536 values
+        n += GRID_BLOCKS
     frac = draw(st.sampled_from([0.0, 0.25, 0.5, 0.999]))
     stop = f32(start + (n - 1 + frac) * step + step * 0.5)
     if not stop > start:  # a large start swallows a tiny span in f32: take the next f32 up

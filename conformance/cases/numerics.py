@@ -3,7 +3,9 @@ TIMESTEP_EMBEDDING: their case strategies and the input makers of those whose in
 
 Each strategy constructs valid cases that reach the op's parameter corners (ALiBi with odd head
 counts, masks taller than the input, partial rotation, YaRN, blocked GQA broadcast, padding-only
-pooling windows...). Shapes stay ≤ 32k elements per tensor so the ci profile runs in seconds. Inputs
+pooling windows...). Shapes stay ≤ 32k elements per tensor so the ci profile runs in seconds, but
+in the regime branches (one case in about 3: partial tiles of MUL_MAT, ROPE, GROUP_NORM and IM2COL, and
+just over 65,536 elements). Inputs
 are drawn from the case's seed, and the case's distribution picks the regime, so the case id alone
 reproduces the bytes.
 """
@@ -17,15 +19,18 @@ from hypothesis import strategies as st
 from conformance.cases.registry import register
 from conformance.data import floats, plain_input
 from conformance.strategies import (
+    GRID_EVERY,
     ROW_KEEPING_PERMS,
     divisor_of,
     f32,
     finish,
+    grid_shape,
     input_layouts,
     layouts,
     long_row_branch,
     nightly_sizes,
     one_in,
+    partial_tiles,
     row_size,
     shapes,
     spec,
@@ -35,7 +40,7 @@ from conformance.strategies import (
 from golden import catalogue, dtypes, formats, quant, rope
 from golden.case import Layout, OpCase
 from golden.conv import conv_output_size, pool_output_size
-from golden.spec import Signature
+from golden.spec import GRID_BLOCKS, Signature
 
 MAX_ELEMENTS = 1 << 15
 # the in-place constructor (ggml_*_inplace) on a copy of the input, a quarter of the time
@@ -48,13 +53,20 @@ def _divisor(draw: st.DrawFn, n: int) -> int:
 
 
 # ---- NORM, RMS_NORM, GROUP_NORM --------------------------------------------------------------------
+GROUP_TILED = (33, 17)  # ne0, ne1 of GROUP_NORM's partial-tile branch (two channels per group)
+
+
 @st.composite
 def norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     if op == "GROUP_NORM":
         ne0, ne1 = draw(st.integers(1, 32)), draw(st.integers(1, 16))
         channels = draw(st.integers(1, max(1, min(40, MAX_ELEMENTS // (ne0 * ne1)))))
         ne = (ne0, ne1, channels, draw(st.integers(1, 2)))
-        params: tuple = (("n_groups", draw(st.integers(1, channels + 3))), ("eps", f32(draw(EPS))))
+        n_groups = draw(st.integers(1, channels + 3))
+        if one_in(draw, GRID_EVERY):  # a partial tile: groups of 33·17·2 = 1,122 elements (past 1,024 threads)
+            ne = (GROUP_TILED[0], GROUP_TILED[1], max(channels, 4), ne[3])
+            n_groups = ne[2] // 2
+        params: tuple = (("n_groups", n_groups), ("eps", f32(draw(EPS))))
     else:
         ne = draw(shapes())
         params = (("eps", f32(draw(EPS))),)
@@ -105,6 +117,7 @@ def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 @st.composite
 def diag_mask_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_ne0=512))
+    ne = grid_shape(draw) or ne  # the grid-limit regime
     params = (("n_past", draw(st.integers(0, ne[0] + 1))),)
     src = spec(sig.srcs[0], ne, draw(input_layouts(catalogue.get(op).input_layouts)))
     return finish(draw, OpCase("DIAG_MASK_INF", (src,), params=params, dst=sig.dst))
@@ -113,6 +126,9 @@ def diag_mask_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 # ---- ROPE -------------------------------------------------------------------------------------------
 # head sizes of real models, and 1024 beyond the 896 that ggml-cann accepts (drawn: recorded as declined)
 ROPE_HEAD_DIMS = (2, 4, 8, 16, 32, 64, 80, 96, 128, 256, 1024)
+# a 640-wide head: past one 512-element tile (a CUDA rope block of 256 threads, a pair each), not a multiple of
+# it; with 4 heads and 26 tokens, 66,560 elements (past the grid limit)
+ROPE_TILED = (640, 4, 26)
 ROPE_MODES = (rope.NORMAL, rope.NEOX, rope.MROPE, rope.VISION, rope.IMROPE)
 
 
@@ -141,6 +157,9 @@ def _rope_sections(draw: st.DrawFn, mode: int, n_dims: int, ne0: int) -> tuple[i
 def rope_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     mode = draw(st.sampled_from(ROPE_MODES))
     head_dim = draw(st.one_of(st.sampled_from(ROPE_HEAD_DIMS), st.integers(1, 64).map(lambda k: 2 * k)))
+    tiled = one_in(draw, GRID_EVERY)  # the head-tile and grid regimes: 640-wide heads, 66,560 elements
+    if tiled:
+        head_dim = ROPE_TILED[0]
     if mode == rope.VISION:  # n_dims = ne0/2 must be even
         head_dim = 4 * max(1, head_dim // 4)
         n_dims = head_dim // 2
@@ -151,6 +170,8 @@ def rope_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne3 = draw(st.integers(1, 2))
     heads = draw(st.integers(1, max(1, min(max_heads, budget // (head_dim * 2)))))
     tokens = draw(st.integers(1, max(1, min(max_tokens, budget // (head_dim * heads * ne3)))))
+    if tiled:
+        heads, tokens, ne3 = ROPE_TILED[1], ROPE_TILED[2], 1
     ne = (head_dim, heads, tokens, ne3)
     lay = draw(input_layouts(catalogue.get("ROPE").input_layouts))
     multi = mode in rope.MULTI_SECTION_MODES
@@ -210,9 +231,14 @@ def mul_mat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     m = min(draw(st.integers(1, 8)), max(1, MAX_ELEMENTS // (k * a2 * r2 * a3 * r3)))
     lay = draw(input_layouts(catalogue.get("MUL_MAT").input_layouts))
     a = spec(sig.srcs[0], (k, n, a2, a3), lay, draw(weight_names))
-    b = spec(sig.srcs[1], (k, m, a2 * r2, a3 * r3), draw(layouts(perms=ROW_KEEPING_PERMS)))
+    b_layout = draw(layouts(perms=ROW_KEEPING_PERMS))
+    b = spec(sig.srcs[1], (k, m, a2 * r2, a3 * r3), b_layout)
+    tiles = partial_tiles(draw)  # the partial-tile regimes (golden.matmul.MATMUL_TILES)
     if one_in(draw, 32 if nightly_sizes() else 8):  # nightly's take seconds each: a dozen per test
         return finish(draw, big)
+    if tiles:
+        tk, rows, cols = tiles
+        a, b = spec(sig.srcs[0], (tk, rows, 1, 1), lay, a.name), spec(sig.srcs[1], (tk, cols, 1, 1), b_layout)
     return finish(draw, OpCase("MUL_MAT", (a, b), dst=sig.dst))
 
 
@@ -246,6 +272,10 @@ def mul_mat_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 # ---- IM2COL, POOL_2D --------------------------------------------------------------------------------
+IM2COL_TILED_CHANNELS = 13
+POOL_GRID_SIDE = 262  # a 262 × 262 plane at stride 1: at least 258² = 66,564 outputs
+
+
 @st.composite
 def _window(draw: st.DrawFn, size: int, *, max_k: int = 5) -> tuple[int, int, int, int]:
     """(k, s, p, d) with at least one output position along a dim of ``size``."""
@@ -272,6 +302,9 @@ def im2col_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
         out = ic * kw * conv_output_size(iw, kw, s0, p0, d0) * batch
     if out > MAX_ELEMENTS:
         data_ne = data_ne[:3] + (1,) if is_2d else data_ne
+    if one_in(draw, GRID_EVERY):  # 13·5·5 = 325 columns (a partial 256 tile) × 16·16 outputs: 83,200 elements
+        is_2d, (kw, s0, p0, d0), (kh, s1, p1, d1) = True, (5, 1, 0, 1), (5, 1, 0, 1)
+        kernel_ne, data_ne = (5, 5, IM2COL_TILED_CHANNELS, oc), (20, 20, IM2COL_TILED_CHANNELS, 1)
     kernel = spec(sig.srcs[0], kernel_ne)
     data = spec(sig.srcs[1], data_ne, draw(input_layouts(catalogue.get("IM2COL").input_layouts)))
     params = (("s0", s0), ("s1", s1), ("p0", p0), ("p1", p1), ("d0", d0), ("d1", d1), ("is_2d", is_2d))
@@ -290,6 +323,8 @@ def pool_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
         assert pool_output_size(size, k, s, p) >= 1
         dims.append((k, s, p))
     (k0, s0, p0), (k1, s1, p1) = dims
+    if one_in(draw, GRID_EVERY):  # the grid-limit regime: one big plane at stride 1
+        ne, s0, s1 = (POOL_GRID_SIDE, POOL_GRID_SIDE, 1, 1), 1, 1
     params += [("k0", k0), ("k1", k1), ("s0", s0), ("s1", s1), ("p0", f32(p0)), ("p1", f32(p1))]
     lay = draw(input_layouts(catalogue.get("POOL_2D").input_layouts))
     return finish(draw, OpCase("POOL_2D", (spec(sig.srcs[0], ne, lay),), params=tuple(params), dst=sig.dst))
@@ -300,6 +335,9 @@ def pool_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
 def timestep_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     dim = draw(st.one_of(st.sampled_from([1, 2, 3, 8, 9, 128, 255, 256, 320]), st.integers(1, 512)))
     n = draw(st.integers(1, max(1, min(64, MAX_ELEMENTS // dim))))
+    if one_in(draw, GRID_EVERY):  # the grid-limit regime: just over 65,536 outputs of rows 1,024 or 4,097 wide
+        dim = 1024 if dim <= 1024 else 4097
+        n = GRID_BLOCKS // dim + 1
     params = (("dim", dim), ("max_period", draw(st.sampled_from([10000, 10000, 1000, 100, 2]))))
     t = spec(sig.srcs[0], (n, 1, 1, 1), draw(input_layouts(catalogue.get("TIMESTEP_EMBEDDING").input_layouts)))
     return finish(draw, OpCase("TIMESTEP_EMBEDDING", (t,), params=params, dst=sig.dst))

@@ -18,7 +18,17 @@ from hypothesis import strategies as st
 
 from conformance.cases.registry import register
 from conformance.data import floats
-from conformance.strategies import ALL_PERMS, f32, finish, input_layouts, layouts, one_in, spec, special_branch
+from conformance.strategies import (
+    ALL_PERMS,
+    GRID_EVERY,
+    f32,
+    finish,
+    input_layouts,
+    layouts,
+    one_in,
+    spec,
+    special_branch,
+)
 from golden import catalogue, dtypes, ssm
 from golden.case import OpCase
 from golden.spec import CHUNK_TOKENS, Signature
@@ -38,6 +48,8 @@ def conv_transpose_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
         c_in, c_out = min(c_in, 3), min(c_out, 3)
     length = draw(st.one_of(st.sampled_from([1, 2, 3, 16, 33]), st.integers(1, 64)))
     s0 = draw(st.one_of(st.sampled_from([1, 2, k, k + 1]), st.integers(1, 5)))  # s0 > K leaves gaps
+    if one_in(draw, GRID_EVERY):  # the grid-limit regime: (4,096·2 + 16)·8 = 65,664 outputs
+        k, s0, length, c_out = 16, 2, 4097, 8
     kernel = spec(sig.srcs[0], (k, c_out, c_in, 1), draw(input_layouts(catalogue.get(op).input_layouts)))
     data = spec(sig.srcs[1], (length, c_in, 1, 1), draw(layouts(perms=ALL_PERMS)))
     return finish(draw, OpCase(op, (kernel, data), params=(("s0", s0),), dst=sig.dst))

@@ -1,6 +1,8 @@
 """Faults wrong only inside one declared regime (``OpSpec.regimes``), two ops per regime
 class: rows reduced tile by tile without a carry (past 512 or 1,024 elements), state not carried
-from one 64-token chunk to the next, and integers compared or copied through f32 (beyond 2^24).
+from one 64-token chunk to the next, integers compared or copied through f32 (beyond 2^24), grids
+with no grid-stride loop (ABS, ADD, DUP; GET_ROWS past 65,535 indices) and partial last tiles
+skipped (SOLVE_TRI, MUL_MAT's K, ROPE's head).
 Outside its regime each is the golden device exactly, so only a strategy that reaches the regime
 catches it (``tests/test_planted_faults.py`` runs the ci profile on each).
 """
@@ -14,8 +16,9 @@ import numpy as np
 
 from device.base import RunResult
 from device.golden_device import GoldenDevice
-from golden import catalogue, ssm
+from golden import catalogue, matmul, ssm
 from golden.case import OpCase
+from golden.rope import ROPE_HEAD_TILE
 from golden.spec import CHUNK_TOKENS, GRID_BLOCKS
 from golden.ssm import SOLVE_TRI_RHS_TILE
 from tests.plugins import FaultyDevice, planted
@@ -175,6 +178,28 @@ def add_past_the_grid(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("add_past_the_grid", "ADD", _leaves_past_the_grid_unwritten)
 
 
+@planted("[dup-", "DUP: one block per element, no grid-stride loop: past 65,536 elements nothing is written")
+def dup_past_the_grid(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("dup_past_the_grid", "DUP", _leaves_past_the_grid_unwritten)
+
+
+def _get_rows_past_the_grid(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """The indices along a grid dimension of 65,535 blocks: rows for indices past it are never
+    gathered (zeros)."""
+    result = golden.run(case, inputs)
+    if case.inputs[1].ne[0] <= 65535:
+        return result
+    out = np.array(result.output)  # numpy (ne12, ne11, n_rows, ne0)
+    out[..., 65535:, :] = 0
+    return _output(result, out)
+
+
+@planted("get_rows", "GET_ROWS launches one block per index along a 65,535-block grid dimension: rows past it "
+                     "are never gathered")
+def get_rows_past_the_grid(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("get_rows_past_the_grid", "GET_ROWS", _get_rows_past_the_grid)
+
+
 # ---- partial tiles: the last, partial tile skipped ------------------------------------------------------
 def _solve_tri_skips_partial_rhs_tile(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
     """Right-hand sides solved 32 columns at a time, the loop running k // 32 tiles: with k > 32 and
@@ -208,3 +233,41 @@ def _solve_tri_skips_partial_row_tile(golden: GoldenDevice, case: OpCase, inputs
 @planted("solve_tri", "SOLVE_TRI substitutes n // 32 row tiles: a partial last row tile (n > 32, n % 32 != 0) skipped")
 def solve_tri_skips_partial_row_tile(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("solve_tri_skips_partial_row_tile", "SOLVE_TRI", _solve_tri_skips_partial_row_tile)
+
+
+def _mul_mat_skips_partial_k_tile(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """Dot products over K // 256 whole 256-wide tiles: with K > 256 and K % 256 != 0 the last,
+    partial tile's terms are never added."""
+    result = golden.run(case, inputs)
+    k = case.inputs[0].ne[0]
+    if k <= matmul.K_TILE or k % matmul.K_TILE == 0:
+        return result
+    a, b = _exact(case, inputs)
+    whole = (k // matmul.K_TILE) * matmul.K_TILE
+    return _output(result, matmul.mul_mat(a[..., :whole], b[..., :whole]))
+
+
+@planted("test_mul_mat and mul_mat-", "MUL_MAT runs K // 256 tiles of the dot product: a partial last K tile "
+                                     "(K > 256, K % 256 != 0) is dropped")
+def mul_mat_skips_partial_k_tile(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("mul_mat_skips_partial_k_tile", "MUL_MAT", _mul_mat_skips_partial_k_tile)
+
+
+def _rope_skips_partial_head_tile(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """A row's pairs rotated 512 elements per block, ne0 // 512 blocks: with a head of more than 512
+    elements, not a multiple of 512, the last elements are left as they came in."""
+    result = golden.run(case, inputs)
+    ne0 = case.inputs[0].ne[0]
+    if ne0 <= ROPE_HEAD_TILE or ne0 % ROPE_HEAD_TILE == 0:
+        return result
+    x = _exact(case, inputs)[0]
+    out = np.array(result.output, dtype=np.float64)
+    whole = (ne0 // ROPE_HEAD_TILE) * ROPE_HEAD_TILE
+    out[..., whole:] = x[..., whole:]
+    return _output(result, out)
+
+
+@planted("rope", "ROPE rotates a row 512 elements per block, ne0 // 512 blocks: a partial last block (head > 512, "
+                 "head % 512 != 0) is copied unrotated")
+def rope_skips_partial_head_tile(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("rope_skips_partial_head_tile", "ROPE", _rope_skips_partial_head_tile)

@@ -140,11 +140,11 @@ def test_per_op_regimes_reached(tmp_path: Path) -> None:
         make_case("SUM_ROWS", case_id=sum_rows.format(n=2000, d="special"), index=1),
         make_case("SUM_ROWS", case_id="SUM_ROWS(not an id)", index=2),  # an id that no longer parses
         make_case("ABS", index=3),  # a small case: its declared grid regime is listed as not reached
-        make_case("MUL_MAT", index=4),  # no declared regimes: none listed
+        make_case("PERMUTE", index=4),  # no declared regimes (a view: OpSpec.no_regimes): none listed
     ]
     data = analyse([load_results(write_results(tmp_path / "r.jsonl", cases))])
     assert data.ops["SUM_ROWS"].regimes == {"row>256": 2, "row>512": 1, "row>1024": 1, "row>=4096": 0, "special": 1}
     assert data.ops["ABS"].regimes == {"elements>65536": 0}
-    assert data.ops["MUL_MAT"].regimes == {}
+    assert data.ops["PERMUTE"].regimes == {}
     html = render_report(data)
     assert "row&gt;=4096 ✗ not reached" in html and "row&gt;1024 ✓ (1)" in html
