@@ -4,6 +4,9 @@ the user's word; unknown where none speaks or they disagree; the order of bNNNN 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +61,21 @@ def test_builds_order_by_number_then_node_llama_cpp_tags() -> None:
     assert sorted(reversed(ordered), key=build_key) == ordered
     assert in_range("b8179", "b8179", "") and in_range("v0.5.0", "b8179", "") and not in_range("b8121", "b8179", "")
     assert not in_range(None, "", "b9999") and not in_range("8179", "", "")
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(("folder", "version", "build"), [("vulkan-3.16.2", "0.9.7", "b8121"),
+                                                           ("ggml-0.25.1-vulkan", "0.25.1", "v0.5.0")])
+def test_the_device_inventory_records_the_build_of_a_real_release(folder: str, version: str, build: str) -> None:
+    where = ROOT / ".backends" / folder
+    if not (where / "libggml-base.so").exists():
+        pytest.skip(f"needs {where} (bash scripts/setup-vulkan.sh{' 3.16.2' if '3.16' in folder else ''})")
+    probe = ("import json, sys; from device.ggml import lib; "
+             "print(json.dumps(lib.load(sys.argv[1]).release_info()))")  # a process per release: they cannot share one
+    done = subprocess.run([sys.executable, "-c", probe, str(where)], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    info = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (info["ggml_version"], info["llama_build"], info["llama_build_source"]) == (version, build, "file names")
