@@ -402,7 +402,7 @@ def _node_bug(harness: Harness, case: GraphCase, first_wrong_node: str | None) -
 
 def graph_bugs_of(harness: Harness, case: GraphCase) -> list[GraphKnownBug]:
     """The device's graph-level known bugs covering ``case`` (ggml devices: by device name and release)."""
-    return known_bugs.find_all_graph(case, *harness.bug_identity())
+    return known_bugs.find_all_graph(case, *harness.bug_identity(), build=harness.llama_build())
 
 
 

@@ -483,7 +483,7 @@ class Harness:
 
     def after_history_bug_of(self, case: OpCase) -> KnownBug | None:
         """The device's after-history entry for ``case`` (:class:`KnownBug.after_history`), if any."""
-        return known_bugs.find_after_history(case, *self.bug_identity(), self._bugs)
+        return known_bugs.find_after_history(case, *self.bug_identity(), self._bugs, build=self.llama_build())
 
     def restart_worker(self, record: CaseRecord | None = None, *, only_if_used: bool = False) -> None:
         """A fresh device process for the next case (a worker's; an in-process device has none); with
@@ -551,7 +551,7 @@ class Harness:
 
     def known_bugs_of(self, case: OpCase) -> list[KnownBug]:
         """The device's known kernel bugs covering ``case`` (ggml devices: by device name and release)."""
-        return known_bugs.find_all(case, *self.bug_identity(), self._bugs)
+        return known_bugs.find_all(case, *self.bug_identity(), self._bugs, build=self.llama_build())
 
     def bug_identity(self) -> tuple[str, str]:
         """The device name and release known bugs are matched on: a ggml device's, or for a plug-in its
@@ -561,6 +561,12 @@ class Harness:
         if not isinstance(release, str) or not isinstance(name, str):
             return self.device_spec.text, ""
         return name, release
+
+    def llama_build(self) -> str | None:
+        """The llama.cpp build the device's library comes from (the inventory's ``llama_build``: b8121), None
+        where it is not known (an entry that names builds then matches nothing: device/expectation_file.py)."""
+        build = self.inventory.get("llama_build")
+        return build if isinstance(build, str) and build else None
 
     def _judge(
         self, case: OpCase, resolution: Resolution, inputs: list[np.ndarray], exact_inputs: list[np.ndarray],

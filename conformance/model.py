@@ -238,12 +238,13 @@ def _save_npz(folder: Path, verdict: NodeVerdict, nc: NodeCase, golden: np.ndarr
 
 def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path | None,
                 stop_after_first: bool = False, bugs: Sequence[KnownBug] | None = None,
-                on_judged: Callable[[int, int], None] | None = None) -> list[NodeVerdict]:
+                on_judged: Callable[[int, int], None] | None = None, build: str | None = None) -> list[NodeVerdict]:
     """A verdict for every computed node of the capture run (view nodes compute nothing and are left out).
 
     ``bugs``: the known-bug entries (the in-repo lists and the run's expectations files); a failing node is
     ``expected`` only where one of them says the node's case gives that outcome, by the op tier's rule
-    (:meth:`conformance.resolution.Resolution.explaining`). ``on_judged(i, n)`` follows the progress."""
+    (:meth:`conformance.resolution.Resolution.explaining`), at ``release`` and llama.cpp ``build`` (None:
+    unknown). ``on_judged(i, n)`` follows the progress."""
     if bugs is None:
         bugs = known_bugs.all_known_bugs()
     out: list[NodeVerdict] = []
@@ -268,7 +269,7 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
         verdict.case_id = translated.case.case_id
         try:  # every covering entry of the backend that computed it, as the op tier resolves a case
             resolution = resolve(translated.case, partial(known_bugs.find_all, device_name=ran_on, release=release,
-                                                          bugs=bugs))
+                                                          bugs=bugs, build=build))
             judgement, golden = judge_case(translated, resolution)
         except Exception as exc:  # no row, or the golden refused the case (a validator) or broke: never a pass
             verdict.status, verdict.detail = "error", f"harness error while judging: {str(exc).splitlines()[0][:300]}"
@@ -528,7 +529,7 @@ def check_model(model_path: str | Path, device: str, lib_dir: str | None, steps:
     verdict = ModelVerdict(str(model_path), device, captured.description, prompt=prompt, fed=steps)
     verdict.libllama = f"{lib.files.library.name} ({lib.version or 'no llama_version'}), llama.h {lib.revision}"
     verdict.nodes = judge_nodes(captured, device, release, out_dir / "artefacts" if out_dir else None, bugs=bugs,
-                                on_judged=_judge_lines(progress))
+                                on_judged=_judge_lines(progress), build=lib.ggml.build)
     replay.advance(captured.nodes)
     golden, verdict.replay_gaps = [replay.logits[s] for s in sorted(replay.logits)], replay.gaps
     verdict.replayed_from_device = sum(verdict.replay_gaps.values())

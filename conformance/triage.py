@@ -892,9 +892,11 @@ def device_words(inventory: dict[str, Any], spec: str) -> str:
     release, name = inventory.get("ggml_version"), inventory.get("name")
     if not (isinstance(release, str) and release and isinstance(name, str) and name):
         return f"the device {spec}"
-    commit = inventory.get("ggml_commit")
+    commit, build = inventory.get("ggml_commit"), inventory.get("llama_build")
     described = inventory.get("description")
-    return (f"ggml {release}" + (f" (commit {commit})" if isinstance(commit, str) and commit else "") + f" {name}"
+    said = [f"commit {commit}" if isinstance(commit, str) and commit else "",
+            f"llama.cpp {build}" if isinstance(build, str) and build else ""]
+    return (f"ggml {release}" + (f" ({', '.join(s for s in said if s)})" if any(said) else "") + f" {name}"
             + (f" ({described})" if isinstance(described, str) and described else ""))
 
 

@@ -6,6 +6,7 @@ A file holds ``[[bug]]`` tables; each becomes a :class:`~device.known_bugs.Known
     id = "vulkan-ssm-conv-row-stride"
     devices = "Vulkan*"                 # fnmatch over the ggml device name
     releases = ["0.25.1"]               # exact releases, or release_min / release_max (inclusive)
+    build_min = "b8179"                 # llama.cpp builds: builds = [...] exact, build_min / build_max (inclusive)
     op = "SSM_CONV"                     # or ops = ["DUP", "CONT"] with repro a list: one case id per op
     outcomes = ["fail"]                 # fail, crash, timeout, error (default fail)
     corrupts_process = false            # the worker is restarted after such a case
@@ -18,6 +19,15 @@ A file holds ``[[bug]]`` tables; each becomes a :class:`~device.known_bugs.Known
     [[bug.when]]
     input = 0                           # an input index, or "any"
     layout = "rows_strided"             # see LAYOUT_KINDS
+
+``releases``, ``release_min`` and ``release_max`` are ggml versions (``ggml_version()``). ``builds``, ``build_min``
+and ``build_max`` are llama.cpp build tags, for what one ggml version cannot say (node-llama-cpp's b8095, b8121,
+b8179 and b8390 all report ggml 0.9.7): ``bNNNN`` in number order, then node-llama-cpp's own ``vX.Y.Z`` tags,
+which came after every ``bNNNN`` it shipped. The device reads its build from the library folder
+(device/build_tag.py: the file names, ``_nlcBuildMetadata.json``, or ``CONFORM_LLAMA_BUILD``); **an entry that
+names builds does not match where the build is unknown** (a library with neither, or sources that disagree):
+its failure is then reported as unexpected rather than called known on a build nobody tried. Release and build
+conditions must all hold. ``[[graph_bug]]`` entries take the same keys.
 
 Predicates (one per ``[[bug.when]]`` table; ``not = true`` negates it):
 
@@ -65,6 +75,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from device.build_tag import build_key, is_build_tag
 from device.known_bug import GraphKnownBug, KnownBug
 from golden import dtypes
 from golden.case import OpCase, TensorSpec, parse_case_id
@@ -98,8 +109,9 @@ LAYOUT_KINDS: dict[str, Callable[[TensorSpec], bool]] = {
     "offset": lambda t: t.layout.offset != 0,
     "view": lambda t: not t.layout.is_contiguous,  # any of perm, pad, offset
 }
+BUILD_KEYS = {"builds", "build_min", "build_max"}
 ENTRY_KEYS = {"id", "devices", "op", "ops", "releases", "release_min", "release_max", "outcomes", "corrupts_process",
-              "may_hang", "reason", "repro", "match", "when", "deviation", "tags", "after_history"}
+              "may_hang", "reason", "repro", "match", "when", "deviation", "tags", "after_history"} | BUILD_KEYS
 PREDICATE_KEYS = {"input", "layout", "offset_misaligned", "offset_mod", "remainder", "dtype", "dim", "min", "max",
                   "param", "equals", "in", "dst", "form", "distribution", "python", "not"}
 OUTCOMES = ("fail", "crash", "timeout", "error")
@@ -111,6 +123,25 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return tuple(value)
     raise ExpectationFileError(f"{where}: expected a name or a list of names, got {value!r}")
+
+
+def _builds(table: dict[str, Any], where: str) -> tuple[tuple[str, ...], tuple[str, str] | None]:
+    """``builds`` (exact llama.cpp build tags) and ``build_min`` / ``build_max`` (an inclusive range), checked:
+    each a tag as device/build_tag.py reads it (b8179, v0.5.0), the range's ends in order."""
+    builds = _names(table["builds"], where) if "builds" in table else ()
+    ends = [table.get(k, "") for k in ("build_min", "build_max")]
+    for tag in (*builds, *ends):
+        if not isinstance(tag, str) or (tag and not is_build_tag(tag)):
+            raise ExpectationFileError(f"{where}: {tag!r} is not a llama.cpp build tag (b8179, or v0.5.0 for "
+                                       "node-llama-cpp's own tags)")
+    if "build_min" in table or "build_max" in table:
+        low, high = str(ends[0]), str(ends[1])
+        if not (low or high):
+            raise ExpectationFileError(f"{where}: build_min and build_max are both empty (omit them: every build)")
+        if low and high and build_key(low) > build_key(high):
+            raise ExpectationFileError(f"{where}: build_min {low} comes after build_max {high}")
+        return builds, (low, high)
+    return builds, None
 
 
 def _number(table: dict[str, Any], key: str, where: str) -> float | None:
@@ -287,6 +318,7 @@ def entry_to_bug(table: dict[str, Any], source: str) -> KnownBug:
     release_range = None
     if "release_min" in table or "release_max" in table:
         release_range = (str(table.get("release_min", "")), str(table.get("release_max", "")))
+    builds, build_range = _builds(table, where)
     try:
         parse_case_id(table["repro"])
     except Exception as exc:
@@ -297,7 +329,7 @@ def entry_to_bug(table: dict[str, Any], source: str) -> KnownBug:
         corrupts_process=bool(table.get("corrupts_process", False)), may_hang=bool(table.get("may_hang", True)),
         tags=tuple(table.get("tags", ())), after_history=after_history,
         tolerance=named_bound(str(table["deviation"]), where) if "deviation" in table else None,
-        release_range=release_range, source=source)
+        release_range=release_range, builds=builds, build_range=build_range, source=source)
 
 
 TOP_LEVEL_KEYS = {"bug", "graph_bug", "backend"}
@@ -422,7 +454,7 @@ def entries_to_bugs(table: dict[str, Any], source: str) -> list[KnownBug]:
 
 
 GRAPH_ENTRY_KEYS = {"id", "devices", "releases", "outcomes", "corrupts_process", "isolated", "reason", "repro",
-                    "match", "when"}
+                    "match", "when"} | BUILD_KEYS
 GRAPH_PREDICATE_KEYS = {"pattern", "node_op", "feeds", "python", "not"}
 
 
@@ -488,11 +520,13 @@ def graph_entry_to_bug(table: dict[str, Any], source: str) -> GraphKnownBug:
     flags = {k: table.get(k, False) for k in ("corrupts_process", "isolated")}
     if not all(isinstance(v, bool) for v in flags.values()):
         raise ExpectationFileError(f"{where}: corrupts_process and isolated must be true or false")
+    builds, build_range = _builds(table, where)
     return GraphKnownBug(
         id=str(table["id"]), devices=str(table["devices"]), applies=_Applies(tests, match == "any"),
         reason=str(table["reason"]), repro=str(table["repro"]),
         releases=_names(table["releases"], where) if "releases" in table else (), outcomes=outcomes,
-        corrupts_process=flags["corrupts_process"], isolated=flags["isolated"], source=source)
+        corrupts_process=flags["corrupts_process"], isolated=flags["isolated"], builds=builds,
+        build_range=build_range, source=source)
 
 
 def load_graph_file(path: str | os.PathLike[str]) -> list[GraphKnownBug]:

@@ -7,6 +7,7 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from device.build_tag import in_range
 from golden.case import OpCase
 from golden.graphs.case import GraphCase
 from golden.tolerance import Tolerance
@@ -43,24 +44,31 @@ class KnownBug:
     # the case does not give when replayed alone in a fresh worker, so it never matches a case by itself
     # (:meth:`matches` is False) and ``op`` may be "*" (every op)
     after_history: bool = False
+    # the llama.cpp builds that have it (device/build_tag.py: b8179, v0.5.0), for what one ggml version cannot
+    # say (b8095 ... b8390 all report 0.9.7): exact builds and/or an inclusive range ("" for an open end). An
+    # entry with either matches only where the device's build is known and is one of them
+    builds: tuple[str, ...] = ()
+    build_range: tuple[str, str] | None = None
 
-    def matches(self, case: OpCase, device_name: str, release: str) -> bool:
+    def matches(self, case: OpCase, device_name: str, release: str, build: str | None = None) -> bool:
         """Whether the bug covers ``case`` itself (an after-history entry never does)."""
-        return not self.after_history and self._covers(case, device_name, release)
+        return not self.after_history and self._covers(case, device_name, release, build)
 
-    def matches_after_history(self, case: OpCase, device_name: str, release: str) -> bool:
+    def matches_after_history(self, case: OpCase, device_name: str, release: str,
+                              build: str | None = None) -> bool:
         """Whether an after-history entry explains a crash of ``case`` that the case alone does not give."""
-        return self.after_history and self._covers(case, device_name, release)
+        return self.after_history and self._covers(case, device_name, release, build)
 
-    def _covers(self, case: OpCase, device_name: str, release: str) -> bool:
+    def _covers(self, case: OpCase, device_name: str, release: str, build: str | None) -> bool:
         if self.op not in ("*", case.op) or not fnmatch.fnmatchcase(device_name, self.devices):
             return False
-        if not self.covers_release(release):
+        if not self.covers_release(release, build):
             return False
         return bool(self.applies(case))
 
-    def covers_release(self, release: str) -> bool:
-        """The exact releases, and the inclusive range; neither: every release."""
+    def covers_release(self, release: str, build: str | None = None) -> bool:
+        """The exact releases, and the inclusive range; neither: every release. Then the builds, where the
+        entry names any (an unknown build is in none)."""
         if self.releases and release not in self.releases:
             return False
         if self.release_range is not None:
@@ -68,7 +76,11 @@ class KnownBug:
             key = release_key(release)
             if (low and key < release_key(low)) or (high and key > release_key(high)):
                 return False
-        return True
+        return covers_build(self.builds, self.build_range, build)
+
+    @property
+    def names_builds(self) -> bool:
+        return bool(self.builds) or self.build_range is not None
 
 
 def release_key(release: str) -> tuple[int, ...]:
@@ -94,11 +106,31 @@ class GraphKnownBug:
     # worker, so a crash it gives is its own (and unexpected unless an entry names it)
     isolated: bool = False
     source: str = ""  # where the entry is written (device/known_bugs.py fills it in)
+    builds: tuple[str, ...] = ()  # as KnownBug's: an entry with either matches only a known build among them
+    build_range: tuple[str, str] | None = None
 
-    def matches(self, case: GraphCase, device_name: str, release: str) -> bool:
+    def matches(self, case: GraphCase, device_name: str, release: str, build: str | None = None) -> bool:
         if not fnmatch.fnmatchcase(device_name, self.devices):
             return False
-        return release_in(release, self.releases) and bool(self.applies(case))
+        return (release_in(release, self.releases) and covers_build(self.builds, self.build_range, build)
+                and bool(self.applies(case)))
+
+    @property
+    def names_builds(self) -> bool:
+        return bool(self.builds) or self.build_range is not None
+
+
+def covers_build(builds: tuple[str, ...], build_range: tuple[str, str] | None, build: str | None) -> bool:
+    """Whether ``build`` is one of ``builds`` or in ``build_range``; neither named: every build, known or not.
+    An entry that names builds never matches an unknown build (None): it would otherwise call a failure of a
+    build nobody tried "known", where an unmatched failure only asks to be looked at."""
+    if not builds and build_range is None:
+        return True
+    if build is None:
+        return False
+    if builds and build not in builds:
+        return False
+    return build_range is None or in_range(build, *build_range)
 
 
 def release_in(release: str, releases: tuple[str, ...]) -> bool:

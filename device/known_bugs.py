@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from device.build_tag import build_key
 from device.known_bug import GraphKnownBug, KnownBug, release_key
 from golden.case import OpCase
 from golden.graphs.case import GraphCase
@@ -43,26 +44,29 @@ def _sourced(bug: KnownBug, source: str) -> KnownBug:
     return bug if bug.source else replace(bug, source=source)
 
 
-def find(case: OpCase, device_name: str, release: str, bugs: Iterable[KnownBug] | None = None) -> KnownBug | None:
-    """The first known bug of ``device_name`` at ``release`` that covers ``case``, or None."""
+def find(case: OpCase, device_name: str, release: str, bugs: Iterable[KnownBug] | None = None, *,
+         build: str | None = None) -> KnownBug | None:
+    """The first known bug of ``device_name`` at ``release`` (and llama.cpp ``build``, None: unknown) that covers
+    ``case``, or None."""
     for bug in all_known_bugs() if bugs is None else bugs:
-        if bug.matches(case, device_name, release):
+        if bug.matches(case, device_name, release, build):
             return bug
     return None
 
 
 def find_all(case: OpCase, device_name: str, release: str,
-             bugs: Iterable[KnownBug] | None = None) -> list[KnownBug]:
-    """Every known bug of ``device_name`` at ``release`` that covers ``case``, in list order."""
-    return [bug for bug in (all_known_bugs() if bugs is None else bugs) if bug.matches(case, device_name, release)]
+             bugs: Iterable[KnownBug] | None = None, *, build: str | None = None) -> list[KnownBug]:
+    """Every known bug of ``device_name`` at ``release`` (and ``build``) that covers ``case``, in list order."""
+    return [bug for bug in (all_known_bugs() if bugs is None else bugs)
+            if bug.matches(case, device_name, release, build)]
 
 
 def find_after_history(case: OpCase, device_name: str, release: str,
-                       bugs: Iterable[KnownBug] | None = None) -> KnownBug | None:
+                       bugs: Iterable[KnownBug] | None = None, *, build: str | None = None) -> KnownBug | None:
     """The first after-history entry (state left by earlier cases of the process) of ``device_name`` at
     ``release`` that can explain a crash of ``case``, or None."""
     for bug in all_known_bugs() if bugs is None else bugs:
-        if bug.matches_after_history(case, device_name, release):
+        if bug.matches_after_history(case, device_name, release, build):
             return bug
     return None
 
@@ -79,16 +83,18 @@ def all_graph_bugs(extra: Iterable[str] = ()) -> list[GraphKnownBug]:
 
 
 def find_all_graph(case: GraphCase, device_name: str, release: str,
-                   bugs: Iterable[GraphKnownBug] | None = None) -> list[GraphKnownBug]:
-    """Every graph-level known bug of ``device_name`` at ``release`` that covers ``case``, in list order."""
-    return [bug for bug in (all_graph_bugs() if bugs is None else bugs) if bug.matches(case, device_name, release)]
+                   bugs: Iterable[GraphKnownBug] | None = None, *, build: str | None = None) -> list[GraphKnownBug]:
+    """Every graph-level known bug of ``device_name`` at ``release`` (and ``build``) that covers ``case``, in
+    list order."""
+    return [bug for bug in (all_graph_bugs() if bugs is None else bugs)
+            if bug.matches(case, device_name, release, build)]
 
 
 def find_graph(case: GraphCase, device_name: str, release: str,
-               bugs: Iterable[GraphKnownBug] | None = None) -> GraphKnownBug | None:
-    """The first graph-level known bug of ``device_name`` at ``release`` that covers ``case``, or None."""
+               bugs: Iterable[GraphKnownBug] | None = None, *, build: str | None = None) -> GraphKnownBug | None:
+    """The first graph-level known bug of ``device_name`` at ``release`` (and ``build``) that covers ``case``."""
     for bug in all_graph_bugs() if bugs is None else bugs:
-        if bug.matches(case, device_name, release):
+        if bug.matches(case, device_name, release, build):
             return bug
     return None
 
@@ -96,6 +102,14 @@ def find_graph(case: GraphCase, device_name: str, release: str,
 def example_device(devices: str) -> str:
     """A device name that a list's ``devices`` pattern matches (``Vulkan*`` -> ``Vulkan0``)."""
     return devices.replace("*", "0").replace("?", "0")
+
+
+def example_build(bug: KnownBug | GraphKnownBug) -> str | None:
+    """A build the entry holds for (its first exact build, else a range end), None where it names none."""
+    if bug.builds:
+        return bug.builds[0]
+    low, high = bug.build_range or ("", "")
+    return low or high or None
 
 
 def targets(bugs: Iterable[KnownBug] | None = None,
@@ -111,3 +125,36 @@ def targets(bugs: Iterable[KnownBug] | None = None,
         low, high = getattr(bug, "release_range", None) or ("", "")
         named.update(dict.fromkeys(r for r in (low, high) if r))
     return [(name, release) for name, named in releases.items() for release in sorted(named, key=release_key)]
+
+
+def build_targets(bugs: Iterable[KnownBug] | None = None,
+                  graph_bugs: Iterable[GraphKnownBug] | None = None) -> list[tuple[str, str, str | None]]:
+    """:func:`targets` with the build unknown (None), then, for each devices pattern with an entry that names
+    builds, known (release, build) pairs (:data:`device.build_tag.KNOWN_BUILDS`): each build an entry names and
+    its known neighbours, and the newest known build of each release the pattern's entries name."""
+    from device.build_tag import KNOWN_BUILDS, known_neighbours, release_of
+
+    op_bugs = list(all_known_bugs() if bugs is None else bugs)
+    g_bugs = list(all_graph_bugs() if graph_bugs is None else graph_bugs)
+    plain = targets(op_bugs, g_bugs)
+    out: list[tuple[str, str, str | None]] = [(name, release, None) for name, release in plain]
+    entries: list[KnownBug | GraphKnownBug] = [*op_bugs, *g_bugs]
+    for name in dict.fromkeys(name for name, _ in plain):
+        mine = [b for b in entries if example_device(b.devices) == name]
+        keyed = [b for b in mine if b.names_builds]
+        if not keyed:
+            continue
+        named = {*(t for b in keyed for t in b.builds), *(t for b in keyed for t in (b.build_range or ()) if t)}
+        pairs: set[tuple[str, str]] = set()
+        for tag in named:
+            pairs.update((r, t) for t in known_neighbours(tag) if (r := release_of(t)) is not None)
+        for release in {r for n, r in plain if n == name}:
+            if KNOWN_BUILDS.get(release):
+                pairs.add((release, KNOWN_BUILDS[release][-1]))
+        out += [(name, r, t) for r, t in sorted(pairs, key=lambda p: (release_key(p[0]), build_key(p[1])))]
+    return out
+
+
+def target_label(name: str, release: str, build: str | None) -> str:
+    """``Vulkan0@0.9.7`` (build unknown), ``Vulkan0@0.9.7+b8179``."""
+    return f"{name}@{release}" + (f"+{build}" if build else "")

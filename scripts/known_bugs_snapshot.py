@@ -6,7 +6,9 @@ that must not change behaviour (moving entries between files, merging entries, r
 
 Op cases are drawn from the suite's own strategies, derandomized, PER_SIGNATURE per op × dtype signature,
 and graph cases GRAPH_PER_SIGNATURE per pattern × signature (× variant); each is evaluated against every
-entry of its tier for each (device, release) of every backend's list (``device.known_bugs.targets``).
+entry of its tier for each (device, release) of every backend's list with the build unknown, and, where a
+backend's entries name llama.cpp builds, for the known builds around them (``device.known_bugs.build_targets``:
+``Vulkan0@0.9.7+b8179``).
 """
 
 from __future__ import annotations
@@ -64,11 +66,11 @@ def draw_graph_case_ids(per_signature: int = GRAPH_PER_SIGNATURE) -> list[str]:
     return list(found)
 
 
-def targets() -> list[tuple[str, str]]:
-    """Every (device name, release) some backend's list names."""
+def targets() -> list[tuple[str, str, str | None]]:
+    """Every (device name, release, build) some backend's list names (build None: unknown)."""
     from device import known_bugs
 
-    return list(known_bugs.targets())
+    return list(known_bugs.build_targets())
 
 
 def entry_summary(bug: Any) -> dict[str, Any]:
@@ -77,13 +79,20 @@ def entry_summary(bug: Any) -> dict[str, Any]:
             "corrupts_process": bug.corrupts_process, "may_hang": bug.may_hang, "repro": bug.repro,
             "reason": bug.reason, "tolerance": bug.tolerance.describe() if bug.tolerance is not None else None,
             "after_history": bug.after_history, "tags": list(bug.tags),
-            "release_range": list(bug.release_range) if bug.release_range is not None else None}
+            "release_range": list(bug.release_range) if bug.release_range is not None else None} | _builds(bug)
+
+
+def _builds(bug: Any) -> dict[str, Any]:
+    """The build conditions, for an entry that names any (an entry without keeps the summary it had)."""
+    if not bug.names_builds:
+        return {}
+    return {"builds": list(bug.builds), "build_range": list(bug.build_range) if bug.build_range else None}
 
 
 def graph_entry_summary(bug: Any) -> dict[str, Any]:
     return {"devices": bug.devices, "releases": list(bug.releases), "outcomes": list(bug.outcomes),
             "corrupts_process": bug.corrupts_process, "isolated": bug.isolated, "repro": bug.repro,
-            "reason": bug.reason}
+            "reason": bug.reason} | _builds(bug)
 
 
 def evaluate(case_ids: list[str], graph_case_ids: list[str] | None = None) -> dict[str, Any]:
@@ -96,7 +105,7 @@ def evaluate(case_ids: list[str], graph_case_ids: list[str] | None = None) -> di
     matches: dict[str, dict[str, list[str]]] = {}
     for case_id in case_ids:
         case = parse_case_id(case_id)
-        row = {f"{name}@{release}": [b.id for b in bugs if b.matches(case, name, release)] for name, release in where}
+        row = {known_bugs.target_label(*w): [b.id for b in bugs if b.matches(case, *w)] for w in where}
         row = {k: v for k, v in row.items() if v}
         if row:
             matches[case_id] = row
@@ -104,12 +113,11 @@ def evaluate(case_ids: list[str], graph_case_ids: list[str] | None = None) -> di
     graph_matches: dict[str, dict[str, list[str]]] = {}
     for case_id in graph_case_ids or []:
         graph = parse_graph_id(case_id)
-        row = {f"{name}@{release}": [b.id for b in graph_bugs if b.matches(graph, name, release)]
-               for name, release in where}
+        row = {known_bugs.target_label(*w): [b.id for b in graph_bugs if b.matches(graph, *w)] for w in where}
         row = {k: v for k, v in row.items() if v}
         if row:
             graph_matches[case_id] = row
-    return {"targets": [f"{name}@{release}" for name, release in where],
+    return {"targets": [known_bugs.target_label(*w) for w in where],
             "entries": {f"{b.id}/{b.op}": entry_summary(b) for b in bugs}, "matches": matches,
             "graph_entries": {b.id: graph_entry_summary(b) for b in graph_bugs}, "graph_matches": graph_matches}
 

@@ -58,6 +58,8 @@ if [ ! -f "$DEST/libggml-base.so" ] || [ ! -f "$DEST/libggml-vulkan.so" ] || ! h
     rm -rf "$DEST.partial" && mkdir -p "$DEST.partial"
     # the ggml libraries and libllama (its RUNPATH is $ORIGIN, so it finds these ggml libraries); not the node addon
     cp "$bins"/libggml*.so "$DEST.partial"/
+    # node-llama-cpp's build options, which name the llama.cpp build (device/build_tag.py reads it)
+    cp "$bins"/_nlcBuildMetadata.json "$DEST.partial"/ 2>/dev/null || true
     cp "$bins"/libllama.*.so "$DEST.partial"/ 2>/dev/null \
         || { echo "setup-vulkan: $NPM_PACKAGE ships no libllama" >&2; touch "$DEST.partial/.no-libllama"; }
     rm -rf "$DEST" && mv "$DEST.partial" "$DEST"

@@ -68,6 +68,47 @@ def test_match_any_and_release_range(tmp_path: Path) -> None:
     assert bug.source == str(tmp_path / "e.toml")
 
 
+def test_build_min_holds_from_that_build_on_and_never_for_an_unknown_build(tmp_path: Path) -> None:
+    (bug,) = load([_write(tmp_path, 'build_min = "b8179"\n')])
+    assert bug.matches(PLAIN, "Vulkan0", "0.9.7", "b8179") and bug.matches(PLAIN, "Vulkan0", "0.9.7", "b8390")
+    assert bug.matches(PLAIN, "Vulkan0", "0.25.1", "v0.5.0")  # node-llama-cpp's vX.Y.Z tags came after bNNNN
+    assert not bug.matches(PLAIN, "Vulkan0", "0.9.7", "b8121") and not bug.matches(PLAIN, "Vulkan0", "0.9.7", "b999")
+    assert not bug.matches(PLAIN, "Vulkan0", "0.9.7", None) and not bug.matches(PLAIN, "Vulkan0", "0.9.7")
+
+
+def test_a_build_range_and_exact_builds_and_releases_all_hold(tmp_path: Path) -> None:
+    (ranged,) = load([_write(tmp_path, 'releases = ["0.9.7"]\nbuild_min = "b8121"\nbuild_max = "b8179"\n')])
+    assert [ranged.matches(PLAIN, "Vulkan0", "0.9.7", b) for b in ("b8095", "b8121", "b8179", "b8390")] == [
+        False, True, True, False]
+    assert not ranged.matches(PLAIN, "Vulkan0", "0.25.1", "b8121")  # the release must hold too
+    (upto,) = load([_write(tmp_path, 'build_max = "b10361"\n')])
+    assert upto.matches(PLAIN, "Vulkan0", "0.19.0", "b10361") and not upto.matches(PLAIN, "Vulkan0", "0.23.0", "v0.4.0")
+    (exact,) = load([_write(tmp_path, 'builds = ["b8121", "v0.5.0"]\n')])
+    assert exact.matches(PLAIN, "Vulkan0", "0.25.1", "v0.5.0") and not exact.matches(PLAIN, "Vulkan0", "0.9.7", "b8179")
+    (plain,) = load([_write(tmp_path, "")])  # no build condition: every build, known or not
+    assert plain.matches(PLAIN, "Vulkan0", "0.9.7", None) and plain.matches(PLAIN, "Vulkan0", "0.9.7", "b8121")
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ('build_min = "8179"\n', "not a llama.cpp build tag"),
+    ('builds = ["b8179", "latest"]\n', "not a llama.cpp build tag"),
+    ('build_min = "b8390"\nbuild_max = "b8179"\n', "comes after build_max"),
+    ('build_min = ""\n', "both empty"),
+])
+def test_bad_build_conditions_are_refused(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(ExpectationFileError, match=message):
+        load([_write(tmp_path, body)])
+
+
+def test_a_graph_entry_takes_the_build_keys(tmp_path: Path) -> None:
+    from device.expectation_file import load_graph
+
+    path = tmp_path / "g.toml"
+    path.write_text('[[graph_bug]]\nid = "g"\ndevices = "Vulkan*"\nreason = "r"\nrepro = "p"\nbuild_max = "b8121"\n')
+    (bug,) = load_graph([path])
+    assert bug.build_range == ("", "b8121") and bug.names_builds
+
+
 def test_a_deviation_carries_its_bound_by_name(tmp_path: Path) -> None:
     from device.ggml.known_bugs_vulkan import NAMED_BOUNDS
 

@@ -22,12 +22,15 @@ def test_repro_is_a_case_of_its_op_that_its_own_entry_matches(bug: known_bugs.Kn
     case = parse_case_id(bug.repro)
     assert case.op == bug.op, f"{bug.source}: {bug.id}: the repro is a {case.op} case, the entry names {bug.op}"
     device = known_bugs.example_device(bug.devices)
+    build = known_bugs.example_build(bug)
     for release in bug.releases or ("0.25.1",):
-        assert bug.matches(case, device, release), (
-            f"{bug.source}: {bug.id}: its own predicate does not match its repro on {device} {release}")
+        assert bug.matches(case, device, release, build), (
+            f"{bug.source}: {bug.id}: its own predicate does not match its repro on {device} {release} {build}")
+    if build is not None:  # an entry keyed on builds holds for no build it does not know
+        assert not bug.matches(case, device, (bug.releases or ("0.25.1",))[0], None), f"{bug.id}: build unknown"
     for other in EXAMPLES:
         if other != device:
-            assert not bug.matches(case, other, (bug.releases or ("0.25.1",))[0]), f"{bug.id} matches {other}"
+            assert not bug.matches(case, other, (bug.releases or ("0.25.1",))[0], build), f"{bug.id} matches {other}"
 
 
 @pytest.mark.parametrize("device", EXAMPLES)

@@ -1,7 +1,9 @@
 """Moving known-bug entries between files, merging them, or any refactor of the lists keeps their
 behaviour: every op entry is evaluated on the op cases stored in the snapshot (scripts/known_bugs_snapshot.py:
 60 derandomized draws per op × dtype signature, kept across rewrites) and every graph entry on the stored graph
-cases, for each (device, release) a backend's list names (CPU 0.17.0 / 0.20.2 / 0.25.1, Vulkan0 0.25.1, and
+cases, for each (device, release) a backend's list names (CPU 0.17.0 / 0.20.2 / 0.25.1, Vulkan0 0.9.7 / 0.25.1,
+each with the build unknown and, where entries name llama.cpp builds, at the known builds around them:
+Vulkan0@0.9.7+b8179; and
 any backend added since), and must match exactly the cases it matched then, with the same outcomes, flags,
 reason, repro and bound. A deliberate change to a list rewrites the snapshot (the command in each failure),
 in the same commit, with the reason."""

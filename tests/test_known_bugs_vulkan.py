@@ -21,24 +21,39 @@ def test_both_lists_are_read() -> None:
 
 
 OWN_CASE_BUGS = [b for b in BUGS if not b.after_history]
+CURRENT_BUILD = "v0.5.0"  # the llama.cpp build of the ggml 0.25.1 these lists were measured on (node-llama-cpp 3.22.1)
 
 
 @pytest.mark.parametrize("bug", OWN_CASE_BUGS, ids=[b.id for b in OWN_CASE_BUGS])
 def test_repro_is_matched_by_its_own_entry(bug: known_bugs.KnownBug) -> None:
     case = parse_case_id(bug.repro)
     assert case.op == bug.op
-    assert bug.matches(case, "Vulkan0", "0.25.1")
-    covering = known_bugs.find_all(case, "Vulkan0", "0.25.1", BUGS)
+    assert bug.matches(case, "Vulkan0", "0.25.1", CURRENT_BUILD)
+    covering = known_bugs.find_all(case, "Vulkan0", "0.25.1", BUGS, build=CURRENT_BUILD)
     if bug.tolerance is not None:  # the first documented deviation bounds the case
         assert next(b for b in covering if b.tolerance is not None) is bug
     else:  # no earlier defect explains the same outcome (a deviation only bounds a result)
         for outcome in bug.outcomes:
             assert next(b for b in covering if b.tolerance is None and outcome in b.outcomes) is bug
-    assert not bug.matches(case, "CPU", "0.25.1")  # a Vulkan defect, not the CPU's
+    assert not bug.matches(case, "CPU", "0.25.1", CURRENT_BUILD)  # a Vulkan defect, not the CPU's
     if bug.releases:  # only the releases it was measured on; an entry without any holds for every release
-        assert not bug.matches(case, "Vulkan0", "0.20.2")
+        assert not bug.matches(case, "Vulkan0", "0.20.2", CURRENT_BUILD)
+    elif bug.names_builds:  # keyed on builds: every ggml version, only at a build it names, never at an unknown one
+        assert bug.matches(case, "Vulkan0", "0.9.7", known_bugs.example_build(bug))
+        assert not bug.matches(case, "Vulkan0", "0.25.1", None)
     else:
         assert bug.matches(case, "Vulkan0", "0.9.7") and bug.matches(case, "Vulkan0", "0.23.0")
+
+
+def test_the_masked_row_regression_is_keyed_on_the_build_it_came_in() -> None:
+    """conform bisect: b8121 good, b8179 bad, both ggml 0.9.7 (docs/findings-vulkan.md); later builds bad."""
+    bug = next(b for b in BUGS if b.id == "vulkan-flash-attn-ext-f16-kv-masked-row")
+    case = parse_case_id(bug.repro)
+    bad = [("0.9.7", "b8179"), ("0.9.7", "b8390"), ("0.19.0", "b10361"), ("0.23.0", "v0.4.0"), ("0.25.1", "v0.5.0")]
+    good = [("0.9.7", "b8095"), ("0.9.7", "b8121"), ("0.9.4", "b7347")]
+    assert all(bug.matches(case, "Vulkan0", release, build) for release, build in bad)
+    assert not any(bug.matches(case, "Vulkan0", release, build) for release, build in good)
+    assert not bug.matches(case, "Vulkan0", "0.9.7", None)  # the build unknown: 0.9.7 alone cannot say
 
 
 def test_the_after_history_entry_explains_only_crashes_left_by_earlier_cases() -> None:
@@ -47,7 +62,7 @@ def test_the_after_history_entry_explains_only_crashes_left_by_earlier_cases() -
     (bug,) = [b for b in BUGS if b.after_history]
     assert bug.op == "*" and bug.outcomes == ("crash",)
     case = parse_case_id(bug.repro)
-    assert not bug.matches(case, "Vulkan0", "0.25.1")
+    assert not bug.matches(case, "Vulkan0", "0.25.1", CURRENT_BUILD)
     assert known_bugs.find_after_history(case, "Vulkan0", "0.25.1", BUGS) is bug
     assert known_bugs.find_after_history(case, "Vulkan0", "0.20.2", BUGS) is None
     assert known_bugs.find_after_history(case, "CPU", "0.25.1", BUGS) is None
@@ -60,7 +75,7 @@ _LAYOUT_BUGS = [b for b in BUGS if b.id.endswith(("misaligned-view", "plane-gap"
 def test_a_contiguous_case_is_not_matched(bug: known_bugs.KnownBug) -> None:
     case = parse_case_id(bug.repro)
     plain = dataclasses.replace(case, inputs=tuple(dataclasses.replace(t, layout=CONTIGUOUS) for t in case.inputs))
-    assert not bug.matches(plain, "Vulkan0", "0.25.1")
+    assert not bug.matches(plain, "Vulkan0", "0.25.1", CURRENT_BUILD)
 
 
 def test_ids_are_unique() -> None:
@@ -81,11 +96,11 @@ def test_v_as_a_view_of_k_is_not_padded_rows() -> None:
     bug = next(b for b in BUGS if b.id == "vulkan-flash-attn-ext-kv-rows-padded")
     mla = parse_case_id(MLA_PASSES)
     q, k, v, *rest = mla.inputs
-    assert not bug.matches(mla, "Vulkan0", "0.25.1")
+    assert not bug.matches(mla, "Vulkan0", "0.25.1", CURRENT_BUILD)
     own_v = dataclasses.replace(v, layout=dataclasses.replace(v.layout, alias=None))
-    assert bug.matches(dataclasses.replace(mla, inputs=(q, k, own_v, *rest)), "Vulkan0", "0.25.1")
+    assert bug.matches(dataclasses.replace(mla, inputs=(q, k, own_v, *rest)), "Vulkan0", "0.25.1", CURRENT_BUILD)
     padded_k = dataclasses.replace(k, layout=dataclasses.replace(k.layout, pad=(2, 0, 1, 0)))
-    assert bug.matches(dataclasses.replace(mla, inputs=(q, padded_k, v, *rest)), "Vulkan0", "0.25.1")
+    assert bug.matches(dataclasses.replace(mla, inputs=(q, padded_k, v, *rest)), "Vulkan0", "0.25.1", CURRENT_BUILD)
 
 
 def _bug(bug_id: str) -> known_bugs.KnownBug:
@@ -134,4 +149,4 @@ BOUNDARIES = ([("vulkan-mul-mat-src1-plane-gap", c, True) for c in SRC1_GAP_FAIL
 
 @pytest.mark.parametrize(("bug_id", "case_id", "covered"), BOUNDARIES)
 def test_entries_follow_their_measured_boundary(bug_id: str, case_id: str, covered: bool) -> None:
-    assert _bug(bug_id).matches(parse_case_id(case_id), "Vulkan0", "0.25.1") is covered
+    assert _bug(bug_id).matches(parse_case_id(case_id), "Vulkan0", "0.25.1", CURRENT_BUILD) is covered

@@ -32,14 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from conformance.cli.common import UsageError, add_parser, limits
+from device import build_tag
+from device.build_tag import build_key
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
 GIT_BISECT_SKIP = 125  # git bisect run: "this commit cannot be tested"
 
-# a build tag in a library's file name: libggml.vulkan.b7836.so, libllama.vulkan.v0.5.0.so
-_BUILD_IN_NAME = re.compile(r"^lib(?:ggml|llama)\.(?:[A-Za-z0-9_-]+\.)?(b\d+|v\d+(?:\.\d+)*)\.so$")
 _GENERIC_FOLDERS = {"bin", "lib", "lib64", "build", "Release"}
-_BUILD_TAG = re.compile(r"^(b\d+|v\d+(?:\.\d+)*)$")
 # the verdict line of conform repro: OUTCOME  case-id  on device
 _OUTCOME_LINE = re.compile(r"^(PASS|FAIL|CRASH|TIMEOUT|ERROR|UNSUPPORTED|KNOWN)\b\s*(.*)$")
 # a step line of conform repro --sequence:   3/7 OUTCOME  case-id  message
@@ -90,22 +89,15 @@ class Build:
         return parse_version(self.version), build_key(self.build)
 
 
-def build_key(tag: str) -> tuple[int, tuple[int, ...]]:
-    """llama.cpp's bNNNN numbers in order; node-llama-cpp's own vX.Y.Z tags (which came after them) next."""
-    if tag.startswith("b"):
-        return 0, (int(tag[1:]),)
-    if tag.startswith("v"):
-        return 1, tuple(int(p) for p in tag[1:].split("."))
-    return -1, ()
-
-
 def build_tag_in(folder: Path) -> str:
-    """The build tag the libraries' file names carry (libggml.vulkan.b7836.so), or ""."""
-    tags = {m.group(1) for p in folder.glob("lib*.so") if (m := _BUILD_IN_NAME.match(p.name))}
-    if len(tags) > 1:
-        raise UsageError(f"{folder}: its libraries name more than one build ({', '.join(sorted(tags))}); "
+    """The build the folder says (device/build_tag.py: the libraries' file names, libggml.vulkan.b7836.so, or
+    node-llama-cpp's _nlcBuildMetadata.json), or ""; refused where they disagree. The environment's
+    CONFORM_LLAMA_BUILD is not read here: one word for every build of a bisection would be wrong for all but one."""
+    found = build_tag.read_build(folder, declared="")
+    if found.conflict:
+        raise UsageError(f"{folder}: its libraries name more than one build ({found.conflict}); "
                          "pass the build as DIR=BUILD")
-    return tags.pop() if tags else ""
+    return found.tag or ""
 
 
 def read_version(base: Path) -> tuple[str, str]:
@@ -129,7 +121,7 @@ def identify(given: str) -> Build:
     before, equals, after = given.rpartition("=")
     if equals and not Path(given).expanduser().is_dir():  # DIR=BUILD (a folder's own name may hold '=')
         folder_text, tag = before, after
-        if not _BUILD_TAG.match(tag):
+        if not build_tag.is_build_tag(tag):
             raise UsageError(f"--builds {given}: the build after '=' must look like b7836 or v0.5.0")
     folder = Path(folder_text).expanduser()
     if not folder.is_dir():

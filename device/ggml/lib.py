@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
+from device import build_tag
 from device.base import DeviceError, Unsupported
 from device.ggml import startup_log, trace
 
@@ -429,6 +430,9 @@ class GgmlLib(GgmlApi):
                 f"ggml {HEADER_CHECKED_RELEASES[0]}..{HEADER_CHECKED_RELEASES[-1]}"
             )
         self.header_checked = version in HEADER_CHECKED_RELEASES
+        # the llama.cpp build (b8121): what tells apart releases that report one ggml_version (0.9.7)
+        self.folder_build = build_tag.read_build(files.folder)
+        self.build = self.folder_build.tag
         self.commit = (self.ggml_commit() or b"").decode() if "ggml_commit" not in self.missing_symbols else ""
         # no ggml_version at all: a release from before it was added, so before 0.9.1's enum
         self.dev_type_names = dev_type_names(version if "ggml_version" not in self.missing_symbols else "0.0.0")
@@ -453,7 +457,7 @@ class GgmlLib(GgmlApi):
             "headers_checked": self.header_checked,
             "missing_symbols": list(self.missing_symbols),
             "libraries": [self.files.base.name, self.files.registry.name],
-        }
+        } | self.folder_build.record()
 
 
 _LOADED: dict[str, GgmlLib] = {}
