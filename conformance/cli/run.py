@@ -236,6 +236,9 @@ def _run_pytest(cmd: list[str], env: dict[str, str]) -> tuple[int, bool]:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a third Ctrl-C must not cut the kill short
         child.kill()
         code = child.wait()
+        # killed mid-write, pytest can leave its last line without its newline: conform's closing lines
+        # must not run on from it
+        print(flush=True)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     return code, True
