@@ -26,7 +26,7 @@ from conformance.data import DISTRIBUTIONS
 from golden import dtypes
 from golden.case import Layout, Ne, OpCase, TensorSpec
 from golden.geometry import storage_of
-from golden.spec import GRID_BLOCKS, InputLayouts
+from golden.spec import GRID_BLOCKS, GRID_ROWS, InputLayouts
 
 EDGE_ROW_SIZES = (1, 2, 3, 5, 7, 16, 31, 32, 33, 63, 64, 127, 128, 255, 256, 511, 512, 513, 1023, 1024, 1025,
                   2047, 2048, 3000, 4096)
@@ -250,6 +250,53 @@ def grid_shape(draw: st.DrawFn, *, every: int = GRID_EVERY, rows: st.SearchStrat
     if not take:
         return None
     return (ne0, GRID_BLOCKS // ne0 + 1, 1, 1)
+
+
+# row lengths of the many-rows shapes (golden.spec.many_rows): short rows, so a case stays near 65,536 elements
+MANY_ROWS_NE0 = st.sampled_from((1, 2, 3, 5))
+
+
+def many_rows_branch(draw: st.DrawFn, case: OpCase, *, inputs: tuple[int, ...] = (0,),
+                     every: int = GRID_EVERY) -> OpCase:
+    """In about one case of ``every``, more rows in input ``inputs[0]`` than one grid dimension has blocks
+    (golden.spec.GRID_ROWS): its rows shortened to a few elements and its dim 1 lengthened until dims 1-3
+    hold more than that; the other ``inputs`` (a mask, labels) take the same row length and the same
+    change of dim 1, so their shapes keep their relation to it. A case whose rows are already longer than
+    1,024 (the long-row regimes) is left as drawn, so neither branch takes the other's share. Drawn after
+    every other choice; the simplest value keeps the case as drawn (see long_row_branch)."""
+    take, ne0 = one_in(draw, every), draw(MANY_ROWS_NE0)
+    if not take or case.inputs[inputs[0]].ne[0] > 1024:
+        return case
+    from dataclasses import replace
+
+    first = case.inputs[inputs[0]].ne
+    rows = GRID_ROWS // (first[2] * first[3]) + 1
+    changed = list(case.inputs)
+    for i in inputs:
+        t = changed[i]
+        changed[i] = replace(t, ne=(ne0, t.ne[1] - first[1] + rows, t.ne[2], t.ne[3]))
+    return replace(case, inputs=tuple(changed))
+
+
+# dot-product lengths of the many-weight-rows shapes: short, so a case of 65,537 rows stays near a million weights
+GRID_K = st.sampled_from((4, 16, 17))
+
+
+# a lower share than GRID_EVERY: products have several signatures to reach it in, and these cases are the
+# largest of the ci profile (conformance/test_regimes.py draws the regime in every run whatever the share)
+WEIGHT_ROWS_EVERY = 8
+# the (op, regime) pairs whose branch draws float signatures only (quantized weights of these sizes would be
+# millions of elements of blocks): conformance/test_regimes.py draws them from those signatures
+FLOAT_ONLY_REGIMES = frozenset({("MUL_MAT", "rows>65535"), ("MUL_MAT_ID", "rows>65535"),
+                                ("OUT_PROD", "elements>65536")})
+
+
+def many_weight_rows(draw: st.DrawFn, *, every: int = WEIGHT_ROWS_EVERY) -> int | None:
+    """In about one draw of ``every``, a short dot-product length K for a product with more weight rows
+    than one grid dimension has blocks (golden.matmul.WEIGHT_ROWS_PAST_GRID: a vocabulary projection),
+    else None; both choices drawn either way (shrinking)."""
+    take, k = one_in(draw, every), draw(GRID_K)
+    return k if take else None
 
 
 # partial tiles of matrix products (golden.matmul's regimes): K past 32- and 256-wide blocks and not a

@@ -13,7 +13,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.geometry import tile_to
-from golden.spec import ELEMENTWISE_TOL, OVERLAPPING_SOURCES, InputLayouts, OpList, OpSpec, grid_regime, sig, two
+from golden.spec import ELEMENTWISE_TOL, OVERLAPPING_SOURCES, InputLayouts, OpList, OpSpec, element_regimes, sig, two
 from golden.tolerance import Tolerance
 
 SPECS = OpList()
@@ -29,7 +29,8 @@ _BROADCAST = "src1 broadcasts by cyclic tiling (ggml_can_repeat); either input m
 
 def _binary_spec(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> OpSpec:
     return SPECS.add(OpSpec(name=name, family="binary", golden=two(fn), signatures=BINARY_SIGS,
-                            tolerance=ELEMENTWISE_TOL, notes=_BROADCAST, regimes=(OVERLAPPING_SOURCES, grid_regime())))
+                            tolerance=ELEMENTWISE_TOL, notes=_BROADCAST,
+                            regimes=(OVERLAPPING_SOURCES, *element_regimes())))
 
 
 def _binary(a: np.ndarray, b: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
@@ -74,7 +75,7 @@ def add1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="ADD1", family="binary", golden=two(add1), signatures=BINARY_SIGS, tolerance=ELEMENTWISE_TOL,
-    input_layouts=InputLayouts.PADDED_ROWS, regimes=(grid_regime(),),
+    input_layouts=InputLayouts.PADDED_ROWS, regimes=(*element_regimes(),),
     notes="b is one element (ggml_add1 asserts ggml_is_scalar(b)) and a is padded 1-d (ggml_is_padded_1d: "
           "rows at a uniform stride, planes packed). ggml's CPU reads b as f32 unless a and b are both "
           "F16/BF16, so f32 a with an F16 b is no signature"))
@@ -114,7 +115,7 @@ SPECS.add(OpSpec(
     name="ADD_ID", family="binary", golden=lambda xs, c: add_id(xs[0], xs[1], xs[2]),
     signatures=(sig("f32", "f32", "i32", dst="f32"),),
     tolerance={"f32": Tolerance("one f32 addition of two stored values: one rounding of the exact sum", ulp=0.5)},
-    validate=check_add_id, input_layouts=InputLayouts.ROWS, structured_inputs=True, regimes=(grid_regime(),),
+    validate=check_add_id, input_layouts=InputLayouts.ROWS, structured_inputs=True, regimes=(*element_regimes(),),
     notes="dst ne = a's. ggml's CPU asserts unit-stride rows of a and b (nb00 = nb10 = 4), so both keep dim 0 "
           "innermost; ids take any layout. ids are routing tables as MUL_MAT_ID's (top-k, repeats, a hot "
           "expert). Only F32 a and b: ggml's CPU, Vulkan and CUDA kernels take no other type"))

@@ -15,7 +15,7 @@ import numpy as np
 
 from golden import dtypes
 from golden.case import OpCase
-from golden.spec import InputLayouts, OpList, OpSpec, P, grid_regime, sig
+from golden.spec import InputLayouts, OpList, OpSpec, P, element_regimes, sig
 from golden.tolerance import ROUNDED, Calibration, Tolerance
 
 SPECS = OpList()
@@ -63,7 +63,7 @@ def _check_fill(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="FILL", family="construction",
-    regimes=(grid_regime(),), golden=lambda xs, c: fill(xs[0], c.param("c")),
+    regimes=(*element_regimes(),), golden=lambda xs, c: fill(xs[0], c.param("c")),
     signatures=(sig("f32"), sig("f16")),
     tolerance={"f32": Tolerance("bit-exact: c is an f32 op parameter stored unchanged; ggml CPU ci: exact",
                                 calibration=Calibration.GGML_CPU),
@@ -109,7 +109,7 @@ def _check_tri(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="TRI", family="construction",
-    regimes=(grid_regime(),), golden=lambda xs, c: tri(xs[0], c.param("tri_type")),
+    regimes=(*element_regimes(),), golden=lambda xs, c: tri(xs[0], c.param("tri_type")),
     signatures=(sig("f32"),),
     tolerance={"f32": Tolerance(MOVED.reason + "; ggml CPU ci: exact", calibration=Calibration.GGML_CPU)},
     params={"tri_type": P("enum ggml_tri_type: upper_diag, upper, lower_diag or lower", str)},
@@ -138,7 +138,7 @@ def _check_diag(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="DIAG", family="construction",
-    regimes=(grid_regime(elements=_diag_outputs),), golden=lambda xs, c: diag(xs[0]), signatures=(sig("f32"),),
+    regimes=(*element_regimes(elements=_diag_outputs),), golden=lambda xs, c: diag(xs[0]), signatures=(sig("f32"),),
     tolerance={"f32": Tolerance(MOVED.reason + "; ggml CPU ci: exact", calibration=Calibration.GGML_CPU)},
     validate=_check_diag,
     notes="ggml_diag asserts ne1 == 1 and nothing about the layout; the result is [ne0, ne0, ne2, ne3]. "
@@ -188,7 +188,7 @@ def _check_set(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="SET", family="construction",
-    regimes=(grid_regime(1),), golden=_set, signatures=(sig("f32", "f32"), sig("i32", "i32")),
+    regimes=(*element_regimes(1),), golden=_set, signatures=(sig("f32", "f32"), sig("i32", "i32")),
     tolerance={"*": Tolerance(MOVED.reason + ": a copied, b assigned into the view; ggml CPU ci: exact",
                               calibration=Calibration.GGML_CPU)},
     params={"nb1": P("view row stride in bytes", int), "nb2": P("view plane stride in bytes", int),
@@ -221,7 +221,7 @@ def _check_pad_reflect(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="PAD_REFLECT_1D", family="construction",
-    regimes=(grid_regime(elements=_reflect_outputs),),
+    regimes=(*element_regimes(elements=_reflect_outputs),),
     golden=lambda xs, c: pad_reflect_1d(xs[0], c.param("p0"), c.param("p1")), signatures=(sig("f32"),),
     tolerance={"f32": Tolerance(MOVED.reason + "; ggml CPU ci: exact", calibration=Calibration.GGML_CPU)},
     params={"p0": P("elements reflected before each row (≤ ne0 − 1)", int),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import OpList, OpSpec, P, grid_regime, partial_tile, sig
+from golden.spec import OpList, OpSpec, P, element_regimes, partial_tile, sig
 from golden.tolerance import F16_EPS, F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -119,7 +119,7 @@ def _im2col(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="IM2COL", family="conv",
-    regimes=(partial_tile("columns", _im2col_columns, IM2COL_TILE), grid_regime(elements=_im2col_outputs)),
+    regimes=(partial_tile("columns", _im2col_columns, IM2COL_TILE), *element_regimes(elements=_im2col_outputs)),
     golden=_im2col,
     signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f16"), sig("f16", "f16"), sig("f16", "f32", dst="f32")),
     tolerance={"*": Tolerance("bit-exact: values are copied (or are padding zeros) into a destination of the data's "
@@ -157,7 +157,7 @@ def _pool_2d(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="POOL_2D", family="conv",
-    regimes=(grid_regime(elements=_pool_outputs),), golden=_pool_2d, signatures=(sig("f32"), sig("f16", dst="f32")),
+    regimes=element_regimes(elements=_pool_outputs), golden=_pool_2d, signatures=(sig("f32"), sig("f16", dst="f32")),
     tolerance={"f32": Tolerance("MAX selects (exact, −FLT_MAX included); AVG adds the k0·k1 taps in f32 in any "
                                 "order (γ_{k0k1−1}·Σ|x|), then divides by k0·k1 or multiplies by its rounded "
                                 "reciprocal (2u): (k0·k1 + 1)·u·avg|x| (+2^-150 per subnormal rounding) and the "
@@ -237,7 +237,7 @@ def _validate_conv_transpose(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="CONV_TRANSPOSE_1D", family="conv",
-    regimes=(grid_regime(elements=_conv_transpose_outputs),),
+    regimes=(*element_regimes(elements=_conv_transpose_outputs),),
     golden=lambda xs, c: conv_transpose_1d(xs[0], xs[1], c.param("s0")),
     signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32")),
     tolerance={"f32": Tolerance(

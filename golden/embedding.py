@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import OpList, OpSpec, P, grid_regime, sig
+from golden.spec import OpList, OpSpec, P, element_regimes, sig
 from golden.tolerance import F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -51,7 +51,7 @@ def timestep_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -
 
 SPECS.add(OpSpec(
     name="TIMESTEP_EMBEDDING", family="embedding",
-    regimes=(grid_regime(elements=lambda c: c.inputs[0].ne[0] * c.param("dim")),),
+    regimes=(*element_regimes(elements=lambda c: c.inputs[0].ne[0] * c.param("dim")),),
     golden=lambda xs, c: timestep_embedding(xs[0], c.param("dim"), c.param("max_period")),
     signatures=(sig("f32"),),
     tolerance={"f32": Tolerance("f32 frequencies (logf 1.5 ulp, expf or powf 2.5 ulp, two roundings) and the f32 "

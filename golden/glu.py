@@ -24,7 +24,7 @@ import numpy as np
 
 from golden.case import OpCase
 from golden.dtypes import ulp as spacing
-from golden.spec import InputLayouts, OpList, OpSpec, P, grid_regime, sig
+from golden.spec import InputLayouts, OpList, OpSpec, P, element_regimes, sig
 from golden.tolerance import F32_EPS, Calibration, ErrorModel, Tolerance, finite_abs
 from golden.unary import f16_table_model, gelu, gelu_f32_model, gelu_quick, gelu_quick_f32_model, silu
 
@@ -200,7 +200,7 @@ def _glu_spec(name: str, tolerance: dict[str, Tolerance], specials: tuple[float,
         name=name, family="glu", golden=glu, signatures=_GLU_SIGS, tolerance=tolerance, params=_GLU_PARAMS,
         validate=check_glu, input_layouts=InputLayouts.PADDED_ROWS, specials=specials,
         max_abs_input=max_abs_input, structured_inputs=True, notes=notes + ". " + _GLU_NOTES,
-        regimes=(grid_regime(elements=_glu_outputs),)))
+        regimes=(*element_regimes(elements=_glu_outputs),)))
 
 
 def _glu_outputs(case: OpCase) -> int:

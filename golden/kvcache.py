@@ -19,7 +19,7 @@ import numpy as np
 
 from golden import dtypes
 from golden.case import OpCase
-from golden.spec import InputLayouts, OpList, OpSpec, Regime, grid_regime, sig
+from golden.spec import InputLayouts, OpList, OpSpec, Regime, element_regimes, sig
 from golden.tolerance import Tolerance
 
 SPECS = OpList()
@@ -95,7 +95,7 @@ def check_set_rows(case: OpCase, inputs: list[np.ndarray]) -> None:
 _ROW_TYPES = ("f32", "f16", "bf16")
 SPECS.add(OpSpec(
     name="SET_ROWS", family="kvcache",
-    regimes=(grid_regime(1), MANY_SOURCE_ROWS),
+    regimes=(*element_regimes(1), MANY_SOURCE_ROWS),
     golden=lambda xs, c: set_rows(xs[0], xs[1], xs[2], c.dst),
     signatures=tuple(sig(d, s, i) for d, s, i in (
         ("f32", "f32", "i64"), ("f16", "f32", "i64"), ("bf16", "f32", "i64"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import OpList, OpSpec, row_regimes, sig
+from golden.spec import OpList, OpSpec, many_rows, row_regimes, sig
 from golden.tolerance import F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -57,7 +57,7 @@ def cross_entropy_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarr
 
 SPECS.add(OpSpec(
     name="CROSS_ENTROPY_LOSS", family="loss",
-    regimes=row_regimes(), golden=lambda xs, c: cross_entropy_loss(xs[0], xs[1]),
+    regimes=(*row_regimes(), many_rows()), golden=lambda xs, c: cross_entropy_loss(xs[0], xs[1]),
     signatures=(sig("f32", "f32"),),
     tolerance={"f32": Tolerance("softmax in f32 per row, then a sum of n = rows·ne0 terms in any order (γ_n), "
                                 "1/n_rows and the product rounded; ggml CPU (sums in double) ≤ 0.12 of the allowance "

@@ -16,7 +16,7 @@ import numpy as np
 
 from golden import dtypes
 from golden.case import OpCase
-from golden.spec import InputLayouts, OpList, OpSpec, Regime, partial_tile, sig
+from golden.spec import InputLayouts, OpList, OpSpec, Regime, RegimeKind, grid_regime, partial_tile, sig
 from golden.tolerance import F16_EPS, F32_EPS, Calibration, ErrorModel, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -33,6 +33,13 @@ def matmul_tiles(k: Callable[[OpCase], int], rows: Callable[[OpCase], int],
     (``rows``) and, where given, the src1 columns (``cols``)."""
     out = (partial_tile("k", k, K_BLOCK), partial_tile("k", k, K_TILE), partial_tile("rows", rows, ROW_TILE))
     return out + ((partial_tile("cols", cols, COL_TILE),) if cols is not None else ())
+
+
+# the output projection of a model has one weight row per vocabulary entry (32,000-262,144): kernels giving a
+# block (workgroup) to a row or a few rows pass one grid dimension's 65,535 blocks there
+WEIGHT_ROWS_PAST_GRID = Regime("rows>65535", lambda c: c.inputs[0].ne[1] > 65535,
+                               "more weight rows than one grid dimension has blocks (a vocabulary projection)",
+                               RegimeKind.GRID)
 
 
 def broadcast_weights(a: np.ndarray, b_shape: tuple[int, ...]) -> np.ndarray:
@@ -264,7 +271,8 @@ _DOT_TYPICAL: dict[str, Any] = {"typical": dot_product_typical, "typical_name": 
 _GAMMA_K = "γ_K dot-product bound: K products and sums in f32 in any order, FMA or not (K·2^-24·Σ|a||b|)"
 SPECS.add(OpSpec(
     name="MUL_MAT", family="matmul",
-    regimes=matmul_tiles(lambda c: c.inputs[0].ne[0], lambda c: c.inputs[0].ne[1], lambda c: c.inputs[1].ne[1]),
+    regimes=(*matmul_tiles(lambda c: c.inputs[0].ne[0], lambda c: c.inputs[0].ne[1], lambda c: c.inputs[1].ne[1]),
+             WEIGHT_ROWS_PAST_GRID),
     golden=lambda xs, c: mul_mat(xs[0], xs[1]),
     signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32"), sig("f16", "f16", dst="f32"),
                 sig("bf16", "f32", dst="f32"), sig("bf16", "bf16", dst="f32"), sig("f32", "f16", dst="f32")),
@@ -390,7 +398,8 @@ _ROUTED_QUANT = Tolerance(
 SPECS.add(OpSpec(
     name="MUL_MAT_ID", family="matmul",
     regimes=matmul_tiles(lambda c: c.inputs[0].ne[0],
-                         lambda c: c.inputs[0].ne[1]) + (partial_tile("tokens", lambda c: c.inputs[1].ne[2], 32),),
+                         lambda c: c.inputs[0].ne[1]) + (partial_tile("tokens", lambda c: c.inputs[1].ne[2], 32),
+                                                         WEIGHT_ROWS_PAST_GRID),
     golden=lambda xs, c: mul_mat_id(xs[0], xs[1], xs[2]),
     signatures=(sig("f32", "f32", "i32", dst="f32"), sig("f16", "f32", "i32", dst="f32"),
                 sig("f16", "f16", "i32", dst="f32")),
@@ -422,6 +431,11 @@ def _as_mul_mat(inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [np.swapaxes(np.asarray(x, np.float64), -1, -2) for x in inputs[:2]]
 
 
+def _out_prod_outputs(c: OpCase) -> int:
+    a, b = c.inputs[0].ne, c.inputs[1].ne
+    return a[0] * b[0] * b[2] * b[3]
+
+
 def out_prod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return mul_mat(*_as_mul_mat([a, b]))
 
@@ -448,7 +462,8 @@ _OUT_PROD_QUANT = Tolerance(
     typical=_transposed(dot_product_typical), typical_name="√k·u·Σ|a||b| over k", calibration=Calibration.GGML_CPU)
 SPECS.add(OpSpec(
     name="OUT_PROD", family="matmul",
-    regimes=matmul_tiles(lambda c: c.inputs[0].ne[1], lambda c: c.inputs[0].ne[0], lambda c: c.inputs[1].ne[0]),
+    regimes=(*matmul_tiles(lambda c: c.inputs[0].ne[1], lambda c: c.inputs[0].ne[0], lambda c: c.inputs[1].ne[0]),
+             grid_regime(elements=_out_prod_outputs)),
     golden=lambda xs, c: out_prod(xs[0], xs[1]),
     signatures=(sig("f32", "f32"), sig("f16", "f32", dst="f32"), sig("f16", "f16", dst="f32")),
     quantized_signatures=(sig("q4_0", "f32", dst="f32"), sig("q8_0", "f32", dst="f32")),

@@ -10,6 +10,7 @@ rounds) and CPY (the type conversion, applied here).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,7 +19,7 @@ from golden import dtypes
 from golden import movement_checks as checks
 from golden.case import OpCase
 from golden.geometry import numpy_axes_for_permute
-from golden.spec import FULL_INTEGERS, InputLayouts, OpList, OpSpec, P, Regime, grid_regime, one, sig, two
+from golden.spec import FULL_INTEGERS, InputLayouts, OpList, OpSpec, P, Regime, element_regimes, one, sig, two
 from golden.tolerance import Tolerance
 
 SPECS = OpList()
@@ -131,6 +132,10 @@ _VIEW_NOTE = ("built as the view followed by ggml_cont, so the device's strided 
               "(the view itself computes nothing)")
 
 
+def _concat_outputs(c: OpCase) -> int:
+    return math.prod(c.inputs[0].ne) + math.prod(c.inputs[1].ne)
+
+
 def _repeat_outputs(c: OpCase) -> int:
     return int(np.prod(c.param("ne")))
 
@@ -181,7 +186,7 @@ SPECS.add(OpSpec(name="TRANSPOSE", family="movement", no_regimes=VIEW_ONLY, gold
                  signatures=_COPY_SIGS, tolerance={"*": MOVED}, validate=checks.one_input,
                  notes="swaps ne0 and ne1; " + _VIEW_NOTE))
 SPECS.add(OpSpec(name="DUP", family="movement",
-                 regimes=(grid_regime(),), golden=one(identity), signatures=_COPY_SIGS,
+                 regimes=(*element_regimes(),), golden=one(identity), signatures=_COPY_SIGS,
                  quantized_signatures=tuple(sig(q) for q in dtypes.DRAWN_COPY_TYPES),
                  tolerance={"*": MOVED, **{q: QUANT_COPY for q in dtypes.DRAWN_COPY_TYPES}},
                  validate=checks.one_input,
@@ -189,7 +194,7 @@ SPECS.add(OpSpec(name="DUP", family="movement",
                        "tensors move whole blocks: byte-exact."))
 SPECS.add(OpSpec(
     name="CONT", family="movement",
-    regimes=(grid_regime(),), golden=lambda xs, c: reshape(xs[0], c.param("ne", tuple(c.inputs[0].ne))),
+    regimes=(*element_regimes(),), golden=lambda xs, c: reshape(xs[0], c.param("ne", tuple(c.inputs[0].ne))),
     signatures=_COPY_SIGS, quantized_signatures=_QUANT_SAME,
     tolerance={"*": MOVED, "q4_0": QUANT_COPY, "q8_0": QUANT_COPY},
     params={"ne": P("form=cont_4d only: the new shape (same element count)", tuple, optional=True)},
@@ -206,7 +211,7 @@ def _cpy(xs: list[np.ndarray], c: OpCase) -> np.ndarray:
 
 SPECS.add(OpSpec(
     name="CPY", family="movement", golden=_cpy,
-    regimes=(FULL_INTEGERS,),
+    regimes=(FULL_INTEGERS, *element_regimes()),
     signatures=(sig("f32"), sig("f32", dst="f16"), sig("f32", dst="bf16"), sig("f32", dst="i32"),
                 sig("f16"), sig("f16", dst="f32"), sig("f16", dst="bf16"), sig("bf16"), sig("bf16", dst="f32"),
                 sig("bf16", dst="f16"), sig("i32"), sig("i32", dst="f32")),
@@ -233,13 +238,13 @@ SPECS.add(OpSpec(
           "(one non-finite value poisons its block's scale)."))
 SPECS.add(OpSpec(
     name="REPEAT", family="movement",
-    regimes=(grid_regime(elements=_repeat_outputs),),
+    regimes=(*element_regimes(elements=_repeat_outputs),),
     golden=lambda xs, c: repeat(xs[0], c.param("ne")), signatures=_COPY_SIGS,
     tolerance={"*": MOVED}, params={"ne": P("target shape: each dim a multiple of the source's", tuple)},
     validate=checks.repeatable, notes="np.tile"))
 SPECS.add(OpSpec(
     name="CONCAT", family="movement", golden=lambda xs, c: concat(xs[0], xs[1], c.param("dim")),
-    regimes=(FULL_INTEGERS,),
+    regimes=(FULL_INTEGERS, *element_regimes(elements=_concat_outputs)),
     signatures=tuple(sig(t, t) for t in ("f32", "f16", "bf16", "i8", "i16", "i32", "i64")), tolerance={"*": MOVED},
     params={"dim": P("ggml dim to join along (0..3)", int)}, validate=checks.concatenable,
     notes="both inputs may be strided or permuted; every integer type ggml has (I8, I16, I32, I64: ggml's "
@@ -247,7 +252,7 @@ SPECS.add(OpSpec(
           "extent shared by another dim, so a device joining along the wrong axis gives other values"))
 SPECS.add(OpSpec(
     name="GET_ROWS", family="movement",
-    regimes=(grid_regime(elements=_gathered), MANY_ROWS), golden=two(get_rows),
+    regimes=(*element_regimes(elements=_gathered), MANY_ROWS), golden=two(get_rows),
     signatures=(sig("f32", "i32"), sig("f16", "i32", dst="f32"), sig("bf16", "i32", dst="f32")),
     quantized_signatures=(sig("q4_0", "i32", dst="f32"), sig("q8_0", "i32", dst="f32"))
     + tuple(sig(w, "i32", dst="f32") for w in dtypes.DRAWN_WEIGHT_TYPES if w not in dtypes.DRAWN_QUANT_TYPES),
@@ -260,7 +265,7 @@ SPECS.add(OpSpec(
           "indices are rejected before the device (ggml asserts)"))
 SPECS.add(OpSpec(
     name="ACC", family="movement",
-    regimes=(grid_regime(1),),
+    regimes=(*element_regimes(1),),
     golden=lambda xs, c: acc(xs[0], xs[1], [n // 4 for n in (4, c.param("nb1"), c.param("nb2"), c.param("nb3"))],
                              c.param("offset") // 4),
     signatures=(sig("f32", "f32"),),
@@ -273,7 +278,7 @@ SPECS.add(OpSpec(
           "in-place kernel runs while the input stays checkable; b may have any layout"))
 SPECS.add(OpSpec(
     name="PAD", family="movement",
-    regimes=(grid_regime(elements=_pad_outputs),), golden=_pad,
+    regimes=(*element_regimes(elements=_pad_outputs),), golden=_pad,
     signatures=(sig("f32"),), tolerance={"f32": MOVED},
     params={"lp": P("padding before each dim (form=pad_ext and pad_ext_circular only)", tuple),
             "rp": P("padding after each dim", tuple)},

@@ -17,7 +17,18 @@ from typing import Any
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import FULL_INTEGERS, SPECIAL_VALUES, OpList, OpSpec, P, row_regimes, sig
+from golden.spec import (
+    FULL_INTEGERS,
+    SPECIAL_VALUES,
+    OpList,
+    OpSpec,
+    P,
+    element_regimes,
+    grid_regime,
+    many_rows,
+    row_regimes,
+    sig,
+)
 from golden.tolerance import F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -63,7 +74,7 @@ _SUM_REASON = ("all n elements added in f32 in any order (γ_{n−1}·Σ|x|, Hig
                "destination; ggml's CPU adds F32 in double and F16/BF16 in f32")
 SPECS.add(OpSpec(
     name="SUM", family="reduction", golden=lambda xs, c: sum_all(xs[0]),
-    regimes=row_regimes() + (SPECIAL_VALUES,),
+    regimes=row_regimes() + (grid_regime(), SPECIAL_VALUES),
     signatures=(sig("f32"), sig("f16"), sig("bf16")),
     tolerance={"f32": Tolerance(_SUM_REASON + " (γ includes the last addition's rounding; a double sum "
                                 "rounded once is within u·|S|). ggml CPU nightly: ≤ 0.05 of the allowance (it adds in "
@@ -105,7 +116,7 @@ def mean_typical(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> 
 
 SPECS.add(OpSpec(
     name="MEAN", family="reduction", golden=lambda xs, c: mean_rows(xs[0]), signatures=(sig("f32"),),
-    regimes=row_regimes() + (SPECIAL_VALUES,),
+    regimes=row_regimes() + (many_rows(), SPECIAL_VALUES),
     tolerance={"f32": Tolerance("row sum in f32 in any order (γ_{n−1}·Σ|x|), then /n or ·(1/n) (two "
                                 "roundings): γ_{n+1}·mean|x|, the final rounding included. ggml CPU nightly: ≤ 0.34 "
                                 "of the allowance (it adds in double)",
@@ -138,7 +149,7 @@ def check_argmax(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="ARGMAX", family="reduction", golden=lambda xs, c: argmax_rows(xs[0]), signatures=(sig("f32", dst="i32"),),
-    regimes=row_regimes() + (SPECIAL_VALUES,),
+    regimes=row_regimes() + (many_rows(), SPECIAL_VALUES),
     tolerance={"*": Tolerance("judged as an index: it must select a maximal value of its row (ties may resolve to "
                               "any tied index: ggml's CPU takes the last, CUDA a thread-order one); a row with NaN "
                               "needs only an index in [0, ne0)", calibration=Calibration.GGML_CPU)},
@@ -163,7 +174,7 @@ def check_same_shape(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="COUNT_EQUAL", family="reduction", golden=lambda xs, c: count_equal(xs[0], xs[1]),
-    regimes=(FULL_INTEGERS,),
+    regimes=(FULL_INTEGERS, *element_regimes()),
     signatures=(sig("i32", "i32", dst="i64"),),
     tolerance={"*": Tolerance("exact: an integer count of equal I32 pairs (any order of counting gives it)")},
     validate=check_same_shape,
@@ -192,7 +203,7 @@ def l2_norm_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) ->
 
 SPECS.add(OpSpec(
     name="L2_NORM", family="reduction", golden=lambda xs, c: l2_norm(xs[0], c.param("eps")),
-    regimes=row_regimes() + (SPECIAL_VALUES,),
+    regimes=row_regimes() + (many_rows(), SPECIAL_VALUES),
     signatures=(sig("f32"),),
     tolerance={"f32": Tolerance("Σx² in f32 in any order (γ_n relative), sqrtf, max with eps (exact), 1/ and ·x: "
                                 "γ_{⌈n/2⌉+3}·|y|, the final rounding included; x·scale may land in the subnormal "
@@ -224,7 +235,7 @@ def cumsum_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> 
 
 SPECS.add(OpSpec(
     name="CUMSUM", family="reduction", golden=lambda xs, c: cumsum(xs[0]), signatures=(sig("f32"),),
-    regimes=row_regimes() + (SPECIAL_VALUES,),
+    regimes=row_regimes() + (many_rows(), SPECIAL_VALUES),
     tolerance={"f32": Tolerance("each prefix of k+1 terms added in f32 by any tree (a sequential loop or a "
                                 "parallel scan): γ_k·Σ_{i≤k}|x_i|, growing with the position (y_0 = x_0 exactly). ggml "
                                 "CPU nightly: ≤ 0.9985 of the allowance (y_1 = x_0 + x_1, one rounding: the bound "

@@ -34,7 +34,7 @@ import numpy as np
 
 from golden import movement_checks as checks
 from golden.case import OpCase
-from golden.spec import OpList, OpSpec, P, grid_regime, sig
+from golden.spec import OpList, OpSpec, P, element_regimes, sig
 from golden.tolerance import F32_EPS, Calibration, Tolerance
 
 SPECS = OpList()
@@ -264,7 +264,7 @@ def _check_upscale(case: OpCase, inputs: list[np.ndarray]) -> None:
 
 SPECS.add(OpSpec(
     name="UPSCALE", family="resample",
-    regimes=(grid_regime(elements=lambda c: math.prod(out_shape(c))),), golden=_upscale, signatures=(sig("f32"),),
+    regimes=(*element_regimes(elements=lambda c: math.prod(out_shape(c))),), golden=_upscale, signatures=(sig("f32"),),
     tolerance={"f32": Tolerance(
         "nearest: bit-exact copies, the source index by ggml's f32 rule trunc(f32(i)/f32(out/in)), modelled "
         "exactly. bilinear/bicubic/antialias: exact interpolation at exact coordinates; an f32 device moves "

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import OpList, OpSpec, P, grid_regime, partial_tile, sig
+from golden.spec import OpList, OpSpec, P, element_regimes, partial_tile, sig
 from golden.tolerance import F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -229,7 +229,7 @@ def rope_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) -> np
 
 SPECS.add(OpSpec(
     name="ROPE", family="rope",
-    regimes=(partial_tile("head", lambda c: c.inputs[0].ne[0], ROPE_HEAD_TILE), grid_regime()),
+    regimes=(partial_tile("head", lambda c: c.inputs[0].ne[0], ROPE_HEAD_TILE), *element_regimes()),
     golden=_rope, signatures=(sig("f32", "i32"), sig("f16", "i32")),
     tolerance={"f32": Tolerance("running f32 product for θ (per section in the multi-section modes); ggml CPU: "
                                 "|Δθ| ≈ 5e-3 rad at positions ≤ 65535 (|Δy| up to 3.4 for |x| ≤ 150), 9e-6 below "

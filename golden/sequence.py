@@ -7,7 +7,7 @@ import numpy as np
 from golden import dtypes
 from golden import movement_checks as checks
 from golden.case import OpCase
-from golden.spec import SPECIAL_VALUES, OpList, OpSpec, P, Signature, grid_regime, one, row_regimes, sig
+from golden.spec import SPECIAL_VALUES, OpList, OpSpec, P, Signature, element_regimes, many_rows, one, row_regimes, sig
 from golden.tolerance import Calibration, Tolerance
 
 SPECS = OpList()
@@ -74,7 +74,7 @@ def sum_rows_typical(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray)
 
 SPECS.add(OpSpec(
     name="ARANGE", family="sequence",
-    regimes=(grid_regime(elements=_arange_outputs),),
+    regimes=(*element_regimes(elements=_arange_outputs),),
     golden=lambda xs, c: arange(c.param("start"), c.param("stop"), c.param("step")).reshape(1, 1, 1, -1),
     signatures=(Signature((), "f32"),),
     tolerance={"f32": Tolerance("ggml rounds one fused multiply-add start+step·i (0.5 ulp); an unfused multiply "
@@ -85,7 +85,7 @@ SPECS.add(OpSpec(
     validate=checks.arange_range, notes="length (int64)ceilf((stop−start)/step) in f32; no inputs"))
 SPECS.add(OpSpec(
     name="ARGSORT", family="sequence", golden=lambda xs, c: argsort(xs[0], c.param("order") == "desc"),
-    regimes=row_regimes() + (SPECIAL_VALUES,),
+    regimes=row_regimes() + (many_rows(), SPECIAL_VALUES),
     signatures=(sig("f32", dst="i32"),),
     tolerance={"*": Tolerance("judged as a permutation: each row must be a permutation of 0..ne0−1 that puts the "
                               "values in order; tied values may come in any order (std::sort is unstable)")},
@@ -93,7 +93,7 @@ SPECS.add(OpSpec(
     own_verdict=True, notes="NaN is not drawn (its order is undefined)"))
 SPECS.add(OpSpec(
     name="SUM_ROWS", family="sequence", golden=one(sum_rows), signatures=(sig("f32"),),
-    regimes=row_regimes() + (SPECIAL_VALUES,),
+    regimes=row_regimes() + (many_rows(), SPECIAL_VALUES),
     tolerance={"f32": Tolerance("the row's n terms added in f32 in any order (sequential, pairwise, tree): "
                                 "γ_{n−1}·Σ|x| (Higham), the final rounding included; ggml's CPU sums in double "
                                 "and rounds once (≤ u·|S|); ggml CPU ci: ≤ 0.017 of the allowance",

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import SPECIAL_VALUES, InputLayouts, OpList, OpSpec, P, grid_regime, row_regimes, sig
+from golden.spec import SPECIAL_VALUES, InputLayouts, OpList, OpSpec, P, element_regimes, many_rows, row_regimes, sig
 from golden.tolerance import EXACT, F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -121,7 +121,7 @@ def softmax_model(case: OpCase, inputs: list[np.ndarray], golden: np.ndarray) ->
 
 SPECS.add(OpSpec(
     name="SOFT_MAX", family="softmax", golden=_soft_max,
-    regimes=row_regimes() + (SPECIAL_VALUES,),
+    regimes=row_regimes() + (many_rows(), SPECIAL_VALUES),
     signatures=(sig("f32"), sig("f32", "f32"), sig("f32", "f16", dst="f32")),
     tolerance={"f32": Tolerance("f32 logits (ALiBi slopes by powf), expf within 2.5 ulp, the row sum in f32 "
                                 "in any order ((n−1)u: sequential, pairwise and tree sums all fit), 1/Σ and "
@@ -142,6 +142,6 @@ SPECS.add(OpSpec(
 
 SPECS.add(OpSpec(
     name="DIAG_MASK_INF", family="softmax",
-    regimes=(grid_regime(),), golden=lambda xs, c: diag_mask_inf(xs[0], c.param("n_past")),
+    regimes=(*element_regimes(),), golden=lambda xs, c: diag_mask_inf(xs[0], c.param("n_past")),
     signatures=(sig("f32"),), tolerance={"f32": EXACT},
     params={"n_past": P("columns i0 > n_past + i1 become −inf (≥ 0)", int)}))

@@ -59,16 +59,26 @@ class InputLayouts(enum.Enum):
     CONTIGUOUS = "contiguous"  # ggml asserts ggml_is_contiguous
 
 
+class RegimeKind(enum.Enum):
+    """What a regime stands for in a kernel: every op declares at least one GRID and one TILE regime,
+    or says in one line why it has none (OpSpec.no_grid_regime, OpSpec.no_tile_regime)."""
+
+    GRID = "grid"  # more blocks (workgroups) than one grid dimension holds: a second dimension or a stride loop
+    TILE = "tile"  # a tiled dimension longer than one tile, or not a multiple of it: a carry or a partial tile
+    OTHER = "other"  # value ranges, aliasing, layouts, parameter corners
+
+
 @dataclass(frozen=True)
 class Regime:
     """A part of an op's domain where implementations change path (a row spanning several tiles, a
     sequence longer than a chunk, integers beyond f32's 2^24): the suite's strategies must reach each
-    declared regime in the ci profile (tests/test_regime_coverage.py), and the report shows which
-    regimes a run's cases reached."""
+    declared regime in the ci profile (tests/test_regime_coverage.py), the suite draws each in every run
+    (conformance/test_regimes.py), and the report shows which regimes a run's cases reached."""
 
     name: str
     holds: Callable[[OpCase], bool]
     why: str
+    kind: RegimeKind = RegimeKind.OTHER
 
     def __call__(self, case: OpCase) -> bool:
         return bool(self.holds(case))
@@ -84,10 +94,22 @@ def row_regimes(src: int = 0, blocks: tuple[int, ...] = ROW_BLOCKS) -> tuple[Reg
     def longer_than(n: int) -> Callable[[OpCase], bool]:
         return lambda c: c.inputs[src].ne[0] > n
 
-    out = [Regime(f"row>{b}", longer_than(b), f"a row spans more than one {b}-element tile") for b in blocks[:-1]]
+    out = [Regime(f"row>{b}", longer_than(b), f"a row spans more than one {b}-element tile", RegimeKind.TILE)
+           for b in blocks[:-1]]
     top = blocks[-1]
-    out.append(Regime(f"row>={top}", longer_than(top - 1), f"a row fills a {top}-element block"))
+    out.append(Regime(f"row>={top}", longer_than(top - 1), f"a row fills a {top}-element block", RegimeKind.TILE))
     return tuple(out)
+
+
+# row kernels launch one block per row, rows over the grid's dimensions (CUDA: x, then y and z of at most
+# 65,535; Vulkan: at most 65,535 workgroups per dimension), so past that the rows wrap into another dimension
+GRID_ROWS = 65535
+
+
+def many_rows(src: int = 0, limit: int = GRID_ROWS) -> Regime:
+    """More rows (dims 1-3 of input ``src``) than one grid dimension has blocks."""
+    return Regime(f"rows>{limit}", lambda c: math.prod(c.inputs[src].ne[1:]) > limit,
+                  f"more than {limit:,} rows: one block per row is past one grid dimension's limit", RegimeKind.GRID)
 
 
 SPECIAL_VALUES = Regime("special", lambda c: c.distribution == "special",
@@ -109,13 +131,26 @@ def grid_regime(src: int = 0, limit: int = GRID_BLOCKS, elements: Callable[[OpCa
     one-dimensional grid has blocks."""
     count = elements or (lambda c: math.prod(c.inputs[src].ne))
     return Regime(f"elements>{limit}", lambda c: count(c) > limit,
-                  f"more than {limit:,} elements: past one grid dimension's block limit")
+                  f"more than {limit:,} elements: past one grid dimension's block limit", RegimeKind.GRID)
 
 
 def partial_tile(name: str, size: Callable[[OpCase], int], tile: int) -> Regime:
     """A tiled dimension longer than one tile and not a multiple of it: the last tile is partial."""
     return Regime(f"{name}>{tile},partial", lambda c: size(c) > tile and size(c) % tile != 0,
-                  f"{name} over one {tile}-wide tile and not a multiple of it (a partial last tile)")
+                  f"{name} over one {tile}-wide tile and not a multiple of it (a partial last tile)", RegimeKind.TILE)
+
+
+# elementwise kernels give each block (workgroup) a run of elements: ggml-cuda's 256 threads, ggml-vulkan's
+# 512-invocation dispatches, NPU vector tiles of 256 bytes; a count past one block and not a multiple of it
+# leaves the last block partly out of range, where a kernel without a bounds check reads or writes past the end
+ELEMENT_BLOCK = 256
+
+
+def element_regimes(src: int = 0, elements: Callable[[OpCase], int] | None = None) -> tuple[Regime, Regime]:
+    """The grid-limit and partial-block regimes of a kernel over the elements of input ``src`` (or the
+    ``elements(case)`` it writes)."""
+    count = elements or (lambda c: math.prod(c.inputs[src].ne))
+    return grid_regime(src, elements=count), partial_tile("elements", count, ELEMENT_BLOCK)
 
 
 CHUNK_TOKENS = 64  # chunk length of chunked scan/recurrence kernels (state carried between chunks)
@@ -126,7 +161,8 @@ def long_sequences(tokens: Callable[[OpCase], int], seqs: Callable[[OpCase], int
     """Several sequences, each longer than one chunk: the state must carry from chunk to chunk and
     must not leak from one sequence to the next."""
     return Regime(f"seq>{chunk}x2", lambda c: tokens(c) > chunk and seqs(c) >= 2,
-                  f"two or more sequences of more than {chunk} tokens (state carried between chunks)")
+                  f"two or more sequences of more than {chunk} tokens (state carried between chunks)",
+                  RegimeKind.TILE)  # the chunk is the kernel's tile along the tokens
 
 
 @dataclass(frozen=True)
@@ -173,6 +209,9 @@ class OpSpec:
     regimes: tuple[Regime, ...] = ()  # where implementations change path: the ci profile must reach each
     # why an implemented op declares no regime (one line: a view computes nothing); empty where it has regimes
     no_regimes: str = ""
+    # why an op with regimes has none of the kind (one line each; RegimeKind): empty where it has one
+    no_grid_regime: str = ""
+    no_tile_regime: str = ""
     notes: str = ""
 
     @property

@@ -15,10 +15,23 @@ Numpy shapes (ggml ne reversed):
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from golden.case import OpCase
-from golden.spec import SPECIAL_VALUES, InputLayouts, OpList, OpSpec, P, long_sequences, partial_tile, sig
+from golden.spec import (
+    SPECIAL_VALUES,
+    InputLayouts,
+    OpList,
+    OpSpec,
+    P,
+    Regime,
+    RegimeKind,
+    long_sequences,
+    partial_tile,
+    sig,
+)
 from golden.tolerance import F32_EPS, Calibration, Tolerance, finite_abs
 
 SPECS = OpList()
@@ -68,6 +81,8 @@ def _conv_tokens(case: OpCase) -> int:
 SPECS.add(OpSpec(
     name="SSM_CONV", family="ssm", golden=lambda xs, c: ssm_conv(xs[0], xs[1]),
     regimes=(long_sequences(_conv_tokens, lambda c: c.inputs[0].ne[2]), SPECIAL_VALUES),
+    no_grid_regime="its grid is sequences × channel tiles (one block per 128 channels): 65,536 blocks needs 8 M "
+                   "channels, beyond any model",
     signatures=(sig("f32", "f32"),),
     tolerance={"f32": Tolerance(
         "a d_conv-term dot product per output, f32 in any order: γ_dconv·Σ|sx||c| (+2^-150 per subnormal "
@@ -164,6 +179,8 @@ def _gla_tokens_per_sequence(case: OpCase) -> int:
 SPECS.add(OpSpec(
     name="GATED_LINEAR_ATTN", family="ssm", golden=lambda xs, c: gated_linear_attn(c, xs),
     regimes=(long_sequences(_gla_tokens_per_sequence, lambda c: c.inputs[4].ne[1]), SPECIAL_VALUES),
+    no_grid_regime="its grid is heads × sequences, each block carrying a head's S×S state: 65,536 of them is "
+                   "beyond any model's heads × parallel sequences",
     signatures=(sig("f32", "f32", "f32", "f32", "f32"),),
     tolerance={"f32": Tolerance(
         "the state recurrence S_t = g·S_{t−1} + k·v rounds twice a step: E_t ≤ |g|·E_{t−1}(1 + γ_2) + γ_2·M_t "
@@ -251,7 +268,9 @@ SPECS.add(OpSpec(
     validate=_validate_solve_tri, input_layouts=InputLayouts.CONTIGUOUS, structured_inputs=True,
     specials=(),
     regimes=(partial_tile("rhs", lambda c: c.inputs[1].ne[0], SOLVE_TRI_RHS_TILE),
-             partial_tile("n", lambda c: c.inputs[0].ne[0], SOLVE_TRI_RHS_TILE)),
+             partial_tile("n", lambda c: c.inputs[0].ne[0], SOLVE_TRI_RHS_TILE),
+             Regime("systems>65535", lambda c: math.prod(c.inputs[1].ne[2:]) > 65535,
+                    "more systems (dims 2 and 3) than one grid dimension has blocks", RegimeKind.GRID)),
     notes="a [n, n, B2, B3] and b [k, n, B2, B3], contiguous F32 (ggml asserts it, and left = lower = True, "
           "uni = False: the only variant ggml 0.20.2 builds; ggml-cann claims F32, the only type). The strict "
           "upper triangle of a is never read: the input maker fills it with junk (NaN in the special "

@@ -24,7 +24,7 @@ from golden.spec import (
     OpList,
     OpSpec,
     P,
-    grid_regime,
+    element_regimes,
     libm,
     one,
     sig,
@@ -566,4 +566,4 @@ SPECS.add(OpSpec(
 
 
 # Every unary op is one elementwise kernel: its grid-limit regime (the strategies' big-tensor branch)
-SPECS = OpList.of(replace(spec, regimes=(*spec.regimes, grid_regime())) for spec in SPECS)
+SPECS = OpList.of(replace(spec, regimes=(*spec.regimes, *element_regimes())) for spec in SPECS)

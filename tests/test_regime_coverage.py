@@ -1,22 +1,26 @@
-"""Every regime an op declares (``OpSpec.regimes``: rows across tile sizes, sequences longer than a
-chunk, integers beyond 2^24, special values) is drawn by the op's strategies in the ci profile.
+"""Every regime an op declares (``OpSpec.regimes``: grid limits, partial tiles, sequences longer than a
+chunk, integers beyond 2^24, special values) is drawn by the suite in the ci profile.
 
 Each op's strategies run under the ci profile's settings (30 derandomized examples per signature, as
-the suite draws them) and the regimes the drawn cases hit are collected; a declared regime no
-signature reaches fails, naming it. The same holds at the ci profile's size on two fresh seeds: the
-derandomized draw depends on the drawing function's source, so a regime reached by luck on one
-derandomized draw would not be reached by the suite's own.
+the group tests draw them), then conformance/test_regimes.py's draw of each regime (the op's strategies
+kept inside it, a tenth of the examples), and the regimes the drawn cases hit are collected; a declared
+regime that neither reaches fails, naming it (the regime test's draw finds no case inside a regime that
+no strategy branch reaches). The same holds at the ci profile's size on two fresh seeds. The group tests'
+own share of each regime (a strategy branch in about one case of 3) varies with the seed: Hypothesis'
+examples cluster, so a regime a branch reaches in 5 of one seed's 30 cases may get none on another;
+the regime test is what makes every run reach every regime.
 """
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
+from hypothesis.errors import Unsatisfiable
 
-from conformance import cases
+from conformance import cases, test_regimes
 from golden import catalogue
 from golden.case import OpCase
-from golden.spec import OpSpec, Regime, long_sequences, partial_tile, row_regimes
+from golden.spec import OpSpec, Regime, RegimeKind, long_sequences, partial_tile, row_regimes
 
 CI = settings(max_examples=30, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -26,8 +30,9 @@ WITH_REGIMES = [s for s in catalogue.implemented() if s.regimes]
 SEEDS = (None, 1, 2)  # None: the ci profile's derandomized draw
 
 
-def regimes_drawn(spec: OpSpec, draw_seed: int | None = None) -> set[str]:
-    """The names of ``spec``'s regimes that its ci-profile draws reach, over all its signatures."""
+def regimes_drawn(spec: OpSpec, draw_seed: int | None = None, with_regime_tests: bool = True) -> set[str]:
+    """The names of ``spec``'s regimes that its ci-profile draws reach, over all its signatures (and, with
+    ``with_regime_tests``, conformance/test_regimes.py's draws inside each regime)."""
     reached: set[str] = set()
     profile = CI if draw_seed is None else settings(CI, derandomize=False)
     for signature in spec.all_signatures:
@@ -44,6 +49,21 @@ def regimes_drawn(spec: OpSpec, draw_seed: int | None = None) -> set[str]:
         draw.hypothesis.inner_test._hypothesis_internal_add_digest = (  # type: ignore[attr-defined]
             f"{spec.name}-{signature.label()}".encode())
         draw()
+    if not with_regime_tests:
+        return reached
+    for regime in spec.regimes:
+        @seed(draw_seed)
+        @settings(profile, max_examples=max(1, CI.max_examples // test_regimes.SHARE_OF_PROFILE))
+        @given(test_regimes.inside(spec, regime))
+        def draw_inside(case: OpCase) -> None:
+            reached.update(r.name for r in spec.regimes if r(case))
+
+        draw_inside.hypothesis.inner_test._hypothesis_internal_add_digest = (  # type: ignore[attr-defined]
+            f"{spec.name}-{regime.name}".encode())
+        try:
+            draw_inside()
+        except Unsatisfiable:  # no case inside it: the regime stays missing
+            pass
     return reached
 
 
@@ -83,6 +103,18 @@ def test_the_regime_classes_are_declared() -> None:
     assert {r.name for r in row_regimes()} <= names["CROSS_ENTROPY_LOSS"]
     assert "head>512,partial" in names["ROPE"] and "group>1024,partial" in names["GROUP_NORM"]
     assert "columns>256,partial" in names["IM2COL"]
+    # row kernels past one grid dimension's rows; products past it in weight rows (a vocabulary projection)
+    for op in ("NORM", "RMS_NORM", "L2_NORM", "SUM_ROWS", "MEAN", "ARGMAX", "CUMSUM", "ARGSORT", "SOFT_MAX",
+               "CROSS_ENTROPY_LOSS"):
+        assert "rows>65535" in names[op], op
+    assert "rows>65535" in names["MUL_MAT"] and "rows>65535" in names["MUL_MAT_ID"]
+    for op in ("SUM", "COUNT_EQUAL", "CPY", "CONCAT", "OUT_PROD"):
+        assert "elements>65536" in names[op], op
+    assert "groups>65535" in names["GROUP_NORM"] and "systems>65535" in names["SOLVE_TRI"]
+    assert "kv>64,partial" in names["FLASH_ATTN_EXT"]
+    for spec in catalogue.implemented():  # every elementwise kernel: a partly filled last block
+        if spec.family in ("unary", "binary", "glu"):
+            assert "elements>256,partial" in names[spec.name], spec.name
 
 
 def test_partial_tile_needs_more_than_one_tile_and_a_remainder() -> None:
@@ -142,3 +174,21 @@ def test_every_implemented_op_declares_regimes_or_says_why_not() -> None:
     assert not neither, f"ops with no regimes and no reason: {', '.join(neither)}"
     assert not both, f"ops with regimes and a reason for having none: {', '.join(both)}"
     assert not multiline, f"reasons longer than one line: {', '.join(multiline)}"
+
+
+@pytest.mark.parametrize("kind", [RegimeKind.GRID, RegimeKind.TILE], ids=lambda k: k.value)
+def test_every_op_declares_its_grid_and_tile_regimes_or_says_why_not(kind: RegimeKind) -> None:
+    """Each op with regimes has one of each required kind (a grid limit, a partial tile), or one line
+    saying why it has none of that kind (OpSpec.no_grid_regime, no_tile_regime); never both."""
+    def reason(s: OpSpec) -> str:
+        return s.no_grid_regime if kind is RegimeKind.GRID else s.no_tile_regime
+
+    with_regimes = [s for s in catalogue.implemented() if not s.no_regimes]
+    has = {s.name for s in with_regimes if any(r.kind is kind for r in s.regimes)}
+    neither = [s.name for s in with_regimes if s.name not in has and not reason(s).strip()]
+    both = [s.name for s in with_regimes if s.name in has and reason(s)]
+    multiline = [s.name for s in with_regimes if "\n" in reason(s)]
+    assert not neither, f"ops with no {kind.value} regime and no reason: {', '.join(neither)}"
+    assert not both, f"ops with a {kind.value} regime and a reason for having none: {', '.join(both)}"
+    assert not multiline, f"reasons longer than one line: {', '.join(multiline)}"
+    assert len(has) >= 70  # the catalogue's ops that compute declare them (views say why they have none)

@@ -26,6 +26,12 @@ GET_ROWS = "GET_ROWS(type0=f32,ne0=[2,1001,1,1],type1=i32,ne1=[{n},1,1,1],dst=f3
 ROPE = ("ROPE(type0=f32,ne0=[{n},4,2,1],type1=i32,ne1=[2,1,1,1],dst=f32,n_dims={n},mode=0,n_ctx_orig=0,"
         "freq_base=10000.0,freq_scale=1.0,ext_factor=0.0,attn_factor=1.0,beta_fast=0.0,beta_slow=0.0,"
         "freq_factors=False,data=dense:3)")
+SOFT_MAX = "SOFT_MAX(type=f32,ne=[3,{rows},1,1],dst=f32,scale=1.0,max_bias=0.0,mask=False,sinks=False,data=uniform:3)"
+WIDE_MUL_MAT = "MUL_MAT(type0=f32,ne0=[4,{rows},1,1],type1=f32,ne1=[4,2,1,1],dst=f32,data=uniform:3)"
+GROUP_NORM = "GROUP_NORM(type=f32,ne=[2,1,{g},1],dst=f32,n_groups={g},eps=9.999999747378752e-06,data=uniform:3)"
+SOLVE_TRI = "SOLVE_TRI(type0=f32,ne0=[2,2,{b},1],type1=f32,ne1=[1,2,{b},1],dst=f32,data=uniform:3)"
+SILU = "SILU(type=f32,ne=[{n},1,1,1],dst=f32,data=uniform:3)"
+MUL = "MUL(type0=f32,ne0=[{n},1,1,1],type1=f32,ne1=[{n},1,1,1],dst=f32,data=uniform:3)"
 
 # (factory, a case outside the regime, a case inside it)
 CASES = [
@@ -40,6 +46,12 @@ CASES = [
     (faults.mul_mat_skips_partial_k_tile, MUL_MAT.format(k=512), MUL_MAT.format(k=300)),
     (faults.get_rows_past_the_grid, GET_ROWS.format(n=65535), GET_ROWS.format(n=65537)),
     (faults.rope_skips_partial_head_tile, ROPE.format(n=512), ROPE.format(n=640)),
+    (faults.soft_max_rows_past_the_grid, SOFT_MAX.format(rows=65535), SOFT_MAX.format(rows=65536)),
+    (faults.mul_mat_weight_rows_past_the_grid, WIDE_MUL_MAT.format(rows=65535), WIDE_MUL_MAT.format(rows=65537)),
+    (faults.group_norm_groups_past_the_grid, GROUP_NORM.format(g=65535), GROUP_NORM.format(g=65536)),
+    (faults.solve_tri_systems_past_the_grid, SOLVE_TRI.format(b=65535), SOLVE_TRI.format(b=65537)),
+    (faults.silu_skips_a_partial_block, SILU.format(n=512), SILU.format(n=300)),
+    (faults.mul_skips_a_partial_block, MUL.format(n=256), MUL.format(n=257)),
 ]
 
 

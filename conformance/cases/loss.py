@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from conformance.cases.registry import register
 from conformance.data import plain_input
-from conformance.strategies import GRID_EVERY, finish, input_layouts, long_row_branch, shapes, spec
+from conformance.strategies import GRID_EVERY, finish, input_layouts, long_row_branch, many_rows_branch, shapes, spec
 from golden import catalogue, dtypes
 from golden.case import OpCase
 from golden.spec import InputLayouts, Signature
@@ -22,7 +22,8 @@ def cross_entropy_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     labels = spec(sig.srcs[1], ne, draw(input_layouts(InputLayouts.ANY)))
     case = finish(draw, OpCase(op, (logits, labels), dst=sig.dst))
     # row>=4096 by construction, within the strategy's own element budget
-    return long_row_branch(draw, case, inputs=(0, 1), every=GRID_EVERY, max_elements=1 << 14)
+    case = long_row_branch(draw, case, inputs=(0, 1), every=GRID_EVERY, max_elements=1 << 14)
+    return many_rows_branch(draw, case, inputs=(0, 1))
 
 
 def label_rows(rng: np.random.Generator, np_shape: tuple[int, ...]) -> np.ndarray:
@@ -30,7 +31,8 @@ def label_rows(rng: np.random.Generator, np_shape: tuple[int, ...]) -> np.ndarra
     n_classes = np_shape[-1]
     rows = int(np.prod(np_shape[:-1]))
     kind = rng.integers(0, 5, size=rows)
-    one_hot = np.eye(n_classes)[rng.integers(0, n_classes, size=rows)]
+    one_hot = np.zeros((rows, n_classes))  # not np.eye(n_classes)[...]: n_classes² elements for rows of 8,192
+    one_hot[np.arange(rows), rng.integers(0, n_classes, size=rows)] = 1.0
     smooth = 0.1
     smoothed = one_hot * (1 - smooth) + smooth / n_classes
     logits = rng.normal(0.0, 2.0, size=(rows, n_classes))

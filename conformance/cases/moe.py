@@ -12,6 +12,8 @@ whose error model the golden evaluates in float64.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -23,6 +25,7 @@ from conformance.strategies import (
     finish,
     input_layouts,
     layouts,
+    many_weight_rows,
     one_in,
     partial_tiles,
     row_size,
@@ -31,7 +34,7 @@ from conformance.strategies import (
 from golden import catalogue
 from golden.case import Layout, OpCase
 from golden.dtypes import DRAWN_QUANT_TYPES
-from golden.spec import GRID_BLOCKS, Signature
+from golden.spec import GRID_BLOCKS, GRID_ROWS, Signature
 
 ROUTED_ELEMENTS = 1 << 18  # tokens · slots · N · K: the routed pairs the error model expands
 EXPERT_ELEMENTS = 1 << 15
@@ -68,7 +71,15 @@ def _mul_mat_id(draw: st.DrawFn, op: str, sig: Signature, quantized: bool) -> Op
     inputs = (spec(sig.srcs[0], (k, n, n_expert, 1), experts_layout),
               spec(sig.srcs[1], (k, b_rows, tokens, 1), b_layout),
               spec("i32", (n_used, tokens, 1, 1), draw(layouts(perms=TRANSPOSED_IDS))))
-    return finish(draw, OpCase(op, inputs, dst=sig.dst))
+    case = finish(draw, OpCase(op, inputs, dst=sig.dst))
+    # the grid-limit regime, drawn last: two experts of vocabulary-many rows, one token routed to one or
+    # both (float experts only, as MUL_MAT's)
+    grid_k = many_weight_rows(draw)
+    if grid_k is None or quantized or tiles:  # a partial-tile case stays one
+        return case
+    used = min(n_used, 2)
+    return replace(case, inputs=(spec(sig.srcs[0], (grid_k, GRID_ROWS + 2, 2, 1)), spec(sig.srcs[1], (grid_k, 1, 1, 1)),
+                                 spec("i32", (used, 1, 1, 1))))
 
 
 def mul_mat_id_case(op: str, sig: Signature) -> st.SearchStrategy[OpCase]:
@@ -138,7 +149,13 @@ def _out_prod(draw: st.DrawFn, op: str, sig: Signature, quantized: bool) -> OpCa
     a_layout = Layout() if quantized else draw(input_layouts(catalogue.get(op).input_layouts))
     inputs = (spec(sig.srcs[0], (m, k, a2, a3), a_layout),
               spec(sig.srcs[1], (n, k, a2 * r2, a3 * r3), draw(input_layouts(catalogue.InputLayouts.ANY))))
-    return finish(draw, OpCase(op, inputs, dst=sig.dst))
+    case = finish(draw, OpCase(op, inputs, dst=sig.dst))
+    # the grid-limit regime, drawn last: a 257 × 256 output (65,792 elements) of a short product (float only:
+    # a quantized a's rows are whole blocks)
+    grid_k = many_weight_rows(draw)
+    if grid_k is None or quantized or tiles:  # a partial-tile case stays one
+        return case
+    return replace(case, inputs=(spec(sig.srcs[0], (257, grid_k, 1, 1)), spec(sig.srcs[1], (256, grid_k, 1, 1))))
 
 
 def out_prod_case(op: str, sig: Signature) -> st.SearchStrategy[OpCase]:

@@ -29,6 +29,7 @@ from conformance.strategies import (
     grid_shape,
     input_layouts,
     long_row_branch,
+    many_rows_branch,
     nightly_sizes,
     one_in,
     shapes,
@@ -164,6 +165,9 @@ def cpy_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     case = finish(draw, case)
     if sig.dst == "i32":  # a NaN or inf cast to I32 is undefined behaviour in C: draw finite values
         case = replace(case, distribution=draw(NO_NAN_INF))
+    big = grid_shape(draw)  # the grid-limit regime, drawn last: a packed source just past 65,536 elements
+    if big:
+        case = replace(case, inputs=(spec(sig.srcs[0], big),), params=draw(cpy_destination(big)))
     return case
 
 
@@ -206,7 +210,9 @@ def concat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
                      for d in range(4))  # type: ignore[assignment]
     a = spec(sig.srcs[0], ne_a, draw(_layout("CONCAT")))
     b = spec(sig.srcs[1], ne_b, draw(_layout("CONCAT")))
-    return finish(draw, OpCase("CONCAT", (a, b), params=(("dim", dim),), dst=sig.dst))
+    case = finish(draw, OpCase("CONCAT", (a, b), params=(("dim", dim),), dst=sig.dst))
+    big = grid_shape(draw)  # the grid-limit regime, drawn last: two packed halves just past 65,536 elements each
+    return replace(case, inputs=(spec(sig.srcs[0], big), spec(sig.srcs[1], big))) if big else case
 
 
 @st.composite
@@ -386,13 +392,14 @@ def argsort_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     src = spec("f32", ne, draw(_layout("ARGSORT")))
     case = finish(draw, OpCase("ARGSORT", (src,), params=(("order", order),), dst="i32"))
     # one signature only: a larger share keeps the 4,096-row regime in each 30-example draw
-    return long_row_branch(draw, case, every=3)
+    return many_rows_branch(draw, long_row_branch(draw, case, every=3))
 
 
 @st.composite
 def sum_rows_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(reduced_rows(max_elements=MAX_ELEMENTS))
-    return long_row_branch(draw, finish(draw, OpCase("SUM_ROWS", (spec("f32", ne, draw(_layout("SUM_ROWS"))),))))
+    case = finish(draw, OpCase("SUM_ROWS", (spec("f32", ne, draw(_layout("SUM_ROWS"))),)))
+    return many_rows_branch(draw, long_row_branch(draw, case))
 
 
 def get_rows_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:

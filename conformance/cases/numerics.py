@@ -12,6 +12,8 @@ reproduces the bytes.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -28,6 +30,8 @@ from conformance.strategies import (
     input_layouts,
     layouts,
     long_row_branch,
+    many_rows_branch,
+    many_weight_rows,
     nightly_sizes,
     one_in,
     partial_tiles,
@@ -40,7 +44,7 @@ from conformance.strategies import (
 from golden import catalogue, dtypes, formats, quant, rope
 from golden.case import Layout, OpCase
 from golden.conv import conv_output_size, pool_output_size
-from golden.spec import GRID_BLOCKS, Signature
+from golden.spec import GRID_BLOCKS, GRID_ROWS, Signature
 
 MAX_ELEMENTS = 1 << 15
 # the in-place constructor (ggml_*_inplace) on a copy of the input, a quarter of the time
@@ -74,7 +78,15 @@ def norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     # in place, the kernel sees the ggml_dup's contiguous copy: the input's layout would test only the dup
     lay = Layout() if form else draw(input_layouts(catalogue.get(op).input_layouts))
     case = finish(draw, OpCase(op, (spec(sig.srcs[0], ne, lay),), params=params, dst=sig.dst, form=form))
-    return case if op == "GROUP_NORM" else special_branch(draw, long_row_branch(draw, case))
+    if op != "GROUP_NORM":
+        return special_branch(draw, many_rows_branch(draw, long_row_branch(draw, case)))
+    many, width = one_in(draw, GRID_EVERY), draw(st.sampled_from((1, 2)))  # drawn last (see long_row_branch)
+    if not many or ne[:2] == GROUP_TILED:  # a partial-tile case stays one
+        return case
+    # the grid-limit regime: one block per group, 65,537 groups of one channel each
+    groups = GRID_ROWS + 2
+    return replace(case, inputs=(spec(sig.srcs[0], (width, 1, groups, 1)),),
+                   params=(("n_groups", groups), ("eps", case.param("eps"))))
 
 
 # ---- SOFT_MAX, DIAG_MASK_INF -----------------------------------------------------------------------
@@ -111,7 +123,8 @@ def soft_max_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     scale = draw(SOFT_MAX_SCALES)
     params = (("scale", f32(scale)), ("max_bias", f32(max_bias)), ("mask", has_mask), ("sinks", has_sinks))
     form = draw(INPLACE_FORM)
-    return finish(draw, OpCase("SOFT_MAX", tuple(inputs), params=params, dst=sig.dst, form=form))
+    case = finish(draw, OpCase("SOFT_MAX", tuple(inputs), params=params, dst=sig.dst, form=form))
+    return many_rows_branch(draw, case, inputs=(0, 1) if has_mask else (0,))  # the mask keeps its extra rows
 
 
 @st.composite
@@ -234,12 +247,21 @@ def mul_mat_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     b_layout = draw(layouts(perms=ROW_KEEPING_PERMS))
     b = spec(sig.srcs[1], (k, m, a2 * r2, a3 * r3), b_layout)
     tiles = partial_tiles(draw)  # the partial-tile regimes (golden.matmul.MATMUL_TILES)
-    if one_in(draw, 32 if nightly_sizes() else 8):  # nightly's take seconds each: a dozen per test
-        return finish(draw, big)
-    if tiles:
-        tk, rows, cols = tiles
-        a, b = spec(sig.srcs[0], (tk, rows, 1, 1), lay, a.name), spec(sig.srcs[1], (tk, cols, 1, 1), b_layout)
-    return finish(draw, OpCase("MUL_MAT", (a, b), dst=sig.dst))
+    use_big = one_in(draw, 32 if nightly_sizes() else 8)  # nightly's take seconds each: a dozen per test
+    if use_big:
+        case = finish(draw, big)
+    else:
+        if tiles:
+            tk, rows, cols = tiles
+            a, b = spec(sig.srcs[0], (tk, rows, 1, 1), lay, a.name), spec(sig.srcs[1], (tk, cols, 1, 1), b_layout)
+        case = finish(draw, OpCase("MUL_MAT", (a, b), dst=sig.dst))
+    # the grid-limit regime, drawn last: a vocabulary-sized projection of one or two tokens (float weights
+    # only: a quantized one would be millions of elements of K-quant blocks in every third case)
+    grid_k, tokens = many_weight_rows(draw), draw(st.integers(1, 2))
+    if grid_k is None or sig.quantized or tiles or use_big:  # a partial-tile or big case stays one
+        return case
+    return replace(case, inputs=(spec(sig.srcs[0], (grid_k, GRID_ROWS + 2, 1, 1), name=a.name),
+                                 spec(sig.srcs[1], (grid_k, tokens, 1, 1))))
 
 
 def same_sign_operands(case: OpCase) -> bool:

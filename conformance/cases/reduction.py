@@ -11,12 +11,24 @@ constructors accept it).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import strategies as st
 
 from conformance.cases.registry import register
 from conformance.data import DISTRIBUTIONS, FULL_RANGE_INTEGERS, full_range_i32, plain_input
-from conformance.strategies import f32, finish, input_layouts, long_row_branch, row_size, shapes, spec
+from conformance.strategies import (
+    f32,
+    finish,
+    grid_shape,
+    input_layouts,
+    long_row_branch,
+    many_rows_branch,
+    row_size,
+    shapes,
+    spec,
+)
 from conformance.verdict import Metrics
 from golden import catalogue, dtypes
 from golden.case import OpCase
@@ -35,13 +47,15 @@ def _layout(op: str) -> st.SearchStrategy:
 def reduce_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     """SUM, MEAN, CUMSUM: one tensor of any shape and layout."""
     src = spec(sig.srcs[0], draw(shapes()), draw(_layout(op)))
-    return long_row_branch(draw, finish(draw, OpCase(op, (src,), dst=sig.dst)))
+    # the many-rows branch: MEAN and CUMSUM give a block to a row; SUM reaches its grid limit by it too
+    return many_rows_branch(draw, long_row_branch(draw, finish(draw, OpCase(op, (src,), dst=sig.dst))))
 
 
 @st.composite
 def l2_norm_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     src = spec(sig.srcs[0], draw(shapes()), draw(_layout(op)))
-    return long_row_branch(draw, finish(draw, OpCase(op, (src,), params=(("eps", f32(draw(L2_EPS))),), dst=sig.dst)))
+    case = finish(draw, OpCase(op, (src,), params=(("eps", f32(draw(L2_EPS))),), dst=sig.dst))
+    return many_rows_branch(draw, long_row_branch(draw, case))
 
 
 @st.composite
@@ -50,14 +64,16 @@ def argmax_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne1 = draw(st.integers(1, max(1, min(32, MAX_ELEMENTS // ne0))))
     src = spec(sig.srcs[0], (ne0, ne1, 1, 1), draw(_layout(op)))
     # one signature only: a larger share keeps the 4,096-row regime in each 30-example draw
-    return long_row_branch(draw, finish(draw, OpCase(op, (src,), dst=sig.dst)), every=3)
+    return many_rows_branch(draw, long_row_branch(draw, finish(draw, OpCase(op, (src,), dst=sig.dst)), every=3))
 
 
 @st.composite
 def count_equal_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
     ne = draw(shapes(max_elements=MAX_ELEMENTS // 2))
     a, b = spec(sig.srcs[0], ne, draw(_layout(op))), spec(sig.srcs[1], ne, draw(_layout(op)))
-    return finish(draw, OpCase(op, (a, b), dst=sig.dst))
+    case = finish(draw, OpCase(op, (a, b), dst=sig.dst))
+    big = grid_shape(draw)  # the grid-limit regime, drawn last: both tensors just past 65,536 elements, packed
+    return replace(case, inputs=(spec(sig.srcs[0], big), spec(sig.srcs[1], big))) if big else case
 
 
 # ---- input makers ---------------------------------------------------------------------------------
@@ -72,24 +88,29 @@ def argmax_inputs(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
     (src,) = case.inputs
     x = plain_input(rng, src, case)
     rows = x.reshape(-1, src.ne[0])
+    n_rows, n = rows.shape
     lo, hi = DISTRIBUTIONS[case.distribution]
-    for r in range(rows.shape[0]):
-        regime = rng.choice(ARGMAX_ROWS, p=ARGMAX_ROW_WEIGHTS)
-        row = rows[r]
-        nan = np.isnan(row)
-        row[nan] = dtypes.round_to(rng.uniform(lo, hi, size=int(nan.sum())), "f32")
-        if regime == "ties":
-            row[:] = rng.integers(-3, 4, size=row.size) * 0.5
-        elif regime == "near_tie" and row.size >= 2:
-            finite = np.isfinite(row)
-            top = np.float32(row[finite].max() if finite.any() else 1.0)
-            i, j = rng.choice(row.size, size=2, replace=False)
-            row[i] = float(top)
-            row[j] = float(np.nextafter(top, np.float32(np.inf)))
-        elif regime == "neg_inf":
-            row[:] = -np.inf
-        elif regime == "nan":
-            row[rng.integers(0, row.size, size=int(rng.integers(1, 3)))] = np.nan
+    # every row at once (a case may have 65,536 rows): the regimes, then each regime's rows
+    regime = rng.choice(ARGMAX_ROWS, p=ARGMAX_ROW_WEIGHTS, size=n_rows)
+    nan = np.isnan(rows)
+    rows[nan] = dtypes.round_to(rng.uniform(lo, hi, size=int(nan.sum())), "f32")
+    ties = regime == "ties"
+    rows[ties] = rng.integers(-3, 4, size=(int(ties.sum()), n)) * 0.5
+    near = np.flatnonzero((regime == "near_tie") & (n >= 2))
+    if near.size:
+        finite = np.where(np.isfinite(rows[near]), rows[near], -np.inf).max(axis=1)
+        top = np.where(np.isfinite(finite), finite, 1.0).astype(np.float32)
+        i = rng.integers(0, n, size=near.size)
+        j = (i + rng.integers(1, n, size=near.size)) % n  # another element of the row
+        rows[near, i] = top
+        rows[near, j] = np.nextafter(top, np.float32(np.inf))
+    rows[regime == "neg_inf"] = -np.inf
+    nan_rows = np.flatnonzero(regime == "nan")
+    if nan_rows.size:
+        picks = rng.integers(0, n, size=(nan_rows.size, 2))
+        rows[nan_rows, picks[:, 0]] = np.nan
+        second = rng.integers(1, 3, size=nan_rows.size) == 2  # one or two NaN per row
+        rows[nan_rows[second], picks[second, 1]] = np.nan
     return [rows.reshape(src.np_shape)]
 
 

@@ -31,7 +31,8 @@ from conformance.strategies import (
 )
 from golden import catalogue, dtypes, ssm
 from golden.case import OpCase
-from golden.spec import CHUNK_TOKENS, Signature
+from golden.spec import CHUNK_TOKENS, GRID_ROWS, Signature
+from golden.ssm import SOLVE_TRI_RHS_TILE
 
 MAX_ELEMENTS = 1 << 15
 # ‖γ_n·|T⁻¹||T|‖_∞ of every drawn triangle stays at most this: its f32 error bound exists (ρ < 1) and
@@ -133,7 +134,14 @@ def solve_tri_case(draw: st.DrawFn, op: str, sig: Signature) -> OpCase:
         rhs = partial
         b2 = min(b2, max(1, MAX_ELEMENTS // (n * max(n, rhs))))
     b = spec(sig.srcs[1], (rhs, n, b2, b3))
-    return finish(draw, OpCase(op, (a, b), dst=sig.dst))
+    case = finish(draw, OpCase(op, (a, b), dst=sig.dst))
+    # the grid-limit regime, drawn last: 65,537 small systems (one block per system)
+    many, small_n, small_rhs = one_in(draw, GRID_EVERY), draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    if not many or n > SOLVE_TRI_RHS_TILE or rhs > SOLVE_TRI_RHS_TILE:  # a partial-tile case stays one
+        return case
+    systems = GRID_ROWS + 2
+    return replace(case, inputs=(spec(sig.srcs[0], (small_n, small_n, systems, 1)),
+                                 spec(sig.srcs[1], (small_rhs, small_n, systems, 1))))
 
 
 def _triangle(rng: np.random.Generator, shape: tuple[int, ...], regime: str) -> np.ndarray:

@@ -19,7 +19,7 @@ from device.golden_device import GoldenDevice
 from golden import catalogue, matmul, ssm
 from golden.case import OpCase
 from golden.rope import ROPE_HEAD_TILE
-from golden.spec import CHUNK_TOKENS, GRID_BLOCKS
+from golden.spec import CHUNK_TOKENS, ELEMENT_BLOCK, GRID_BLOCKS, GRID_ROWS
 from golden.ssm import SOLVE_TRI_RHS_TILE
 from tests.plugins import FaultyDevice, planted
 
@@ -271,3 +271,95 @@ def _rope_skips_partial_head_tile(golden: GoldenDevice, case: OpCase, inputs: li
                  "head % 512 != 0) is copied unrotated")
 def rope_skips_partial_head_tile(options: dict[str, Any]) -> FaultyDevice:
     return FaultyDevice("rope_skips_partial_head_tile", "ROPE", _rope_skips_partial_head_tile)
+
+
+# ---- rows, weight rows, groups and systems past one grid dimension; partly filled last blocks ----------
+def _rows_past_the_grid(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """One block per row along a 65,535-block grid dimension, no second dimension: rows past it are
+    never written (zeros here)."""
+    result = golden.run(case, inputs)
+    rows = np.array(result.output).reshape(-1, case.inputs[0].ne[0])
+    if rows.shape[0] <= GRID_ROWS:
+        return result
+    rows[GRID_ROWS:] = 0
+    return _output(result, rows)
+
+
+@planted("soft_max", "SOFT_MAX gives a block to each row along one 65,535-block grid dimension: rows past it are "
+                     "not written")
+def soft_max_rows_past_the_grid(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("soft_max_rows_past_the_grid", "SOFT_MAX", _rows_past_the_grid)
+
+
+def _mul_mat_weight_rows_past_the_grid(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """One block per weight row (output element of a column) along one grid dimension: a vocabulary
+    projection's rows past 65,535 are never written."""
+    result = golden.run(case, inputs)
+    out = np.array(result.output)
+    if case.inputs[0].ne[1] <= GRID_ROWS:
+        return result
+    out[..., GRID_ROWS:] = 0
+    return _output(result, out)
+
+
+@planted("test_mul_mat and mul_mat-", "MUL_MAT gives a block to each weight row along one 65,535-block grid "
+                                     "dimension: output rows past it (a vocabulary projection's) are not written")
+def mul_mat_weight_rows_past_the_grid(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("mul_mat_weight_rows_past_the_grid", "MUL_MAT", _mul_mat_weight_rows_past_the_grid)
+
+
+def _group_norm_groups_past_the_grid(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """One block per group along one 65,535-block grid dimension: the channels of later groups keep zeros."""
+    result = golden.run(case, inputs)
+    groups, channels = case.param("n_groups"), case.inputs[0].ne[2]
+    if groups <= GRID_ROWS:
+        return result
+    per = -(-channels // groups)
+    out = np.array(result.output)  # numpy (N, C, H, W)
+    out[:, GRID_ROWS * per:] = 0
+    return _output(result, out)
+
+
+@planted("group_norm", "GROUP_NORM gives a block to each group along one 65,535-block grid dimension: groups past "
+                       "it are not written")
+def group_norm_groups_past_the_grid(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("group_norm_groups_past_the_grid", "GROUP_NORM", _group_norm_groups_past_the_grid)
+
+
+def _solve_tri_systems_past_the_grid(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """One block per system (dims 2 and 3) along one 65,535-block grid dimension: later systems keep zeros."""
+    result = golden.run(case, inputs)
+    rhs, n = case.inputs[1].ne[:2]
+    systems = np.array(result.output).reshape(-1, n, rhs)
+    if systems.shape[0] <= GRID_ROWS:
+        return result
+    systems[GRID_ROWS:] = 0
+    return _output(result, systems)
+
+
+@planted("solve_tri", "SOLVE_TRI gives a block to each system along one 65,535-block grid dimension: systems past "
+                      "it are not solved")
+def solve_tri_systems_past_the_grid(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("solve_tri_systems_past_the_grid", "SOLVE_TRI", _solve_tri_systems_past_the_grid)
+
+
+def _skips_a_partly_filled_last_block(golden: GoldenDevice, case: OpCase, inputs: list[np.ndarray]) -> RunResult:
+    """Blocks of 256 elements, only full ones launched (n // 256): past one block, a partly filled last
+    block is never written (zeros here)."""
+    result = golden.run(case, inputs)
+    out = np.array(result.output).reshape(-1)
+    whole = out.size // ELEMENT_BLOCK * ELEMENT_BLOCK
+    if out.size <= ELEMENT_BLOCK or whole == out.size:
+        return result
+    out[whole:] = 0
+    return _output(result, out)
+
+
+@planted("[silu-", "SILU launches n // 256 blocks of 256 elements: a partly filled last block is not written")
+def silu_skips_a_partial_block(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("silu_skips_a_partial_block", "SILU", _skips_a_partly_filled_last_block)
+
+
+@planted("[mul-", "MUL launches n // 256 blocks of 256 elements: a partly filled last block is not written")
+def mul_skips_a_partial_block(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("mul_skips_a_partial_block", "MUL", _skips_a_partly_filled_last_block)
