@@ -8,11 +8,14 @@ A file holds ``[[bug]]`` tables; each becomes a :class:`~device.known_bugs.Known
     releases = ["0.25.1"]               # exact releases, or release_min / release_max (inclusive)
     build_min = "b8179"                 # llama.cpp builds: builds = [...] exact, build_min / build_max (inclusive)
     op = "SSM_CONV"                     # or ops = ["DUP", "CONT"] with repro a list: one case id per op
+                                        # (each op's cases match as the entry's id; the record names the op)
     outcomes = ["fail"]                 # fail, crash, timeout, error (default fail)
     corrupts_process = false            # the worker is restarted after such a case
     after_history = false               # true: a crash left by earlier cases of the process, covered only
                                         # where the case alone in a fresh worker does not crash (op may be "*")
     reason = "what the kernel does wrong, with the evidence"
+                                        # or same_reason_as = "an earlier entry's id in this file" where
+                                        # the predicates differ (ops = [...] shares one entry's)
     repro = "SSM_CONV(type0=f32,...)"
     match = "any"                       # the when-predicates: all must hold (default) or any
     deviation = "vulkan_softplus"       # a documented deviation: judged against this named bound instead
@@ -426,7 +429,27 @@ def load_file(path: str | os.PathLike[str]) -> list[KnownBug]:
     entries = _read(path).get("bug", [])
     if not isinstance(entries, list):
         raise ExpectationFileError(f"{path}: bug must be an array of tables ([[bug]])")
-    return [bug for entry in entries for bug in entries_to_bugs(entry, str(path))]
+    return [bug for entry in _shared_reasons(entries, str(path)) for bug in entries_to_bugs(entry, str(path))]
+
+
+def _shared_reasons(entries: list[Any], source: str) -> list[Any]:
+    """The entries with each ``same_reason_as = ID`` replaced by that earlier entry's ``reason``: one text for
+    one defect whose entries need different predicates."""
+    reasons: dict[str, str] = {}
+    out: list[Any] = []
+    for entry in entries:
+        if isinstance(entry, dict) and "same_reason_as" in entry:
+            where = f"{source}: entry {entry.get('id', '?')!r}"
+            other = entry["same_reason_as"]
+            if "reason" in entry:
+                raise ExpectationFileError(f"{where}: give reason or same_reason_as, not both")
+            if other not in reasons:
+                raise ExpectationFileError(f"{where}: same_reason_as {other!r} names no earlier entry of the file")
+            entry = {**{k: v for k, v in entry.items() if k != "same_reason_as"}, "reason": reasons[other]}
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("reason"), str):
+            reasons.setdefault(entry["id"], entry["reason"])
+        out.append(entry)
+    return out
 
 
 def entries_to_bugs(table: dict[str, Any], source: str) -> list[KnownBug]:

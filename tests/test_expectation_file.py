@@ -164,6 +164,20 @@ def test_one_entry_names_several_ops_each_with_its_own_repro(tmp_path: Path) -> 
         load([path])
 
 
+def test_an_entry_takes_an_earlier_entrys_reason(tmp_path: Path) -> None:
+    first = _write(tmp_path, "").read_text()
+    second = first.replace('id = "x"', 'id = "y"').replace('reason = "r"', 'same_reason_as = "x"')
+    path = tmp_path / "e.toml"
+    path.write_text(first + second)
+    assert [(b.id, b.reason) for b in load([path])] == [("x", "r"), ("y", "r")]
+    path.write_text(second + first)  # only an earlier entry's
+    with pytest.raises(ExpectationFileError, match="names no earlier entry"):
+        load([path])
+    path.write_text(first + second.replace("same_reason_as", 'reason = "s"\nsame_reason_as'))
+    with pytest.raises(ExpectationFileError, match="not both"):
+        load([path])
+
+
 def test_graph_entries_say_pattern_node_op_and_feeds(tmp_path: Path) -> None:
     from device.expectation_file import load_graph
     from tests.graph_examples import example
