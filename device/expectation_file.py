@@ -56,6 +56,9 @@ A file that belongs to a backend declares it in a ``[backend]`` table::
     devices = ["Vulkan*"]               # fnmatch over the ggml device names it covers
     module = "device.ggml.known_bugs_vulkan"  # optional: its Python entries (BUGS) and NAMED_BOUNDS
 
+In a backend's file an entry may leave ``devices`` out: it takes the ``[backend]`` table's pattern (where that
+names one); an entry's own ``devices`` must name a device of the backend.
+
 Backends are found by :func:`backends`: the ``known_bugs_*.toml`` files of ``device/ggml/``, then those of
 the installed distributions' ``conform.known_bugs`` entry points (each names a module; its file is the
 module's ``EXPECTATIONS`` path, or else the ``.toml`` of the same name beside it).
@@ -426,10 +429,41 @@ def _read(path: Path) -> dict[str, Any]:
 
 def load_file(path: str | os.PathLike[str]) -> list[KnownBug]:
     path = Path(path)
-    entries = _read(path).get("bug", [])
+    data = _read(path)
+    entries = data.get("bug", [])
     if not isinstance(entries, list):
         raise ExpectationFileError(f"{path}: bug must be an array of tables ([[bug]])")
+    entries = _backend_devices(data, path, entries)
     return [bug for entry in _shared_reasons(entries, str(path)) for bug in entries_to_bugs(entry, str(path))]
+
+
+def _backend_devices(data: dict[str, Any], path: Path, entries: list[Any]) -> list[Any]:
+    """In a backend's file the ``[backend]`` table says the devices once: an entry without ``devices`` takes
+    its pattern (where it names one), and an entry's own pattern must name a device the backend covers."""
+    if not isinstance(data.get("backend"), dict):
+        return entries
+    backend = backend_of_file(path)
+    out: list[Any] = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            out.append(entry)
+            continue
+        where = f"{path}: entry {entry.get('id', '?')!r}"
+        if "devices" not in entry:
+            if len(backend.devices) != 1:
+                raise ExpectationFileError(f"{where}: devices is required where [backend] names several patterns "
+                                           f"({', '.join(backend.devices)})")
+            entry = {**entry, "devices": backend.devices[0]}
+        elif isinstance(entry["devices"], str) and not backend.covers(example_device(entry["devices"])):
+            raise ExpectationFileError(f"{where}: devices {entry['devices']!r} is not a device of backend "
+                                       f"{backend.name!r} ({', '.join(backend.devices)})")
+        out.append(entry)
+    return out
+
+
+def example_device(devices: str) -> str:
+    """A device name that a ``devices`` pattern matches (``Vulkan*`` -> ``Vulkan0``)."""
+    return devices.replace("*", "0").replace("?", "0")
 
 
 def _shared_reasons(entries: list[Any], source: str) -> list[Any]:
@@ -554,10 +588,11 @@ def graph_entry_to_bug(table: dict[str, Any], source: str) -> GraphKnownBug:
 
 def load_graph_file(path: str | os.PathLike[str]) -> list[GraphKnownBug]:
     path = Path(path)
-    entries = _read(path).get("graph_bug", [])
+    data = _read(path)
+    entries = data.get("graph_bug", [])
     if not isinstance(entries, list):
         raise ExpectationFileError(f"{path}: graph_bug must be an array of tables ([[graph_bug]])")
-    return [graph_entry_to_bug(entry, str(path)) for entry in entries]
+    return [graph_entry_to_bug(entry, str(path)) for entry in _backend_devices(data, path, entries)]
 
 
 def load(paths: Iterable[str | os.PathLike[str]]) -> list[KnownBug]:

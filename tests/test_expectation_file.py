@@ -213,3 +213,17 @@ def test_graph_entries_outside_the_vocabulary_are_refused(tmp_path: Path, body: 
     with pytest.raises(ExpectationFileError, match=r"g\.toml: graph entry 'g'") as caught:
         load_graph([tmp_path])
     assert says in str(caught.value)
+
+
+def test_a_backend_file_says_the_devices_once(tmp_path: Path) -> None:
+    entry = f'[[bug]]\nid = "x"\nop = "ADD"\nreason = "r"\nrepro = "{PLAIN.case_id}"\n'
+    path = tmp_path / "known_bugs_npu.toml"
+    path.write_text('[backend]\nname = "npu"\ndevices = ["NPU*"]\n' + entry)
+    (bug,) = load([path])
+    assert bug.devices == "NPU*" and bug.matches(PLAIN, "NPU1", "1.0") and not bug.matches(PLAIN, "CPU", "1.0")
+    path.write_text('[backend]\nname = "npu"\ndevices = ["NPU*"]\n' + entry + 'devices = "Vulkan*"\n')
+    with pytest.raises(ExpectationFileError, match="not a device of backend 'npu'"):
+        load([path])
+    path.write_text('[backend]\nname = "npu"\ndevices = ["NPU*", "XPU*"]\n' + entry)
+    with pytest.raises(ExpectationFileError, match="devices is required"):
+        load([path])
