@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
 import functools
 import json
 import math
@@ -866,9 +867,19 @@ def triage_cluster(cluster: Cluster, options: dict[str, Any], timeout: float, bu
     return finding
 
 
-def _device_pattern(name: str) -> str:
-    """``Vulkan0`` as ``Vulkan*`` (every device of the backend); a plug-in's spec as it is."""
-    return re.sub(r"(?<=[A-Za-z])\d+$", "*", name) if ":" not in name else name
+def _backend_of(name: str) -> tuple[str, str]:
+    """The backend's name and the devices pattern an entry for device ``name`` takes: those of the backend
+    whose ``[backend]`` table covers it (device.expectation_file.backends(): ``vulkan``, ``Vulkan*``); for a
+    device no backend covers, its name without the number (``Acme0``: ``acme``, ``Acme*``); a plug-in's spec as
+    it is (``plugin``)."""
+    from device.expectation_file import backends
+
+    if ":" in name:
+        return "plugin", name
+    found = next((b for b in backends() if b.covers(name)), None)
+    if found is not None:
+        return found.name, next(p for p in found.devices if fnmatch.fnmatchcase(name, p))
+    return re.sub(r"\d+$", "", name).lower(), re.sub(r"(?<=[A-Za-z])\d+$", "*", name)
 
 
 def signature_slug(case: OpCase) -> str:
@@ -906,13 +917,13 @@ def _propose(finding: Finding, case: OpCase, device_name: str, release: str, rec
     where = where or f"the device {device_name}"
     features = [d for d in finding.decisions if d.predicate is not None]
     slug = "-".join(re.sub(r"[^a-z0-9]+", "-", d.feature.lower()).strip("-") for d in features[:2]) or "defect"
-    backend = re.sub(r"\d+$", "", device_name).lower() if ":" not in device_name else "plugin"
+    backend, devices = _backend_of(device_name)
     op_slug = case.op.lower().replace("_", "-")
     dtype_slug = signature_slug(case)
     outcome_slug = "" if cluster.outcome == "fail" else f"-{cluster.outcome}"
     entry: dict[str, Any] = {"id": f"{backend}-{op_slug}-{dtype_slug}{outcome_slug}-{slug}" if finding.deviation is None
                              else f"{backend}-{op_slug}-{case.dst}-builtin-precision",
-                             "devices": _device_pattern(device_name), "op": case.op}
+                             "devices": devices, "op": case.op}
     if release:
         entry["releases"] = [release]
     if cluster.outcome != "fail":

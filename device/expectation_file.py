@@ -8,11 +8,14 @@ A file holds ``[[bug]]`` tables; each becomes a :class:`~device.known_bugs.Known
     releases = ["0.25.1"]               # exact releases, or release_min / release_max (inclusive)
     build_min = "b8179"                 # llama.cpp builds: builds = [...] exact, build_min / build_max (inclusive)
     op = "SSM_CONV"                     # or ops = ["DUP", "CONT"] with repro a list: one case id per op
+                                        # (each op's cases match as the entry's id; the record names the op)
     outcomes = ["fail"]                 # fail, crash, timeout, error (default fail)
     corrupts_process = false            # the worker is restarted after such a case
     after_history = false               # true: a crash left by earlier cases of the process, covered only
                                         # where the case alone in a fresh worker does not crash (op may be "*")
     reason = "what the kernel does wrong, with the evidence"
+                                        # or same_reason_as = "an earlier entry's id in this file" where
+                                        # the predicates differ (ops = [...] shares one entry's)
     repro = "SSM_CONV(type0=f32,...)"
     match = "any"                       # the when-predicates: all must hold (default) or any
     deviation = "vulkan_softplus"       # a documented deviation: judged against this named bound instead
@@ -52,6 +55,9 @@ A file that belongs to a backend declares it in a ``[backend]`` table::
     name = "vulkan"                     # the prefix of its named bounds (vulkan_silu)
     devices = ["Vulkan*"]               # fnmatch over the ggml device names it covers
     module = "device.ggml.known_bugs_vulkan"  # optional: its Python entries (BUGS) and NAMED_BOUNDS
+
+In a backend's file an entry may leave ``devices`` out: it takes the ``[backend]`` table's pattern (where that
+names one); an entry's own ``devices`` must name a device of the backend.
 
 Backends are found by :func:`backends`: the ``known_bugs_*.toml`` files of ``device/ggml/``, then those of
 the installed distributions' ``conform.known_bugs`` entry points (each names a module; its file is the
@@ -423,10 +429,61 @@ def _read(path: Path) -> dict[str, Any]:
 
 def load_file(path: str | os.PathLike[str]) -> list[KnownBug]:
     path = Path(path)
-    entries = _read(path).get("bug", [])
+    data = _read(path)
+    entries = data.get("bug", [])
     if not isinstance(entries, list):
         raise ExpectationFileError(f"{path}: bug must be an array of tables ([[bug]])")
-    return [bug for entry in entries for bug in entries_to_bugs(entry, str(path))]
+    entries = _backend_devices(data, path, entries)
+    return [bug for entry in _shared_reasons(entries, str(path)) for bug in entries_to_bugs(entry, str(path))]
+
+
+def _backend_devices(data: dict[str, Any], path: Path, entries: list[Any]) -> list[Any]:
+    """In a backend's file the ``[backend]`` table says the devices once: an entry without ``devices`` takes
+    its pattern (where it names one), and an entry's own pattern must name a device the backend covers."""
+    if not isinstance(data.get("backend"), dict):
+        return entries
+    backend = backend_of_file(path)
+    out: list[Any] = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            out.append(entry)
+            continue
+        where = f"{path}: entry {entry.get('id', '?')!r}"
+        if "devices" not in entry:
+            if len(backend.devices) != 1:
+                raise ExpectationFileError(f"{where}: devices is required where [backend] names several patterns "
+                                           f"({', '.join(backend.devices)})")
+            entry = {**entry, "devices": backend.devices[0]}
+        elif isinstance(entry["devices"], str) and not backend.covers(example_device(entry["devices"])):
+            raise ExpectationFileError(f"{where}: devices {entry['devices']!r} is not a device of backend "
+                                       f"{backend.name!r} ({', '.join(backend.devices)})")
+        out.append(entry)
+    return out
+
+
+def example_device(devices: str) -> str:
+    """A device name that a ``devices`` pattern matches (``Vulkan*`` -> ``Vulkan0``)."""
+    return devices.replace("*", "0").replace("?", "0")
+
+
+def _shared_reasons(entries: list[Any], source: str) -> list[Any]:
+    """The entries with each ``same_reason_as = ID`` replaced by that earlier entry's ``reason``: one text for
+    one defect whose entries need different predicates."""
+    reasons: dict[str, str] = {}
+    out: list[Any] = []
+    for entry in entries:
+        if isinstance(entry, dict) and "same_reason_as" in entry:
+            where = f"{source}: entry {entry.get('id', '?')!r}"
+            other = entry["same_reason_as"]
+            if "reason" in entry:
+                raise ExpectationFileError(f"{where}: give reason or same_reason_as, not both")
+            if other not in reasons:
+                raise ExpectationFileError(f"{where}: same_reason_as {other!r} names no earlier entry of the file")
+            entry = {**{k: v for k, v in entry.items() if k != "same_reason_as"}, "reason": reasons[other]}
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("reason"), str):
+            reasons.setdefault(entry["id"], entry["reason"])
+        out.append(entry)
+    return out
 
 
 def entries_to_bugs(table: dict[str, Any], source: str) -> list[KnownBug]:
@@ -531,10 +588,11 @@ def graph_entry_to_bug(table: dict[str, Any], source: str) -> GraphKnownBug:
 
 def load_graph_file(path: str | os.PathLike[str]) -> list[GraphKnownBug]:
     path = Path(path)
-    entries = _read(path).get("graph_bug", [])
+    data = _read(path)
+    entries = data.get("graph_bug", [])
     if not isinstance(entries, list):
         raise ExpectationFileError(f"{path}: graph_bug must be an array of tables ([[graph_bug]])")
-    return [graph_entry_to_bug(entry, str(path)) for entry in entries]
+    return [graph_entry_to_bug(entry, str(path)) for entry in _backend_devices(data, path, entries)]
 
 
 def load(paths: Iterable[str | os.PathLike[str]]) -> list[KnownBug]:

@@ -101,7 +101,9 @@ def find_graph(case: GraphCase, device_name: str, release: str,
 
 def example_device(devices: str) -> str:
     """A device name that a list's ``devices`` pattern matches (``Vulkan*`` -> ``Vulkan0``)."""
-    return devices.replace("*", "0").replace("?", "0")
+    from device import expectation_file
+
+    return expectation_file.example_device(devices)
 
 
 def example_build(bug: KnownBug | GraphKnownBug) -> str | None:

@@ -2,6 +2,7 @@
 that must not change behaviour (moving entries between files, merging entries, renaming a helper).
 
     python scripts/known_bugs_snapshot.py tests/data/known_bugs_snapshot.json.gz   # write
+    python scripts/known_bugs_snapshot.py --keep-cases tests/data/known_bugs_snapshot.json.gz  # the stored cases only
     pytest tests/test_known_bugs_snapshot.py                                      # compare
 
 Op cases are drawn from the suite's own strategies, derandomized, PER_SIGNATURE per op × dtype signature,
@@ -123,10 +124,15 @@ def evaluate(case_ids: list[str], graph_case_ids: list[str] | None = None) -> di
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: known_bugs_snapshot.py OUT.json.gz", file=sys.stderr)
+    # --keep-cases: re-evaluate the stored cases without drawing more (a rename or a fold, where the figures
+    # before and after should be over the same cases; scripts/known_bugs_snapshot_diff.py compares them)
+    keep = "--keep-cases" in argv
+    argv = [a for a in argv if a != "--keep-cases"]
+    if len(argv) != 1 or (keep and not Path(argv[0]).exists()):
+        print("usage: known_bugs_snapshot.py [--keep-cases] OUT.json.gz (--keep-cases: OUT must exist)",
+              file=sys.stderr)
         return 2
-    case_ids, graph_case_ids = draw_case_ids(), draw_graph_case_ids()
+    case_ids, graph_case_ids = ([], []) if keep else (draw_case_ids(), draw_graph_case_ids())
     if Path(argv[0]).exists():  # the cases of the snapshot being rewritten stay, first: a rewrite only adds
         with gzip.open(argv[0], "rt", encoding="utf-8") as old:
             kept = json.load(old)

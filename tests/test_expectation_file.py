@@ -164,6 +164,20 @@ def test_one_entry_names_several_ops_each_with_its_own_repro(tmp_path: Path) -> 
         load([path])
 
 
+def test_an_entry_takes_an_earlier_entrys_reason(tmp_path: Path) -> None:
+    first = _write(tmp_path, "").read_text()
+    second = first.replace('id = "x"', 'id = "y"').replace('reason = "r"', 'same_reason_as = "x"')
+    path = tmp_path / "e.toml"
+    path.write_text(first + second)
+    assert [(b.id, b.reason) for b in load([path])] == [("x", "r"), ("y", "r")]
+    path.write_text(second + first)  # only an earlier entry's
+    with pytest.raises(ExpectationFileError, match="names no earlier entry"):
+        load([path])
+    path.write_text(first + second.replace("same_reason_as", 'reason = "s"\nsame_reason_as'))
+    with pytest.raises(ExpectationFileError, match="not both"):
+        load([path])
+
+
 def test_graph_entries_say_pattern_node_op_and_feeds(tmp_path: Path) -> None:
     from device.expectation_file import load_graph
     from tests.graph_examples import example
@@ -199,3 +213,17 @@ def test_graph_entries_outside_the_vocabulary_are_refused(tmp_path: Path, body: 
     with pytest.raises(ExpectationFileError, match=r"g\.toml: graph entry 'g'") as caught:
         load_graph([tmp_path])
     assert says in str(caught.value)
+
+
+def test_a_backend_file_says_the_devices_once(tmp_path: Path) -> None:
+    entry = f'[[bug]]\nid = "x"\nop = "ADD"\nreason = "r"\nrepro = "{PLAIN.case_id}"\n'
+    path = tmp_path / "known_bugs_npu.toml"
+    path.write_text('[backend]\nname = "npu"\ndevices = ["NPU*"]\n' + entry)
+    (bug,) = load([path])
+    assert bug.devices == "NPU*" and bug.matches(PLAIN, "NPU1", "1.0") and not bug.matches(PLAIN, "CPU", "1.0")
+    path.write_text('[backend]\nname = "npu"\ndevices = ["NPU*"]\n' + entry + 'devices = "Vulkan*"\n')
+    with pytest.raises(ExpectationFileError, match="not a device of backend 'npu'"):
+        load([path])
+    path.write_text('[backend]\nname = "npu"\ndevices = ["NPU*", "XPU*"]\n' + entry)
+    with pytest.raises(ExpectationFileError, match="devices is required"):
+        load([path])

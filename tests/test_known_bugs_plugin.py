@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.triage import deviation_bounds
+from conformance.triage import _backend_of, deviation_bounds
 from device import expectation_file, known_bugs
 from golden.case import parse_case_id
 from tests.graph_examples import example
@@ -76,9 +76,8 @@ deviation = "acme_silu_f32"
 [[bug.when]]
 python = "acme_conform_bugs:long_rows"
 
-[[graph_bug]]
+[[graph_bug]]  # no devices: the [backend] table's
 id = "acme-argsort-graph-hang"
-devices = "Acme*"
 outcomes = ["timeout"]
 corrupts_process = true
 reason = "a graph with ARGSORT leaves the queue stalled"
@@ -121,8 +120,10 @@ def test_its_expectations_apply_to_its_device_only(vendor: Path) -> None:
     assert known_bugs.find(LONG, "Acme0", "2.0") is None
     assert all(not b.id.startswith("acme-") for b in known_bugs.find_all(LONG, "CPU", "1.0"))
     assert deviation_bounds("Acme0", "SILU") == [("acme_silu_f32", bug.tolerance)]  # what triage tries
+    assert _backend_of("Acme0") == ("acme", "Acme*")  # the name and pattern triage's proposed entry takes
     graph = known_bugs.find_graph(example("topk_moe/sigmoid_bias_decode"), "Acme0", "1.0")
     assert graph is not None and graph.id == "acme-argsort-graph-hang" and graph.corrupts_process
+    assert graph.devices == "Acme*"  # taken from its [backend] table
     assert ("Acme0", "1.0") in known_bugs.targets()
 
 

@@ -28,7 +28,7 @@ from device.ggml.known_bugs_cpu import (
     dequantizing_cpy_into_unaligned_view,
 )
 from device.known_bug import KnownBug
-from golden import attention, catalogue, dtypes, glu
+from golden import catalogue, dtypes, glu
 from golden.case import OpCase, TensorSpec
 from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride, storage_of
 from golden.matmul import abs_dot, routed_pairs
@@ -49,9 +49,6 @@ def _misaligned(index: int, alignment: int = STORAGE_OFFSET_ALIGNMENT) -> Callab
 
 
 
-def _quantized_src_at_offset(case: OpCase) -> bool:
-    src = case.inputs[0]
-    return src.dtype in ("q4_0", "q8_0") and storage_of(src).offset_bytes % STORAGE_OFFSET_ALIGNMENT != 0
 
 
 def _groups_uneven(case: OpCase) -> bool:
@@ -416,23 +413,16 @@ _ABORT = ("ggml-vulkan binds the view at its offset rounded down to minStorageBu
           "element-aligned offset; offsets that are multiples of 16 bytes pass; ggml:CPU passes")
 
 
-def _fa_f16_kv_under_prec_f32(case: OpCase) -> bool:
-    """F16 K and V under GGML_PREC_F32: ggml-vulkan's F16 flash-attention path on an fp16 device."""
-    return case.param("prec") == "f32" and case.inputs[1].dtype == "f16" and case.inputs[2].dtype == "f16"
 
 
 BUGS: list[KnownBug] = [
+    # stays here, before vulkan-group-norm-uneven-groups: both cover misaligned uneven groups (list order decides)
     KnownBug(
-        id="vulkan-" + op.lower().replace("_", "-") + "-misaligned-view", devices="Vulkan*", op=op,
-        releases=R0251, outcomes=("crash",), applies=_misaligned(index), reason=_ABORT, repro=repro)
-    for op, index, repro in (
-        ("POOL_2D", 0, "POOL_2D(type=f32,ne=[3,1,1,1],lay=offs[3],dst=f32,op=0,k0=1,k1=1,s0=1,s1=1,p0=0.0,"
-                       "p1=0.0,data=dense:0)"),
+        id="vulkan-group-norm-misaligned-view", devices="Vulkan*", op="GROUP_NORM", releases=R0251, outcomes=("crash",),
+        applies=_misaligned(0), reason=_ABORT,
         # NORM, RMS_NORM and L2_NORM take the same views (offs[3]) and pass
-        ("GROUP_NORM", 0, "GROUP_NORM(type=f32,ne=[8,3,4,1],lay=offs[3],dst=f32,n_groups=2,"
-                          "eps=9.999999747378752e-06,data=dense:1)"),
-    )
-] + [
+        repro="GROUP_NORM(type=f32,ne=[8,3,4,1],lay=offs[3],dst=f32,n_groups=2,eps=9.999999747378752e-06,data=dense:1)"),
+    # stays here: first of the MUL_MAT entries, so its bound is the deviation that judges such a case
     KnownBug(
         id="vulkan-mul-mat-f16-misaligned-view", devices="Vulkan*", op="MUL_MAT", releases=R0251,
         outcomes=("crash", "fail"), tolerance=VULKAN_MUL_MAT_F16, corrupts_process=True, may_hang=False,
@@ -443,6 +433,7 @@ BUGS: list[KnownBug] = [
                               "vulkan-mul-mat-misaligned-view-heap-corruption says",
         repro="MUL_MAT(type0=f16,ne0=[2276,1,2,2],lay0=pad[3,1,3,0]/offs[1],type1=f16,ne1=[2276,1,4,2],"
               "lay1=perm[0,2,1,3],dst=f32,data=wide:86160)"),
+    # Python: ggml_vk_mul_mat's shader choice (mat-vec path, p021/nc shaders)
     KnownBug(
         id="vulkan-mul-mat-vec-misaligned-view", devices="Vulkan*", op="MUL_MAT", releases=R0251,
         outcomes=("crash",), applies=_mul_mat_vec_misaligned,
@@ -452,6 +443,7 @@ BUGS: list[KnownBug] = [
                "the matrix-matrix path takes the same views (F32 src0 at 4 bytes: no abort)",
         repro="MUL_MAT(type0=f32,ne0=[4096,1,3,2],lay0=pad[0,1,2,0]/offs[5],type1=f32,ne1=[4096,1,3,2],"
               "lay1=pad[0,1,2,0]/offs[5],dst=f32,data=dense:3)"),
+    # Python: ggml_vk_mul_mat's p021/nc shader choice
     KnownBug(
         id="vulkan-mul-mat-f16-vec-f16-src1", devices="Vulkan*", op="MUL_MAT", releases=R0251,
         outcomes=("crash",),
@@ -460,6 +452,7 @@ BUGS: list[KnownBug] = [
                "p021/nc matrix-vector shaders, which assert src1 is F32 (GGML_ASSERT(src1->type == "
                "GGML_TYPE_F32)); supports_op accepts the case; ggml:CPU passes",
         repro="MUL_MAT(type0=f16,ne0=[16,2,1,1],lay0=pad[2,0,0,0],type1=f16,ne1=[16,1,1,1],dst=f32,data=dense:0)"),
+    # stays here, before vulkan-mul-mat-misaligned-view-heap-corruption and -src0-plane-gap (list order)
     KnownBug(
         id="vulkan-mul-mat-bf16-src1", devices="Vulkan*", op="MUL_MAT", releases=R0251,
         outcomes=("crash",), applies=lambda case: case.inputs[1].dtype == "bf16",
@@ -468,6 +461,7 @@ BUGS: list[KnownBug] = [
                "ggml-vulkan.cpp:5300): every BF16·BF16 case aborts, the 1×1 one included; BF16·F32 passes; "
                "ggml:CPU passes",
         repro="MUL_MAT(type0=bf16,ne0=[1,1,1,1],type1=bf16,ne1=[1,1,1,1],dst=f32,data=dense:0)"),
+    # Python: the matrix path (not mat-vec, src1 not read in place)
     KnownBug(
         id="vulkan-mul-mat-misaligned-view-heap-corruption", devices="Vulkan*", op="MUL_MAT", releases=R0251,
         outcomes=("fail", "crash"), applies=_mul_mat_misaligned_matrix_path, tolerance=VULKAN_MUL_MAT_F16,
@@ -480,6 +474,7 @@ BUGS: list[KnownBug] = [
                "process after it (lavapipe's device memory is host heap)",
         repro="MUL_MAT(type0=f32,ne0=[63,4,2,2],lay0=perm[0,3,1,2]/pad[2,1,2,3]/offs[1],type1=f16,ne1=[63,7,4,2],"
               "dst=f32,data=special:434604)"),
+    # Python: ggml_vk_dim01_contiguous's read-in-place test on src1
     KnownBug(
         id="vulkan-mul-mat-src1-plane-gap", devices="Vulkan*", op="MUL_MAT", releases=R0251,
         applies=_src1_planes_gapped,
@@ -491,6 +486,7 @@ BUGS: list[KnownBug] = [
                "dim-3 plane; also with GGML_VK_DISABLE_F16=1. Padded rows, or a gap that breaks "
                "nb13 = nb12·ne12, send src1 through a copy and pass (18 such replays); ggml:CPU passes",
         repro="MUL_MAT(type0=f32,ne0=[8,3,2,1],type1=f32,ne1=[8,4,2,1],lay1=pad[0,1,0,0],dst=f32,data=dense:4)"),
+    # Python: gapped planes (rows packed, planes not) is no layout kind
     KnownBug(
         id="vulkan-mul-mat-src0-plane-gap", devices="Vulkan*", op="MUL_MAT", releases=R0251,
         applies=_src0_planes_gapped,
@@ -502,6 +498,7 @@ BUGS: list[KnownBug] = [
                "mat-vec (1 column) and matrix (16 columns) paths alike (seed 24002: 60 fails, 7 crashes under other "
                "entries, 4 such cases passed)",
         repro="MUL_MAT(type0=q4_0,ne0=[32,1,2,1],lay0=pad[0,2,0,0],type1=f32,ne1=[32,1,2,1],dst=f32,data=uniform:0)"),
+    # Python: gapped planes (rows packed, planes not) is no layout kind
     KnownBug(
         id="vulkan-mul-mat-id-src0-expert-gap", devices="Vulkan*", op="MUL_MAT_ID", releases=R0251,
         applies=lambda case: _planes_gapped(case.inputs[0]),
@@ -510,6 +507,7 @@ BUGS: list[KnownBug] = [
                "(dev seed 24004: 27 fails; the MUL_MAT form is vulkan-mul-mat-src0-plane-gap)",
         repro="MUL_MAT_ID(type0=f32,ne0=[1,1,2,1],lay0=pad[0,1,0,0],type1=f32,ne1=[1,1,1,1],type2=i32,"
               "ne2=[1,1,1,1],dst=f32,data=uniform:0)"),
+    # Python: whether the elements fill one packed block of storage
     KnownBug(
         id="vulkan-sum-reads-storage-as-packed", devices="Vulkan*", op="SUM", releases=R0251,
         applies=lambda case: not _storage_dense(case.inputs[0]),
@@ -519,6 +517,7 @@ BUGS: list[KnownBug] = [
                "elements); supports_op checks only ggml_is_contiguous_rows; 505 fails, and 120 such cases passed "
                "(not explained)",
         repro="SUM(type=f32,ne=[1159,5,3,1],lay=pad[1,1,1,1],dst=f32,data=wide:5)"),
+    # Python: the destination view is built from the params (dst_ne, dst_pad)
     KnownBug(
         id="vulkan-cpy-dequantize-strided-dst", devices="Vulkan*", op="CPY", releases=R0251,
         applies=dequantizing_cpy_into_unaligned_view,
@@ -528,6 +527,7 @@ BUGS: list[KnownBug] = [
                "same views abort ggml's CPU (cpu-cpy-dequantize-strided-dst)",
         repro="CPY(type=q4_0,ne=[32,2,1,1],dst=f32,dst_ne=[16,4,1,1],dst_pad=[1,0,0,0],dst_offset=0,"
               "data=dense:0)"),
+    # Python: ne2 against ceil(ne2 / n_groups)
     KnownBug(
         id="vulkan-group-norm-uneven-groups", devices="Vulkan*", op="GROUP_NORM", releases=R0251,
         applies=_groups_uneven, corrupts_process=True,
@@ -538,6 +538,7 @@ BUGS: list[KnownBug] = [
                "process is corrupted: a later case died in malloc (ci, SOFT_MAX after GROUP_NORM "
                "ne=[19,16,31,1] n_groups=12)",
         repro="GROUP_NORM(type=f32,ne=[1,4,7,2],dst=f32,n_groups=6,eps=0.5,data=wide:21807)"),
+    # Python: compares padding with kernel size, two params
     KnownBug(
         id="vulkan-pool-2d-window-before-input", devices="Vulkan*", op="POOL_2D", releases=R0251,
         applies=_window_before_the_input,
@@ -546,15 +547,7 @@ BUGS: list[KnownBug] = [
                "reads input values instead (41.09 for −FLT_MAX); padding = kernel is right",
         repro="POOL_2D(type=f32,ne=[1,1,1,1],dst=f32,op=0,k0=1,k1=1,s0=1,s1=1,p0=0.0,p1=2.0,data=wide:0)"),
     # DUP and CONT have the same entry in known_bugs_vulkan.toml
-    KnownBug(
-        id="vulkan-cpy-quantized-view-offset", devices="Vulkan*", op="CPY", releases=R0251,
-        applies=_quantized_src_at_offset,
-        reason="a copy of a Q4_0/Q8_0 view at a block offset that is not a multiple of 16 bytes starts at "
-               "the aligned-down address: a same-type copy is not byte-exact (every byte differs), a "
-               "dequantizing one gives NaN or other blocks' values; offsets of 8 blocks (144 or 272 bytes) "
-               "pass; ggml:CPU copies it exactly",
-        repro="CPY(type=q4_0,ne=[32,1,1,1],lay=offs[64],dst=f32,dst_ne=[32,1,1,1],dst_pad=[0,0,0,0],dst_offset=0,"
-              "data=dense:0)"),
+    # Python: compares each left padding with its dim (circular_pad_beyond_dim)
     KnownBug(
         id="vulkan-pad-circular-wraps-once", devices="Vulkan*", op="PAD", releases=R0251,
         applies=circular_pad_beyond_dim,
@@ -562,6 +555,7 @@ BUGS: list[KnownBug] = [
                "out = −0.439 where 0.0825 is right for lp = 28 on a dim of 27; lp = 27 passes; ggml's CPU has the "
                "same defect (cpu-pad-circular-wraps-once)",
         repro="PAD(type=f32,ne=[27,3,1,1],dst=f32,form=pad_ext_circular,lp=[28,0,0,0],rp=[0,0,0,0],data=uniform:1)"),
+    # Python: replays the kernel's f32 window arithmetic
     KnownBug(
         id="vulkan-upscale-antialias-align-corners-window", devices="Vulkan*", op="UPSCALE", releases=R0251,
         applies=antialias_window_drops_a_pixel,
@@ -569,33 +563,6 @@ BUGS: list[KnownBug] = [
                "(cpu-upscale-antialias-align-corners-window): |Δ| up to 5.6e-3 (3.5e3× the row)",
         repro="UPSCALE(type=f32,ne=[1,2,1,1],dst=f32,sf=2,mode=bilinear,align_corners=True,antialias=True,"
               "data=uniform:0)"),
-] + [
-    KnownBug(
-        # every release: the F16 pipeline choice predates every build tried; the model tier's older
-        # Vulkan0 runs (node-llama-cpp 3.10.0 to 3.21.1) failed at exactly these KQV products
-        id="vulkan-mul-mat-f16-intermediates", devices="Vulkan*", op="MUL_MAT",
-        applies=lambda case: True, tolerance=VULKAN_MUL_MAT_F16,
-        reason="at GGML_PREC_DEFAULT ggml-vulkan picks F16 pipelines on an fp16 device: src1 converted to F16 for "
-               "F32 weights (matmul_f32_f16), F16 accumulation for F16 and quantized weights "
-               "(ggml_vk_get_mul_mat_mat_f16acc): up to 7.6e3× the f32 γ_K row at K = 1, and Q4_0/Q8_0 on wide "
-               "data saturate at −65504 (for −81180); every such case passes with GGML_VK_DISABLE_F16=1. ggml "
-               "leaves that precision to the backend unless the graph asks ggml_mul_mat_set_prec(GGML_PREC_F32), "
-               "which the suite does not draw yet; judged against the F16 bound meanwhile",
-        repro="MUL_MAT(type0=f16,ne0=[1,1,1,1],type1=f16,ne1=[1,3,2,1],dst=f32,data=dense:0)"),
-    KnownBug(
-        id="vulkan-flash-attn-ext-f16-under-prec-f32", devices="Vulkan*", op="FLASH_ATTN_EXT", releases=R0251,
-        applies=_fa_f16_kv_under_prec_f32, tolerance=attention.F16_INTERMEDIATES_UNDER_PREC_F32,
-        reason="a documented deviation: on an fp16 device ggml-vulkan's flash attention with F16 K/V keeps F16 "
-               "intermediates whatever ggml_flash_attn_ext_set_prec asked (as ggml's CPU does, "
-               "cpu-flash-attn-ext-f16-accumulator-under-prec-f32): the graph tier's llama_layer FA node (n_q 2..6, "
-               "causal mask, fusion off) failed the f32 bound by 1.19-4.35x on the device's own inputs, 14 of 23 "
-               "cases, outputs exact F16 values (GRAPH[llama_layer](type=f16,hd=32,heads=2,n=2,kv=32,p0=0,ff=64,"
-               "attn=fa,eps=9.999999974752427e-07,mode=0,n_dims=32,freq_base=10000.0,data=uniform:0): 2.05x); "
-               "passes at 4.3e-4 of it with GGML_VK_DISABLE_F16=1; the op tier's "
-               "n_q = 3 case below is 1,980 ulp off at prec f32 and 5 ulp with GGML_VK_DISABLE_F16=1. Judged "
-               "against the prec-default bound meanwhile",
-        repro="FLASH_ATTN_EXT(type0=f32,ne0=[64,3,1,1],type1=f16,ne1=[64,1000,1,1],type2=f16,ne2=[64,1000,1,1],"
-              "dst=f32,scale=0.125,max_bias=0.0,logit_softcap=0.0,prec=f32,mask=False,sinks=False,data=wide:0)"),
 ]
 
 
