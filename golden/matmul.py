@@ -17,7 +17,7 @@ import numpy as np
 from golden import dtypes
 from golden.case import OpCase
 from golden.spec import InputLayouts, OpList, OpSpec, Regime, partial_tile, sig
-from golden.tolerance import F16_EPS, F32_EPS, Calibration, ErrorModel, Tolerance, finite_abs
+from golden.tolerance import F16_EPS, F32_EPS, MEMO, Calibration, ErrorModel, Tolerance, finite_abs
 
 SPECS = OpList()
 
@@ -55,8 +55,16 @@ def mul_mat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def abs_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``Σ_k |a_k|·|b_k|`` for each output: the scale of a dot product's rounding error."""
-    return mul_mat(np.abs(a), np.abs(b))
+    """``Σ_k |a_k|·|b_k|`` for each output: the scale of a dot product's rounding error. An operand that is a
+    memoised :func:`finite_abs` is taken as it is (|x| of it is itself), and for large operands the product is
+    memoised while they live (an op's error model and its typical model both ask for Σ|a||b|)."""
+    memo = isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and (MEMO.worth(a) or MEMO.worth(b))
+    if memo:
+        known = MEMO.get("abs_dot", (a, b))
+        if known is not None:
+            return known
+    out = mul_mat(a if id(a) in MEMO.nonnegative else np.abs(a), b if id(b) in MEMO.nonnegative else np.abs(b))
+    return MEMO.put("abs_dot", (a, b), out) if memo else out
 
 
 def dot_product_model(c: float = 1.0) -> ErrorModel:
