@@ -29,6 +29,7 @@ from typing import Any, TextIO
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from conformance.heap import reused_heap
 from conformance.limits import STAGE_BLAS_THREADS
 from conformance.resolution import Resolution, resolve
 from conformance.verdict.judge import Judgement, judge_output
@@ -252,10 +253,11 @@ def judge_nodes(run: ModelRun, device_name: str, release: str, artefacts: Path |
     The golden and the verdicts run with one BLAS thread (as an op-tier stage's child does): OpenBLAS's pool
     spins between the many small products of a model's nodes, which on a 2-core host cost a 135M-class run
     74 CPU-s for 64 s of wall time, against 45 CPU-s with one thread (the same values: OpenBLAS splits a
-    product's outputs between its threads, never a dot product's terms)."""
+    product's outputs between its threads, never a dot product's terms), and with freed memory kept in the
+    process (:func:`conformance.heap.reused_heap`: a node's weight-sized temporaries were faulted in anew)."""
     if bugs is None:
         bugs = known_bugs.all_known_bugs()
-    with threadpool_limits(STAGE_BLAS_THREADS, user_api="blas"):
+    with threadpool_limits(STAGE_BLAS_THREADS, user_api="blas"), reused_heap():
         return _judge_nodes(run, device_name, release, artefacts, stop_after_first, bugs, on_judged, build)
 
 
@@ -432,8 +434,9 @@ class GoldenReplay:
         self.gaps[reason] = self.gaps.get(reason, 0) + 1
 
     def advance(self, nodes: list[CapturedNode]) -> None:
-        """Replay ``nodes[done:]`` (the run's node list as it grows), with one BLAS thread (see judge_nodes)."""
-        with threadpool_limits(STAGE_BLAS_THREADS, user_api="blas"):
+        """Replay ``nodes[done:]`` (the run's node list as it grows), with one BLAS thread and freed memory kept
+        for the next node (see judge_nodes)."""
+        with threadpool_limits(STAGE_BLAS_THREADS, user_api="blas"), reused_heap():
             for node in nodes[self.done:]:
                 self._replay(node)
         self.done = len(nodes)
