@@ -421,10 +421,12 @@ def quantize(x: np.ndarray, qtype: str, rounding: Rounding = "reference") -> np.
 _DEQUANTIZE_CHUNK_BLOCKS = 8192
 
 
-def dequantize(raw: np.ndarray, qtype: str, n: int) -> np.ndarray:
+def dequantize(raw: np.ndarray, qtype: str, n: int, dtype: type[np.floating] = np.float32) -> np.ndarray:
     """ggml ``to_float`` of the first ``n`` elements (``n % 32 == 0``) of raw blocks: flat float32.
 
-    Each value is the f32 product of the widened f16 scale and the integer quant.
+    Each value is the f32 product of the widened f16 scale and the integer quant. That product is exact (11
+    significant bits times at most 8), so ``dtype=np.float64`` gives the same values without a float32 copy
+    of the tensor first (the golden's float64 inputs, straight from the blocks).
     """
     block_bytes = _check_qtype(qtype)
     if n % QK:
@@ -434,7 +436,9 @@ def dequantize(raw: np.ndarray, qtype: str, n: int) -> np.ndarray:
     if data.size < nblocks * block_bytes:
         raise ValueError(f"{n} {qtype} elements need {nblocks * block_bytes} bytes, got {data.size}")
     host = _host_records(data[: nblocks * block_bytes], qtype)
-    out = np.empty((nblocks, QK), np.float32)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dequantize gives float32 or float64, not {np.dtype(dtype).name}")
+    out = np.empty((nblocks, QK), dtype)
     with np.errstate(invalid="ignore", over="ignore"):  # inf/NaN scales behave as in C
         for start in range(0, nblocks, _DEQUANTIZE_CHUNK_BLOCKS):
             stop = min(nblocks, start + _DEQUANTIZE_CHUNK_BLOCKS)
@@ -443,7 +447,7 @@ def dequantize(raw: np.ndarray, qtype: str, n: int) -> np.ndarray:
                 _q8_0_quants(host["qs"][start:stop], chunk)
             else:
                 _q4_0_quants(host["qs"][start:stop], chunk)
-            scales = host["d"][start:stop].view(np.float16).astype(np.float32)
+            scales = host["d"][start:stop].view(np.float16).astype(dtype)
             np.multiply(chunk, scales[:, None], out=chunk)
     return out.reshape(-1)
 

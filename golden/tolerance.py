@@ -24,7 +24,10 @@ not grow with n. docs/reduction-error-model.md derives TYPICAL_FACTOR and shows 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -132,7 +135,66 @@ def rounded_via_f32(reason: str = "") -> Tolerance:
 # --- shared pieces of error models (op-specific models live beside their ops) -------------------
 
 
+class DerivedMemo:
+    """Arrays derived from large arrays, within one verdict (:meth:`scope`), keyed by those arrays' identity.
+
+    An op's error model and its typical (aggregate) model both derive |a| and Σ|a||b| from the same inputs: for a
+    model's weight products (a 49152×576 output matrix in float64 is 226 MB) each pass over the weights is what
+    judging a node costs. Inside a scope the second model gets the first one's arrays (read-only); an entry goes
+    when its key arrays are freed (weakref.finalize: no stale entry under a reused id) and every entry when the
+    scope closes, so nothing outlives the verdict. Outside a scope nothing is kept."""
+
+    MIN_SIZE = 1 << 16  # smaller arrays are cheaper to recompute than to track
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
+        self.nonnegative: set[int] = set()  # ids of live memoised |x| (no NaN, no -0.0): np.abs leaves them as they are
+        self._depth = 0
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if not self._depth:
+                self._values.clear()
+                self.nonnegative.clear()
+
+    def get(self, tag: str, keys: tuple[np.ndarray, ...]) -> np.ndarray | None:
+        return self._values.get((tag, tuple(id(k) for k in keys))) if self._depth else None
+
+    def put(self, tag: str, keys: tuple[np.ndarray, ...], value: np.ndarray, nonnegative: bool = False) -> np.ndarray:
+        if not self._depth:
+            return value
+        key = (tag, tuple(id(k) for k in keys))
+        value.flags.writeable = False  # shared by every caller in the scope
+        self._values[key] = value
+        for k in keys:
+            weakref.finalize(k, self._values.pop, key, None)
+        if nonnegative:
+            self.nonnegative.add(id(value))
+            weakref.finalize(value, self.nonnegative.discard, id(value))
+        return value
+
+    def worth(self, *arrays: object) -> bool:
+        return bool(self._depth) and all(isinstance(a, np.ndarray) and a.size >= self.MIN_SIZE for a in arrays)
+
+
+MEMO = DerivedMemo()
+
+
 def finite_abs(x: np.ndarray) -> np.ndarray:
-    """|x| with non-finite values as 0: the magnitude an error bound may scale with."""
-    x = np.asarray(x, dtype=np.float64)
-    return np.abs(np.where(np.isfinite(x), x, 0.0))
+    """|x| with non-finite values as 0: the magnitude an error bound may scale with. For a large float64 array in
+    a verdict's :meth:`DerivedMemo.scope` the result is memoised (read-only) while ``x`` lives."""
+    if not (MEMO.worth(x) and x.dtype == np.float64):
+        x = np.asarray(x, dtype=np.float64)
+        return np.abs(np.where(np.isfinite(x), x, 0.0))
+    known = MEMO.get("finite_abs", (x,))
+    if known is not None:
+        return known
+    out = np.abs(x)  # the same values as |where(isfinite(x), x, 0)| where x is finite: one pass fewer
+    if not math.isfinite(float(out.max())):  # NaN or inf somewhere (the max of |x| propagates NaN)
+        out[~np.isfinite(out)] = 0.0
+    return MEMO.put("finite_abs", (x,), out, nonnegative=True)

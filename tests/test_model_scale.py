@@ -155,3 +155,27 @@ def test_model_sized_ops_allocate_per_output_element(case_id: str) -> None:
     peak, passed = _judged_peak(case, xs)
     assert passed
     assert peak < BYTES_PER_OUTPUT * outputs + 8 * MIB, f"{peak / outputs:.0f} bytes per output element"
+
+
+@pytest.mark.parametrize("case", [
+    OpCase("MUL_MAT", (TensorSpec("q8_0", (256, 300, 1, 1)), TensorSpec("f32", (256, 6, 1, 1))), data_seed=3),
+    OpCase("MUL_MAT", (TensorSpec("f16", (128, 257, 1, 1)), TensorSpec("f32", (128, 1, 1, 1))), data_seed=4),
+    OpCase("MUL_MAT", (TensorSpec("q4_1", (64, 100, 1, 1)), TensorSpec("f32", (64, 3, 1, 1))), data_seed=5),
+], ids=["q8_0", "f16", "q4_1"])
+def test_large_weights_error_models_by_row_blocks_are_the_whole_matrix_formulas(
+        case: OpCase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1B-class output matrix's error models run a block of weight rows at a time (golden/matmul.py
+    by_weight_rows): the allowances are the whole matrix's, to float64 rounding, blocks of odd sizes included."""
+    from golden import matmul
+
+    xs = _exact_inputs(case)
+    golden = catalogue.evaluate(case, xs)
+    row = catalogue.tolerance_of(case)
+    assert row.model is not None and row.typical is not None
+    whole = [row.model(case, xs, golden), row.typical(case, xs, golden)]
+    monkeypatch.setattr(matmul, "WEIGHT_ROWS_FROM", 1)
+    monkeypatch.setattr(matmul, "ROW_BLOCK_ELEMENTS", 7 * case.inputs[0].ne[0])  # 7 rows a block: a short last one
+    blocked = [row.model(case, xs, golden), row.typical(case, xs, golden)]
+    for w, b in zip(whole, blocked, strict=True):
+        assert b.shape == golden.shape
+        np.testing.assert_allclose(b, np.broadcast_to(w, golden.shape), rtol=1e-13, atol=0)

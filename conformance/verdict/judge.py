@@ -22,7 +22,7 @@ from conformance.resolution import Resolution
 from conformance.verdict import Metrics, compare
 from golden import dtypes
 from golden.case import OpCase
-from golden.tolerance import Tolerance
+from golden.tolerance import MEMO, Tolerance
 
 
 @dataclass
@@ -59,10 +59,11 @@ def judge_output(case: OpCase, resolution: Resolution, inputs: list[np.ndarray],
                  golden: np.ndarray, output: np.ndarray) -> Judgement:
     """Judge ``output`` (the device's answer to ``case``) against ``golden``. ``inputs`` are the tensors as
     stored (quantized ones as raw blocks), ``exact_inputs`` their float64 values (the golden's inputs)."""
-    metrics = _judged(case, resolution, resolution.tolerance, inputs, exact_inputs, golden, output)
-    deviation = None
-    if not metrics.passed and resolution.deviation is not None:
-        deviation = _judged(case, resolution, resolution.deviation, inputs, exact_inputs, golden, output)
+    with MEMO.scope():  # the error models of both rows share what they derive from the inputs (|a|, Σ|a||b|)
+        metrics = _judged(case, resolution, resolution.tolerance, inputs, exact_inputs, golden, output)
+        deviation = None
+        if not metrics.passed and resolution.deviation is not None:
+            deviation = _judged(case, resolution, resolution.deviation, inputs, exact_inputs, golden, output)
     return Judgement(metrics, resolution.decided_by(deviation is not None and deviation.passed), deviation)
 
 
