@@ -59,6 +59,9 @@ def full_range_i32(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarr
 # (the largest |value| of any format is 128·32 sub-block scale·quant = 2^12 times d ≤ 2^-4: 256)
 F16_SCALE_EXPONENTS = (-12.0, -4.0)  # |d| and |dmin| = 2^u, u uniform here, random sign
 E8M0_SCALE_EXPONENTS = (119, 131)  # MXFP4's biased exponent e: d = 2^(e-128) from 2^-9 to 2^2
+# NVFP4's UE4M3 sub-block scales: exponent field 0 (subnormal) to 11, any mantissa and any bit 7 (ignored by
+# ggml): halved scale up to 1.875·2^3 = 15, so |value| ≤ 12·15 = 180; never 0x7F/0xFF (exponent 15)
+UE4M3_SCALE_EXPONENTS = (0, 11)
 # distributions under which a format with a golden quantizer gets raw random blocks (else quantized data)
 RAW_BLOCK_DISTRIBUTIONS = ("wide", "special")
 
@@ -72,6 +75,10 @@ def random_blocks(rng: np.random.Generator, qtype: str, n_blocks: int) -> np.nda
     n_fields = len(fmt.scale_fields)
     if fmt.scale_encoding == "e8m0":
         scales = rng.integers(*E8M0_SCALE_EXPONENTS, size=(n_blocks, n_fields), endpoint=True).astype(np.float64)
+    elif fmt.scale_encoding == "ue4m3":
+        exponent = rng.integers(*UE4M3_SCALE_EXPONENTS, size=(n_blocks, n_fields), endpoint=True)
+        scales = ((exponent << 3) | rng.integers(0, 8, size=exponent.shape)
+                  | (rng.integers(0, 2, size=exponent.shape) << 7)).astype(np.float64)
     else:
         magnitude = 2.0 ** rng.uniform(*F16_SCALE_EXPONENTS, size=(n_blocks, n_fields))
         scales = np.where(rng.random((n_blocks, n_fields)) < 0.5, -magnitude, magnitude)

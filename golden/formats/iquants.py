@@ -329,5 +329,6 @@ FORMATS: tuple[Format, ...] = (
     Format.of_blocks("iq3_xxs", "iq3_xxs", 18, QK_K, 98, _iq3_xxs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
     Format.of_blocks("iq3_s", "iq3_s", 21, QK_K, 110, _iq3_s_body, _CHUNK_BLOCKS, scale_fields=(0,)),
     Format.of_blocks("iq1_s", "iq1_s", 19, QK_K, 50, _iq1_s_body, _CHUNK_BLOCKS, scale_fields=(0,)),
-    Format.of_blocks("iq1_m", "iq1_m", 29, QK_K, 56, _iq1_m_body, _CHUNK_BLOCKS),
+    Format.of_blocks("iq1_m", "iq1_m", 29, QK_K, 56, _iq1_m_body, _CHUNK_BLOCKS, scale_fields=(48,),
+                     scale_encoding="f16_nibbles"),  # d in the top nibbles of the four scale words
 )
