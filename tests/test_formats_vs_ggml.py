@@ -14,7 +14,8 @@ import pytest
 
 from device.base import DeviceError
 from device.ggml import quant as ggml_quant
-from golden import formats
+from golden import dtypes, formats
+from golden.case import OpCase, TensorSpec
 
 try:
     FNS = ggml_quant.functions()
@@ -190,3 +191,39 @@ def test_quantizers_match_ggml_on_edge_blocks(qtype: str) -> None:
         ours_b, theirs_b = ours.reshape(len(families), -1), theirs.reshape(len(families), -1)
         differ = [name for name, a, b in zip(families, ours_b, theirs_b, strict=True) if not np.array_equal(a, b)]
         assert not differ, f"{qtype} {rounding} vs ggml {path}: blocks differ: {differ}"
+
+
+@pytest.mark.parametrize("qtype", dtypes.DRAWN_COPY_TYPES)
+def test_cpy_and_set_rows_into_quantized_types_write_the_golden_bytes(qtype: str) -> None:
+    """ggml's own CPY (F32 -> qtype) and SET_ROWS (F32 rows into a qtype table) on the CPU backend, one edge
+    block a row: every written block is ``formats.quantize(x, qtype, "x86")`` byte for byte, so the
+    quantizer the function tests above compare is the one the ops run. IQ4_NL blocks below 1e-15 (levels
+    unwritten) compare by scale."""
+    from device.ggml.device import GgmlDevice
+
+    families = _edge_blocks(32)
+    x = np.stack(list(families.values()))
+    rows = x.shape[0]
+    ne = (32, rows, 1, 1)
+    cpy = OpCase("CPY", (TensorSpec("f32", ne),), params=(("dst_ne", ne), ("dst_pad", (0, 0, 0, 0)), ("dst_offset", 0)),
+                 dst=qtype)
+    set_rows = OpCase("SET_ROWS", (TensorSpec(qtype, ne), TensorSpec("f32", ne), TensorSpec("i64", (rows, 1, 1, 1))),
+                      dst=qtype)
+    table = np.zeros((1, 1, rows, dtypes.row_size(qtype, 32)), np.uint8)
+    order = np.random.default_rng(3).permutation(rows).astype(np.int64)  # each row written once, out of order
+    dev = GgmlDevice("CPU")
+    try:
+        written = {"CPY": np.asarray(dev.run(cpy, [x.reshape(1, 1, rows, 32)]).output),
+                   "SET_ROWS": np.asarray(dev.run(set_rows, [table, x[order].reshape(1, 1, rows, 32),
+                                                              order.reshape(1, 1, 1, rows)]).output)}
+    finally:
+        dev.close()
+    for op, out in written.items():
+        ours = formats.quantize(x, qtype, "x86")
+        theirs = out.reshape(-1).copy()
+        assert theirs.size == ours.size, op
+        if qtype == "iq4_nl":
+            _mask_unwritten_iq4_nl_quants(x, ours, theirs)
+        ours_b, theirs_b = ours.reshape(rows, -1), theirs.reshape(rows, -1)
+        differ = [name for name, a, b in zip(families, ours_b, theirs_b, strict=True) if not np.array_equal(a, b)]
+        assert not differ, f"ggml {op} into {qtype}: blocks differ from the golden's: {differ}"
