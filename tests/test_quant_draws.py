@@ -192,3 +192,16 @@ def test_conform_ops_lists_every_quantized_type_with_its_ops() -> None:
     for qtype in dtypes.DRAWN_WEIGHT_TYPES:
         assert all(op in lines[qtype] for op in ("MUL_MAT,", "MUL_MAT_ID", "GET_ROWS")), lines[qtype]
     assert "activation format" in lines["q8_k"]
+
+
+def test_nvfp4_scale_bit7_only_under_special() -> None:
+    """NVFP4's UE4M3 scale bytes carry bit 7 (ignored by ggml's to_float, never written by its quantizer)
+    only under the special distribution; the other draws are the same bytes with it cleared."""
+    spec = TensorSpec("nvfp4", (512, 4, 1, 1))
+    drawn = {d: data.weight_format_input(np.random.default_rng(9), spec, d).reshape(-1, 36)
+             for d in ("special", "wide", "uniform")}
+    assert (drawn["special"][:, :4] & 0x80).any()
+    for distribution in ("wide", "uniform"):
+        assert not (drawn[distribution][:, :4] & 0x80).any(), distribution
+        np.testing.assert_array_equal(drawn[distribution], drawn["special"] & np.array([0x7F] * 4 + [0xFF] * 32,
+                                                                                        np.uint8))
