@@ -59,12 +59,18 @@ def full_range_i32(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarr
 # (the largest |value| of any format is 128·32 sub-block scale·quant = 2^12 times d ≤ 2^-4: 256)
 F16_SCALE_EXPONENTS = (-12.0, -4.0)  # |d| and |dmin| = 2^u, u uniform here, random sign
 E8M0_SCALE_EXPONENTS = (119, 131)  # MXFP4's biased exponent e: d = 2^(e-128) from 2^-9 to 2^2
+# NVFP4's UE4M3 sub-block scales: exponent field 0 (subnormal) to 11, any mantissa: halved scale up to
+# 1.875·2^3 = 15, so |value| ≤ 12·15 = 180; never 0x7F/0xFF (exponent 15). Bit 7, which ggml's to_float
+# ignores and its quantizer never sets (the U of UE4M3), is random only under UE4M3_BIT7_DISTRIBUTIONS
+UE4M3_SCALE_EXPONENTS = (0, 11)
+UE4M3_BIT7_DISTRIBUTIONS = ("special",)  # the out-of-range inputs (ggml-vulkan reads such a byte otherwise)
 # distributions under which a format with a golden quantizer gets raw random blocks (else quantized data)
 RAW_BLOCK_DISTRIBUTIONS = ("wide", "special")
 
 
-def random_blocks(rng: np.random.Generator, qtype: str, n_blocks: int) -> np.ndarray:
-    """(n_blocks, type_size) uint8: any bits in quants and sub-block scales/mins, sane super-scales."""
+def random_blocks(rng: np.random.Generator, qtype: str, n_blocks: int, ue4m3_bit7: bool = True) -> np.ndarray:
+    """(n_blocks, type_size) uint8: any bits in quants and sub-block scales/mins, sane super-scales.
+    ``ue4m3_bit7=False`` clears the unused top bit of UE4M3 scale bytes (the same draws otherwise)."""
     from golden import formats
 
     fmt = formats.get(qtype)
@@ -72,6 +78,11 @@ def random_blocks(rng: np.random.Generator, qtype: str, n_blocks: int) -> np.nda
     n_fields = len(fmt.scale_fields)
     if fmt.scale_encoding == "e8m0":
         scales = rng.integers(*E8M0_SCALE_EXPONENTS, size=(n_blocks, n_fields), endpoint=True).astype(np.float64)
+    elif fmt.scale_encoding == "ue4m3":
+        exponent = rng.integers(*UE4M3_SCALE_EXPONENTS, size=(n_blocks, n_fields), endpoint=True)
+        mantissa = rng.integers(0, 8, size=exponent.shape)
+        bit7 = rng.integers(0, 2, size=exponent.shape) * ue4m3_bit7
+        scales = ((exponent << 3) | mantissa | (bit7 << 7)).astype(np.float64)
     else:
         magnitude = 2.0 ** rng.uniform(*F16_SCALE_EXPONENTS, size=(n_blocks, n_fields))
         scales = np.where(rng.random((n_blocks, n_fields)) < 0.5, -magnitude, magnitude)
@@ -88,7 +99,8 @@ def weight_format_input(rng: np.random.Generator, spec: TensorSpec, distribution
     fmt = formats.get(spec.dtype)
     rows_shape = tuple(reversed(spec.ne[1:]))
     if fmt.quantize is None or distribution in RAW_BLOCK_DISTRIBUTIONS:
-        raw = random_blocks(rng, spec.dtype, spec.nelements // fmt.block_size)
+        raw = random_blocks(rng, spec.dtype, spec.nelements // fmt.block_size,
+                            ue4m3_bit7=distribution in UE4M3_BIT7_DISTRIBUTIONS)
     else:
         values = rng.uniform(*DISTRIBUTIONS[distribution], size=spec.np_shape).astype(np.float32)
         raw = fmt.quantize(values.reshape(-1, spec.ne[0]), "reference")

@@ -14,7 +14,8 @@ import pytest
 
 from device.base import DeviceError
 from device.ggml import quant as ggml_quant
-from golden import formats
+from golden import dtypes, formats
+from golden.case import OpCase, TensorSpec
 
 try:
     FNS = ggml_quant.functions()
@@ -86,8 +87,6 @@ def test_quantize_matches_ggml_paths(qtype: str, data: str) -> None:
     x = rng.standard_normal(shape).astype(np.float32) if data == "normal" else _special(rng, shape)
     reference_path = "ref" if qtype in ("q8_1", "q8_k") else "chunk"
     checks = [("x86", "cpu")] + ([] if qtype == "q8_k" else [("reference", reference_path)])  # q8_K: no ref hook
-    if qtype in IQ4_FINITE_ONLY:
-        x[~np.isfinite(x)] = 0.0
     for rounding, path in checks:
         ours, theirs = formats.quantize(x, qtype, rounding), _ggml_quantize(fmt, x, path)
         if qtype == "iq4_nl" and rounding == "x86":
@@ -95,16 +94,13 @@ def test_quantize_matches_ggml_paths(qtype: str, data: str) -> None:
         np.testing.assert_array_equal(ours, theirs, err_msg=f"{qtype} {rounding}")
 
 
-# The IQ4 quantizers' scale search is modelled for finite input only: ggml gives a block holding NaN or inf
-# a zero scale by some path not traced yet (left as a known gap, not a claim)
-IQ4_FINITE_ONLY = ("iq4_nl", "iq4_xs")
-
-
 def _mask_unwritten_iq4_nl_quants(x: np.ndarray, ours: np.ndarray, theirs: np.ndarray) -> None:
     """quantize_row_iq4_nl_ref skips a block of amax < 1e-15 before writing its levels and then packs the
-    array it left behind (uninitialised or the previous block's): only its scale, 0, is defined. Compare
+    array it left behind (uninitialised or the previous block's): only its scale, 0, is defined. (An
+    all-NaN block is one: NaN never wins the amax scan.) Compare
     the scale there and blank the quants on both sides."""
-    tiny = np.abs(x.reshape(-1, 32)).max(axis=1) < np.float32(1e-15)
+    magnitude = np.abs(x.reshape(-1, 32))
+    tiny = np.where(np.isnan(magnitude), np.float32(0), magnitude).max(axis=1) < np.float32(1e-15)  # NaN never wins
     ours_b, theirs_b = ours.reshape(-1, 18), theirs.reshape(-1, 18)
     np.testing.assert_array_equal(ours_b[tiny, :2], theirs_b[tiny, :2])
     ours_b[tiny, 2:] = 0
@@ -128,3 +124,106 @@ def test_iq4_nl_quantizer_edges() -> None:
     for rounding, path in (("reference", "chunk"), ("x86", "cpu")):
         np.testing.assert_array_equal(formats.quantize(x, "iq4_nl", rounding), _ggml_quantize(fmt, x, path),
                                       err_msg=rounding)
+
+
+def _edge_blocks(block: int) -> dict[str, np.ndarray]:
+    """One block per family the quantizers branch on: all-equal blocks (a zero range for Q4_1/Q5_1),
+    ±0, subnormals, a lone NaN or ±inf at the first, a middle and the last position, all-NaN and
+    all-±inf blocks (where ggml's min/max scans keep their ±FLT_MAX start), and magnitudes near f32's
+    top (an inf range) and bottom (a reciprocal that overflows)."""
+    rng = np.random.default_rng(41)
+    families: dict[str, np.ndarray] = {}
+
+    def normal() -> np.ndarray:
+        return rng.standard_normal(block).astype(np.float32)
+
+    for name, value in (("zero", 0.0), ("negzero", -0.0), ("nan", np.nan), ("inf", np.inf), ("-inf", -np.inf),
+                        ("one", 1.0), ("-one", -1.0), ("3.5", 3.5), ("-1e-3", -1e-3), ("65504", 65504.0),
+                        ("1e30", 1e30), ("-1e-40", -1e-40), ("1e-45", 1e-45), ("2^-130", 2.0**-130),
+                        ("1e-20", 1e-20), ("f32max", float(np.finfo(np.float32).max))):
+        families[f"all {name}"] = np.full(block, value, np.float32)
+    families["±0 alternating"] = np.where(np.arange(block) % 2, np.float32(-0.0), np.float32(0.0))
+    for position in (0, 5, block - 1):
+        for name, value in (("nan", np.nan), ("inf", np.inf), ("-inf", -np.inf)):
+            x = normal()
+            x[position] = value
+            families[f"{name} at {position}"] = x
+    x = normal()
+    x[3], x[9] = np.inf, -np.inf
+    families["inf and -inf"] = x
+    x = normal()
+    x[3], x[9] = np.nan, np.inf
+    families["nan and inf"] = x
+    x = np.full(block, np.nan, np.float32)
+    x[4] = 1.0
+    families["nan but one"] = x
+    families["subnormals"] = (rng.uniform(-1, 1, block) * 1e-39).astype(np.float32)
+    x = (normal() * np.float32(1e-39)).astype(np.float32)
+    x[0] = 1.0
+    families["subnormals and one"] = x
+    x = np.zeros(block, np.float32)
+    x[7] = -2.5
+    families["zeros and one"] = x
+    families["±3e38"] = (np.sign(normal()) * np.float32(3e38)).astype(np.float32)
+    return families
+
+
+@pytest.mark.parametrize("qtype", formats.QUANTIZABLE)
+def test_quantizers_match_ggml_on_edge_blocks(qtype: str) -> None:
+    """Each run-time quantizer (CPY/SET_ROWS destinations, vec_dot types) on every edge family, one block
+    a row, against each of ggml's paths for it: bytes equal, block by block. IQ4_NL's from_float leaves the
+    levels of a block below 1e-15 unwritten (undefined): its scale is compared there and its quants not."""
+    fmt = formats.get(qtype)
+    families = _edge_blocks(fmt.block_size)
+    x = np.stack(list(families.values()))
+    paths = [("x86", "cpu")]
+    if qtype == "q8_1":
+        paths.append(("reference", "ref"))
+    elif qtype != "q8_k":  # q8_K has no reference hook
+        paths.append(("reference", "chunk"))
+    if qtype == "iq4_nl":
+        paths.append(("x86", "ref"))  # CPY/SET_ROWS run from_float_ref on some builds: the same code
+    for rounding, path in paths:
+        ours = formats.quantize(x, qtype, rounding)
+        theirs = _ggml_quantize(fmt, x, path)
+        if qtype == "iq4_nl" and rounding == "x86":
+            _mask_unwritten_iq4_nl_quants(x, ours, theirs)
+        ours_b, theirs_b = ours.reshape(len(families), -1), theirs.reshape(len(families), -1)
+        differ = [name for name, a, b in zip(families, ours_b, theirs_b, strict=True) if not np.array_equal(a, b)]
+        assert not differ, f"{qtype} {rounding} vs ggml {path}: blocks differ: {differ}"
+
+
+@pytest.mark.parametrize("qtype", dtypes.DRAWN_COPY_TYPES)
+def test_cpy_and_set_rows_into_quantized_types_write_the_golden_bytes(qtype: str) -> None:
+    """ggml's own CPY (F32 -> qtype) and SET_ROWS (F32 rows into a qtype table) on the CPU backend, one edge
+    block a row: every written block is ``formats.quantize(x, qtype, "x86")`` byte for byte, so the
+    quantizer the function tests above compare is the one the ops run. IQ4_NL blocks below 1e-15 (levels
+    unwritten) compare by scale."""
+    from device.ggml.device import GgmlDevice
+
+    families = _edge_blocks(32)
+    x = np.stack(list(families.values()))
+    rows = x.shape[0]
+    ne = (32, rows, 1, 1)
+    cpy = OpCase("CPY", (TensorSpec("f32", ne),), params=(("dst_ne", ne), ("dst_pad", (0, 0, 0, 0)), ("dst_offset", 0)),
+                 dst=qtype)
+    set_rows = OpCase("SET_ROWS", (TensorSpec(qtype, ne), TensorSpec("f32", ne), TensorSpec("i64", (rows, 1, 1, 1))),
+                      dst=qtype)
+    table = np.zeros((1, 1, rows, dtypes.row_size(qtype, 32)), np.uint8)
+    order = np.random.default_rng(3).permutation(rows).astype(np.int64)  # each row written once, out of order
+    dev = GgmlDevice("CPU")
+    try:
+        written = {"CPY": np.asarray(dev.run(cpy, [x.reshape(1, 1, rows, 32)]).output),
+                   "SET_ROWS": np.asarray(dev.run(set_rows, [table, x[order].reshape(1, 1, rows, 32),
+                                                              order.reshape(1, 1, 1, rows)]).output)}
+    finally:
+        dev.close()
+    for op, out in written.items():
+        ours = formats.quantize(x, qtype, "x86")
+        theirs = out.reshape(-1).copy()
+        assert theirs.size == ours.size, op
+        if qtype == "iq4_nl":
+            _mask_unwritten_iq4_nl_quants(x, ours, theirs)
+        ours_b, theirs_b = ours.reshape(rows, -1), theirs.reshape(rows, -1)
+        differ = [name for name, a, b in zip(families, ours_b, theirs_b, strict=True) if not np.array_equal(a, b)]
+        assert not differ, f"ggml {op} into {qtype}: blocks differ from the golden's: {differ}"

@@ -24,17 +24,29 @@ NEW_FORMATS = [w for w in dtypes.DRAWN_WEIGHT_TYPES if w not in dtypes.DRAWN_QUA
 
 
 def _doubled_scales(fmt: formats.Format, blocks: np.ndarray) -> np.ndarray:
-    """The same blocks with every scale field's value doubled (F16/f32 times 2, E8M0 exponent plus one)."""
+    """The same blocks with every scale field's value doubled (F16/f32 times 2, the E8M0 exponent plus one,
+    the UE4M3 exponent field plus one: the byte plus 8, for a normal scale below exponent 15)."""
     out = blocks.copy()
-    for offset in fmt.scale_fields:
-        if fmt.scale_encoding == "e8m0":
-            out[:, offset] += np.uint8(1)
-        else:
-            kind = "<f2" if fmt.scale_encoding == "f16" else "<f4"
-            width = np.dtype(kind).itemsize
-            value = blocks[:, offset : offset + width].copy().view(kind)
-            out[:, offset : offset + width] = (value * 2).astype(kind).view(np.uint8)
+    if fmt.scale_encoding == "e8m0":
+        out[:, list(fmt.scale_fields)] += np.uint8(1)
+    elif fmt.scale_encoding == "ue4m3":
+        out[:, list(fmt.scale_fields)] += np.uint8(8)
+    else:
+        fmt.write_scales(out, fmt.read_scales(blocks) * 2)
     return out
+
+
+def _scale_bytes(fmt: formats.Format, n_blocks: int, rng: np.random.Generator) -> np.ndarray:
+    """Scale fields to write for the doubling test: F16/f32 values in ±2, E8M0 exponents 100..139, UE4M3
+    bytes of exponent 1..13 (normal, and the byte plus 8 doubles them without reaching 0x7F), any mantissa
+    and bit 7."""
+    shape = (n_blocks, len(fmt.scale_fields))
+    if fmt.scale_encoding == "e8m0":
+        return rng.integers(100, 140, size=shape).astype(np.float64)
+    if fmt.scale_encoding == "ue4m3":
+        return ((rng.integers(1, 14, size=shape) << 3) | rng.integers(0, 8, size=shape)
+                | (rng.integers(0, 2, size=shape) << 7)).astype(np.float64)
+    return rng.uniform(-2.0, 2.0, size=shape)
 
 
 def test_every_format_with_to_float_is_drawn_as_weights() -> None:
@@ -44,21 +56,17 @@ def test_every_format_with_to_float_is_drawn_as_weights() -> None:
     assert sorted(WITH_TO_FLOAT) == sorted(dtypes.DRAWN_WEIGHT_TYPES + dtypes.NOT_YET_DRAWN_WEIGHT_TYPES)
 
 
-# IQ1_M spreads its F16 scale over the top nibbles of four scale words and NVFP4 keeps UE4M3 bytes: no
-# field to double or zero; both stay out of the draws (dtypes.NOT_YET_DRAWN_WEIGHT_TYPES) until they have one
-NO_SCALE_FIELD = ("iq1_m", "nvfp4")
-
-
 def test_every_drawn_format_declares_its_scale_fields() -> None:
-    assert not set(NO_SCALE_FIELD) & set(dtypes.DRAWN_WEIGHT_TYPES)
-    assert {q for q in formats.TYPES if not formats.get(q).scale_fields} == set(NO_SCALE_FIELD)
+    assert {q for q in formats.TYPES if not formats.get(q).scale_fields} == set()
+    assert formats.get("iq1_m").scale_encoding == "f16_nibbles"
+    assert formats.get("nvfp4").scale_encoding == "ue4m3"
 
 
-@pytest.mark.parametrize("qtype", [q for q in formats.TYPES if q not in NO_SCALE_FIELD])
+@pytest.mark.parametrize("qtype", formats.TYPES)
 def test_scale_fields_are_the_blocks_super_scales(qtype: str) -> None:
     """Doubling exactly the listed fields doubles every dequantized value, bit for bit (each value is a
     product or difference of products of those fields: a field left out, or a quant byte listed, breaks it);
-    zeroing the F16/f32 fields zeroes every value."""
+    zeroing the F16/f32/UE4M3 fields zeroes every value."""
     fmt = formats.get(qtype)
     assert fmt.scale_fields, f"{qtype}: no scale_fields"
     width = formats.format.SCALE_FIELD_BYTES[fmt.scale_encoding]
@@ -67,15 +75,16 @@ def test_scale_fields_are_the_blocks_super_scales(qtype: str) -> None:
     assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
     rng = np.random.default_rng(37)
     blocks = rng.integers(0, 256, size=(64, fmt.type_size), dtype=np.uint8)
-    if fmt.scale_encoding == "e8m0":
-        fmt.write_scales(blocks, rng.integers(100, 140, size=(64, len(fmt.scale_fields))).astype(np.float64))
-    else:
-        fmt.write_scales(blocks, rng.uniform(-2.0, 2.0, size=(64, len(fmt.scale_fields))))
+    written = _scale_bytes(fmt, 64, rng)
+    fmt.write_scales(blocks, written)
+    if fmt.scale_encoding in ("f16", "f16_nibbles", "f32"):
+        written = written.astype(np.float32 if fmt.scale_encoding == "f32" else np.float16).astype(np.float64)
+    np.testing.assert_array_equal(fmt.read_scales(blocks), written)  # read_scales reads what was written
     n = 64 * fmt.block_size
     plain = fmt.dequantize(blocks, n)
     assert np.isfinite(plain).all() and np.count_nonzero(plain) > n // 2
     np.testing.assert_array_equal(fmt.dequantize(_doubled_scales(fmt, blocks), n), plain * 2)
-    if fmt.scale_encoding != "e8m0":
+    if fmt.scale_encoding != "e8m0":  # E8M0 has no zero; UE4M3's byte 0 reads 0
         zeroed = blocks.copy()
         fmt.write_scales(zeroed, np.zeros((64, len(fmt.scale_fields))))
         assert not np.any(fmt.dequantize(zeroed, n))
@@ -86,12 +95,15 @@ def test_random_blocks_hold_every_bit_pattern_and_sane_values(qtype: str) -> Non
     fmt = formats.get(qtype)
     rng = np.random.default_rng(7)
     blocks = data.random_blocks(rng, qtype, 256)
-    width = formats.format.SCALE_FIELD_BYTES[fmt.scale_encoding]
-    scale_bytes = {o + i for o in fmt.scale_fields for i in range(width)}
-    free = [b for b in range(fmt.type_size) if b not in scale_bytes]
-    bits = np.unpackbits(blocks[:, free], axis=0)  # (256·8, bytes): each bit of each free byte over blocks
-    ones = np.unpackbits(blocks[:, free][:, :, None], axis=2).sum(axis=0)  # (bytes, 8)
-    assert bits.size and ones.min() > 0 and ones.max() < 256, "a quant or sub-block scale bit never varies"
+    scale_mask = np.zeros(fmt.type_size, np.uint8)  # the bits of each byte that are a scale field's
+    for offset in fmt.scale_fields:
+        for i, bits in enumerate(formats.format.SCALE_FIELD_BITS[fmt.scale_encoding]):
+            scale_mask[offset + i] |= np.uint8(bits)
+    if fmt.scale_encoding == "ue4m3":
+        scale_mask[list(fmt.scale_fields)] = 0x78  # the exponent field is tamed; mantissa and bit 7 are any bits
+    ones = np.unpackbits(blocks[:, :, None], axis=2).sum(axis=0)  # (bytes, 8): blocks with each bit set
+    free = np.unpackbits(~scale_mask[:, None], axis=1).astype(bool)  # (bytes, 8): bits no scale holds
+    assert free.any() and ones[free].min() > 0 and ones[free].max() < 256, "a quant or sub-block scale bit never varies"
     values = fmt.dequantize(blocks, 256 * fmt.block_size).astype(np.float64)
     assert np.isfinite(values).all()
     assert np.abs(values).max() <= 256  # finite and normal-range in F16 too (a backend may dequantize to F16)
@@ -180,3 +192,16 @@ def test_conform_ops_lists_every_quantized_type_with_its_ops() -> None:
     for qtype in dtypes.DRAWN_WEIGHT_TYPES:
         assert all(op in lines[qtype] for op in ("MUL_MAT,", "MUL_MAT_ID", "GET_ROWS")), lines[qtype]
     assert "activation format" in lines["q8_k"]
+
+
+def test_nvfp4_scale_bit7_only_under_special() -> None:
+    """NVFP4's UE4M3 scale bytes carry bit 7 (ignored by ggml's to_float, never written by its quantizer)
+    only under the special distribution; the other draws are the same bytes with it cleared."""
+    spec = TensorSpec("nvfp4", (512, 4, 1, 1))
+    drawn = {d: data.weight_format_input(np.random.default_rng(9), spec, d).reshape(-1, 36)
+             for d in ("special", "wide", "uniform")}
+    assert (drawn["special"][:, :4] & 0x80).any()
+    for distribution in ("wide", "uniform"):
+        assert not (drawn[distribution][:, :4] & 0x80).any(), distribution
+        np.testing.assert_array_equal(drawn[distribution], drawn["special"] & np.array([0x7F] * 4 + [0xFF] * 32,
+                                                                                        np.uint8))

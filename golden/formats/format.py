@@ -17,9 +17,14 @@ ROUNDINGS: tuple[Rounding, ...] = ("reference", "x86")
 Dequantize = Callable[[np.ndarray, int], np.ndarray]
 Quantize = Callable[[np.ndarray, Rounding], np.ndarray]
 BlockBody = Callable[[np.ndarray, np.ndarray], None]  # (raw blocks, float32 out rows) -> None, in place
-# how a format's super-scale fields are stored: little-endian F16 or f32, or one E8M0 exponent byte
-ScaleEncoding = Literal["f16", "f32", "e8m0"]
-SCALE_FIELD_BYTES: dict[str, int] = {"f16": 2, "f32": 4, "e8m0": 1}
+# how a format's super-scale fields are stored: little-endian F16 or f32, one E8M0 exponent byte (MXFP4),
+# one UE4M3 byte (NVFP4's sub-block scales), or an F16 spread over the top nibbles of four little-endian
+# u16 words whose low 12 bits hold other fields (IQ1_M: nibble k of d is the top nibble of word k)
+ScaleEncoding = Literal["f16", "f32", "e8m0", "ue4m3", "f16_nibbles"]
+SCALE_FIELD_BYTES: dict[str, int] = {"f16": 2, "f32": 4, "e8m0": 1, "ue4m3": 1, "f16_nibbles": 8}
+# the bits of a scale field's bytes that are the scale (the rest belong to other fields)
+SCALE_FIELD_BITS: dict[str, tuple[int, ...]] = {
+    "f16": (0xFF,) * 2, "f32": (0xFF,) * 4, "e8m0": (0xFF,), "ue4m3": (0xFF,), "f16_nibbles": (0x00, 0xF0) * 4}
 
 
 @dataclass(frozen=True)
@@ -53,16 +58,39 @@ class Format:
 
     def write_scales(self, blocks: np.ndarray, scales: np.ndarray) -> None:
         """Store ``scales`` (blocks, len(scale_fields)) into the scale fields of (blocks, type_size) uint8
-        ``blocks``, in place: rounded to F16/f32 (nearest even), or for E8M0 the exponent byte of the
-        power of two (``scales`` then holds the biased exponents 0..255 themselves)."""
+        ``blocks``, in place: rounded to F16/f32 (nearest even; ``f16_nibbles`` keeps the words' low 12
+        bits), or for E8M0 and UE4M3 the byte itself (``scales`` then holds the bytes 0..255)."""
         width = SCALE_FIELD_BYTES[self.scale_encoding]
         for i, offset in enumerate(self.scale_fields):
             column = np.asarray(scales[:, i])
-            if self.scale_encoding == "e8m0":
+            if self.scale_encoding in ("e8m0", "ue4m3"):
                 encoded = column.astype(np.uint8).reshape(-1, 1)
+            elif self.scale_encoding == "f16_nibbles":
+                bits = column.astype("<f2").view(np.uint16).reshape(-1, 1)
+                words = np.ascontiguousarray(blocks[:, offset : offset + 8]).view("<u2")
+                nibble = (bits >> (4 * np.arange(4, dtype=np.uint16))) & np.uint16(0xF)
+                encoded = ((words & np.uint16(0x0FFF)) | (nibble << np.uint16(12))).astype("<u2").view(np.uint8)
             else:
                 encoded = column.astype("<f2" if self.scale_encoding == "f16" else "<f4").view(np.uint8)
             blocks[:, offset : offset + width] = encoded.reshape(-1, width)
+
+    def read_scales(self, blocks: np.ndarray) -> np.ndarray:
+        """The scale fields of (blocks, type_size) uint8 ``blocks`` as (blocks, len(scale_fields)) float64:
+        the F16/f32 values, or for E8M0 and UE4M3 the bytes (as :meth:`write_scales` takes them)."""
+        columns = []
+        for offset in self.scale_fields:
+            if self.scale_encoding in ("e8m0", "ue4m3"):
+                columns.append(blocks[:, offset].astype(np.float64))
+                continue
+            if self.scale_encoding == "f16_nibbles":
+                words = np.ascontiguousarray(blocks[:, offset : offset + 8]).view("<u2")
+                bits = ((words >> np.uint16(12)) << (4 * np.arange(4, dtype=np.uint16))).sum(axis=1, dtype=np.uint16)
+                columns.append(bits.view("<f2").astype(np.float64))
+                continue
+            kind = "<f2" if self.scale_encoding == "f16" else "<f4"
+            width = SCALE_FIELD_BYTES[self.scale_encoding]
+            columns.append(np.ascontiguousarray(blocks[:, offset : offset + width]).view(kind)[:, 0].astype(np.float64))
+        return np.stack(columns, axis=1) if columns else np.zeros((blocks.shape[0], 0))
 
     def row_size(self, ne0: int) -> int:
         """``ggml_row_size``: bytes of ``ne0`` elements (a multiple of the block)."""

@@ -239,7 +239,9 @@ def _group_scales(xt: np.ndarray, ntry: int) -> tuple[np.ndarray, np.ndarray]:
     d = (-signed_max if ntry > 0 else signed_max) / KVALUES_IQ4NL[0]
     levels = _best_index(xt * (np.float32(1) / d))
     sumqx, sumq2 = _sums(w, KVALUES_IQ4NL[levels], xt)
-    d = sumqx / sumq2
+    # a first pass whose sum of squares is not > 0 (NaN from a NaN element) gives d = 0, not sumqx/sumq2:
+    # found by experiment (a NaN anywhere in a group stores d = 0 on 0.17.0, 0.20.2 and 0.25.1)
+    d = np.where(sumq2 > 0, sumqx / sumq2, np.float32(0)).astype(np.float32)
     best = d * sumqx
     for itry in range(-ntry, ntry + 1):
         inv = np.float32(itry + int(KVALUES_IQ4NL[0])) / signed_max
@@ -247,7 +249,9 @@ def _group_scales(xt: np.ndarray, ntry: int) -> tuple[np.ndarray, np.ndarray]:
         better = (tq2 > 0) & (tqx * tqx > best * tq2)
         d = np.where(better, tqx / tq2, d)
         best = np.where(better, d * tqx, best)
-    return np.where(amax < _GROUP_MAX_EPS, np.float32(0), d).astype(np.float32), levels
+    tiny = amax < _GROUP_MAX_EPS
+    levels[:, tiny] = 0  # ggml writes none there (see _quantize_iq4_nl_chunk)
+    return np.where(tiny, np.float32(0), d).astype(np.float32), levels
 
 
 def _pack_iq4(levels: np.ndarray) -> np.ndarray:
@@ -261,8 +265,9 @@ def _quantize_iq4_nl_chunk(blocks: np.ndarray, ntry: int) -> np.ndarray:
     if ntry > 0:
         inv = np.where(scale != 0, np.float32(1) / scale, np.float32(0)).astype(np.float32)
         levels = _best_index(xt * inv[None, :])
-    else:  # the first pass's levels; a group below GROUP_MAX_EPS keeps the memset zeros
-        levels[:, scale == 0] = 0
+    # else the first pass's levels. A group below GROUP_MAX_EPS has none: quantize_row_iq4_nl_ref packs
+    # what its level buffer held (the previous block's levels, or stack garbage for a call's first block),
+    # undefined, so the golden writes 0 there and compares only the scale (docs/quantization.md)
     out = np.empty((blocks.shape[0], 18), np.uint8)
     out[:, 0:2] = _f16_bits(scale).view(np.uint8).reshape(-1, 2)
     out[:, 2:18] = _pack_iq4(levels)
@@ -324,5 +329,6 @@ FORMATS: tuple[Format, ...] = (
     Format.of_blocks("iq3_xxs", "iq3_xxs", 18, QK_K, 98, _iq3_xxs_body, _CHUNK_BLOCKS, scale_fields=(0,)),
     Format.of_blocks("iq3_s", "iq3_s", 21, QK_K, 110, _iq3_s_body, _CHUNK_BLOCKS, scale_fields=(0,)),
     Format.of_blocks("iq1_s", "iq1_s", 19, QK_K, 50, _iq1_s_body, _CHUNK_BLOCKS, scale_fields=(0,)),
-    Format.of_blocks("iq1_m", "iq1_m", 29, QK_K, 56, _iq1_m_body, _CHUNK_BLOCKS),
+    Format.of_blocks("iq1_m", "iq1_m", 29, QK_K, 56, _iq1_m_body, _CHUNK_BLOCKS, scale_fields=(48,),
+                     scale_encoding="f16_nibbles"),  # d in the top nibbles of the four scale words
 )

@@ -91,8 +91,9 @@ def _row_extremes(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _block_min_max(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """ggml's ``min``/``max`` scan: start at ±FLT_MAX, strict ``<``/``>``, so NaN never wins and of
-    equal values (+0 and −0) the first does. ``argmin``/``argmax`` also keep the first of equals; the
+    """ggml's ``min``/``max`` scan: start at ±FLT_MAX, strict ``<``/``>``, so NaN never wins, of
+    equal values (+0 and −0) the first does, and a block all +inf keeps ``min = FLT_MAX`` (all −inf:
+    ``max = −FLT_MAX``). ``argmin``/``argmax`` also keep the first of equals; the
     plain reductions are used where no zero, NaN or inf makes the pick ambiguous."""
     smallest, largest = _row_extremes(blocks)
     redo = ~(np.isfinite(smallest) & np.isfinite(largest)) | (smallest == 0) | (largest == 0)
@@ -102,8 +103,9 @@ def _block_min_max(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         nan = np.isnan(sub)
         low = np.where(nan, _FLT_MAX, sub)  # a NaN left alone reads as FLT_MAX, where the scan starts
         high = np.where(nan, -_FLT_MAX, sub)
-        smallest[rows] = np.take_along_axis(low, low.argmin(axis=1)[:, None], axis=1)[:, 0]
-        largest[rows] = np.take_along_axis(high, high.argmax(axis=1)[:, None], axis=1)[:, 0]
+        # the scan keeps its FLT_MAX start when every value is +inf (min) or -inf (max): never an infinity
+        smallest[rows] = np.minimum(np.take_along_axis(low, low.argmin(axis=1)[:, None], axis=1)[:, 0], _FLT_MAX)
+        largest[rows] = np.maximum(np.take_along_axis(high, high.argmax(axis=1)[:, None], axis=1)[:, 0], -_FLT_MAX)
     return smallest, largest
 
 

@@ -71,5 +71,6 @@ def _nvfp4_body(blocks: np.ndarray, out: np.ndarray) -> None:
 
 FORMATS: tuple[Format, ...] = (
     Format("mxfp4", "mxfp4", 39, 32, 17, dequantize_mxfp4, scale_fields=(0,), scale_encoding="e8m0"),
-    Format.of_blocks("nvfp4", "nvfp4", 40, 64, 36, _nvfp4_body, _CHUNK_BLOCKS),
+    Format.of_blocks("nvfp4", "nvfp4", 40, 64, 36, _nvfp4_body, _CHUNK_BLOCKS, scale_fields=(0, 1, 2, 3),
+                     scale_encoding="ue4m3"),  # one UE4M3 scale per 16 elements, no super-scale
 )

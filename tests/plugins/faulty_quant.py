@@ -128,6 +128,34 @@ def _q4_1_sum_without_scale(golden: GoldenDevice, case: OpCase, inputs: list[np.
     return RunResult(out, [np.array(x) for x in inputs])
 
 
+def _iq1_m_scale_nibbles_reversed(blocks: np.ndarray) -> np.ndarray:
+    """IQ1_M's F16 d assembled from the top nibbles of its four scale words in the wrong order (word 3's
+    nibble as the lowest, word 0's as the sign and top exponent bits)."""
+    words = blocks[:, 48:56].copy().view("<u2")
+    top = words >> np.uint16(12)
+    blocks[:, 48:56] = ((words & np.uint16(0x0FFF)) | (top[:, ::-1] << np.uint16(12))).astype("<u2").view(np.uint8)
+    return blocks
+
+
+def _nvfp4_scale_not_halved(blocks: np.ndarray) -> np.ndarray:
+    """NVFP4's UE4M3 scales used whole with the doubled E2M1 table (the halving forgotten): the exponent
+    field one higher, for the drawn scales (exponent 0..11) every value twice too large or more."""
+    exponent = (blocks[:, 0:4] >> np.uint8(3)) & np.uint8(15)
+    blocks[:, 0:4] = (blocks[:, 0:4] & np.uint8(0x87)) | (np.minimum(exponent + 1, 14) << np.uint8(3))
+    return blocks
+
+
+@planted("quantized and mul_mat- and iq1_m", "IQ1_M's d taken from its scale words' top nibbles in reverse order")
+def iq1_m_scale_nibbles_reversed(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("iq1_m_scale_nibbles_reversed", "MUL_MAT",
+                        _reading_src0_as("iq1_m", _iq1_m_scale_nibbles_reversed))
+
+
+@planted("quantized and mul_mat- and nvfp4", "NVFP4's UE4M3 sub-block scales not halved for the doubled E2M1 table")
+def nvfp4_scale_not_halved(options: dict[str, Any]) -> FaultyDevice:
+    return FaultyDevice("nvfp4_scale_not_halved", "MUL_MAT", _reading_src0_as("nvfp4", _nvfp4_scale_not_halved))
+
+
 @planted("quantized and mul_mat- and q4_k", "Q4_K's get_scale_min_k4 masks the first four sub-block scales with 31: "
                                             "bit 5 of a 6-bit scale lost (random scale bytes set it half the time)")
 def q4_k_scale_bit_lost(options: dict[str, Any]) -> FaultyDevice:
