@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 
 from device import known_bugs
+from device.build_tag import release_of
 from golden.case import CONTIGUOUS, parse_case_id
 
 BUGS = [b for b in known_bugs.all_known_bugs() if b.devices == "Vulkan*"]
@@ -24,18 +25,27 @@ OWN_CASE_BUGS = [b for b in BUGS if not b.after_history]
 CURRENT_BUILD = "v0.5.0"  # the llama.cpp build of the ggml 0.25.1 these lists were measured on (node-llama-cpp 3.22.1)
 
 
+def _measured_on(bug: known_bugs.KnownBug) -> tuple[str, str]:
+    """The release and build an entry's repro is checked at: 0.25.1 (v0.5.0), or for an entry that names exact
+    builds without v0.5.0 (the b8121 block: node-llama-cpp 3.16.2), its first build and that build's release."""
+    if bug.builds and CURRENT_BUILD not in bug.builds:
+        return release_of(bug.builds[0]) or "0.25.1", bug.builds[0]
+    return "0.25.1", CURRENT_BUILD
+
+
 @pytest.mark.parametrize("bug", OWN_CASE_BUGS, ids=[b.id for b in OWN_CASE_BUGS])
 def test_repro_is_matched_by_its_own_entry(bug: known_bugs.KnownBug) -> None:
     case = parse_case_id(bug.repro)
     assert case.op == bug.op
-    assert bug.matches(case, "Vulkan0", "0.25.1", CURRENT_BUILD)
-    covering = known_bugs.find_all(case, "Vulkan0", "0.25.1", BUGS, build=CURRENT_BUILD)
+    release, build = _measured_on(bug)
+    assert bug.matches(case, "Vulkan0", release, build)
+    covering = known_bugs.find_all(case, "Vulkan0", release, BUGS, build=build)
     if bug.tolerance is not None:  # the first documented deviation bounds the case
         assert next(b for b in covering if b.tolerance is not None) is bug
     else:  # no earlier defect explains the same outcome (a deviation only bounds a result)
         for outcome in bug.outcomes:
             assert next(b for b in covering if b.tolerance is None and outcome in b.outcomes) is bug
-    assert not bug.matches(case, "CPU", "0.25.1", CURRENT_BUILD)  # a Vulkan defect, not the CPU's
+    assert not bug.matches(case, "CPU", release, build)  # a Vulkan defect, not the CPU's
     if bug.releases:  # only the releases it was measured on; an entry without any holds for every release
         assert not bug.matches(case, "Vulkan0", "0.20.2", CURRENT_BUILD)
     elif bug.names_builds:  # keyed on builds: every ggml version, only at a build it names, never at an unknown one
@@ -75,11 +85,14 @@ _LAYOUT_BUGS = [b for b in BUGS if b.id.endswith(("misaligned-view", "plane-gap"
 def test_a_contiguous_case_is_not_matched(bug: known_bugs.KnownBug) -> None:
     case = parse_case_id(bug.repro)
     plain = dataclasses.replace(case, inputs=tuple(dataclasses.replace(t, layout=CONTIGUOUS) for t in case.inputs))
-    assert not bug.matches(plain, "Vulkan0", "0.25.1", CURRENT_BUILD)
+    release, build = _measured_on(bug)
+    assert bug.matches(case, "Vulkan0", release, build)
+    assert not bug.matches(plain, "Vulkan0", release, build)
 
 
 def test_ids_are_unique() -> None:
-    assert len({b.id for b in BUGS}) == len(BUGS)
+    """One id per entry; an entry over several ops (``ops = [...]``) is one KnownBug per op under its id."""
+    assert len({(b.id, b.op) for b in BUGS}) == len(BUGS)
 
 
 # V as a view of K (DeepSeek's MLA, Layout.alias) with K's cache layout and a mask: passes on Vulkan0 0.25.1
