@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from device.build_tag import is_build_tag
 from golden import catalogue, dtypes
 from golden.case import Layout, OpCase, TensorSpec, parse_case_id
 from golden.geometry import pack, rows_unit_stride, storage_of
@@ -859,7 +860,8 @@ def triage_cluster(cluster: Cluster, options: dict[str, Any], timeout: float, bu
                             break
             if finding.deviation is None:
                 characterise(case, Triage(bench, cluster.outcome, budget_s), finding)
-        _propose(finding, case, device_name, release, first, where)
+        build = inventory.get("llama_build")
+        _propose(finding, case, device_name, release, first, where, build if isinstance(build, str) else None)
         if is_ggml:
             _upstream(finding, case, device_name, release, options, out_dir, include_dir, index)
     finally:
@@ -912,7 +914,11 @@ def device_words(inventory: dict[str, Any], spec: str) -> str:
 
 
 def _propose(finding: Finding, case: OpCase, device_name: str, release: str, record: Any,
-             where: str = "") -> None:
+             where: str = "", build: str | None = None) -> None:
+    """The entry a person may add for the finding. Where the device's llama.cpp build is known (the inventory's
+    ``llama_build``, as the results header records it: b8121), the entry is keyed on that build alone
+    (``build_min`` = ``build_max``): one ggml version spans several builds (0.9.7: b8095 ... b8390), and only the
+    build that ran is measured; ``conform bisect`` says how far the range may be widened."""
     cluster = finding.cluster
     where = where or f"the device {device_name}"
     features = [d for d in finding.decisions if d.predicate is not None]
@@ -926,6 +932,8 @@ def _propose(finding: Finding, case: OpCase, device_name: str, release: str, rec
                              "devices": devices, "op": case.op}
     if release:
         entry["releases"] = [release]
+    if build and is_build_tag(build):
+        entry["build_min"] = entry["build_max"] = build
     if cluster.outcome != "fail":
         entry["outcomes"] = [cluster.outcome]
     if finding.deviation is not None:
@@ -942,7 +950,9 @@ def _propose(finding: Finding, case: OpCase, device_name: str, release: str, rec
     measured = f"worst ratio {ratio:.3g}× the bound" if isinstance(ratio, (int, float)) else record.outcome.value
     entry["reason"] = (f"proposed by conform triage: {case.op} {cluster.outcome} on {where} "
                        f"when {why}; {measured}; {cluster.counted()} in the cluster; replay: "
-                       + ", ".join(f"{k} {v}" for k, v in finding.replay.items()))
+                       + ", ".join(f"{k} {v}" for k, v in finding.replay.items())
+                       + (f"; measured on llama.cpp {build} only (conform bisect to widen build_min/build_max)"
+                          if "build_min" in entry else ""))
     entry["repro"] = case.case_id
     finding.entry = entry
     cpu = finding.replay.get("ggml:CPU, same library folder")

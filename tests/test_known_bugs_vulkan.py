@@ -11,6 +11,7 @@ import dataclasses
 import pytest
 
 from device import known_bugs
+from device.build_tag import release_of
 from golden.case import parse_case_id
 
 BUGS = [b for b in known_bugs.all_known_bugs() if b.devices == "Vulkan*"]
@@ -25,12 +26,24 @@ OWN_CASE_BUGS = [b for b in BUGS if not b.after_history]
 CURRENT_BUILD = "v0.5.0"  # the llama.cpp build of the ggml 0.25.1 these lists were measured on (node-llama-cpp 3.22.1)
 
 
+def _measured_on(bug: known_bugs.KnownBug) -> tuple[str, str]:
+    """The release and build an entry's repro is checked at: 0.25.1 (v0.5.0), or for an entry that names exact
+    builds without v0.5.0 (the b8121 block: node-llama-cpp 3.16.2), its first build and that build's release."""
+    if bug.builds and CURRENT_BUILD not in bug.builds:
+        return release_of(bug.builds[0]) or "0.25.1", bug.builds[0]
+    return "0.25.1", CURRENT_BUILD
+
+
 @pytest.mark.parametrize("bug", OWN_CASE_BUGS, ids=[f"{b.id}/{b.op}" for b in OWN_CASE_BUGS])
 def test_repro_is_matched_at_the_releases_and_builds_it_names(bug: known_bugs.KnownBug) -> None:
     """What every backend's entries meet (tests/test_known_bugs_lists.py), at this list's own release and build."""
     case = parse_case_id(bug.repro)
-    assert bug.matches(case, "Vulkan0", "0.25.1", CURRENT_BUILD)
-    if bug.releases:  # only the releases it was measured on; an entry without any holds for every release
+    release, build = _measured_on(bug)
+    assert bug.matches(case, "Vulkan0", release, build)
+    if build != CURRENT_BUILD:  # keyed on one older build: not at 0.25.1's, nor with the build unknown
+        assert not bug.matches(case, "Vulkan0", "0.25.1", CURRENT_BUILD)
+        assert not bug.matches(case, "Vulkan0", release, None)
+    elif bug.releases:  # only the releases it was measured on; an entry without any holds for every release
         assert not bug.matches(case, "Vulkan0", "0.20.2", CURRENT_BUILD)
     elif bug.names_builds:  # keyed on builds: every ggml version, only at a build it names, never at an unknown one
         assert bug.matches(case, "Vulkan0", "0.9.7", known_bugs.example_build(bug))
@@ -53,13 +66,17 @@ def test_the_masked_row_regression_is_keyed_on_the_build_it_came_in() -> None:
 def test_the_after_history_entry_explains_only_crashes_left_by_earlier_cases() -> None:
     """vulkan-op-sequence-heap-corruption names every op but matches no case by itself: the harness asks
     it only for a crash the case does not give alone in a fresh worker (conformance/harness.py)."""
-    (bug,) = [b for b in BUGS if b.after_history]
-    assert bug.op == "*" and bug.outcomes == ("crash",)
+    bug, b8121 = (b for b in BUGS if b.after_history)  # 0.25.1's, then its copy for llama.cpp b8121 (0.9.7)
+    assert (bug.id, b8121.id) == ("vulkan-op-sequence-heap-corruption", "vulkan-b8121-op-sequence-heap-corruption")
+    assert bug.op == b8121.op == "*" and bug.outcomes == b8121.outcomes == ("crash",)
     case = parse_case_id(bug.repro)
     assert not bug.matches(case, "Vulkan0", "0.25.1", CURRENT_BUILD)
     assert known_bugs.find_after_history(case, "Vulkan0", "0.25.1", BUGS) is bug
     assert known_bugs.find_after_history(case, "Vulkan0", "0.20.2", BUGS) is None
     assert known_bugs.find_after_history(case, "CPU", "0.25.1", BUGS) is None
+    assert known_bugs.find_after_history(case, "Vulkan0", "0.9.7", BUGS, build="b8121") is b8121
+    for build in ("b8095", "b8179", None):  # not measured there: a crash stays unexpected
+        assert known_bugs.find_after_history(case, "Vulkan0", "0.9.7", BUGS, build=build) is None
 
 
 # V as a view of K (DeepSeek's MLA, Layout.alias) with K's cache layout and a mask: passes on Vulkan0 0.25.1

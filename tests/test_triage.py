@@ -368,3 +368,34 @@ def test_size_variants_resize_the_inputs_a_param_implies(op_case: str) -> None:
         variant = parse_case_id(variant.case_id)
         _check_valid(variant)
         assert variant.inputs[-1].ne == (variant.inputs[0].ne[2], 1, 1, 1)
+
+
+def _proposal(build: str | None) -> dict:
+    """_propose's entry for a one-case SILU cluster on Vulkan0 of ggml 0.9.7, with the device's build as given."""
+    from conformance.triage import Cluster, Decision, Finding, _propose
+    from results.outcome import Outcome
+
+    case_id = "SILU(type=f32,ne=[2048,2,1,1],dst=f32,data=uniform:1)"
+    finding = Finding(Cluster("ggml:Vulkan0", "SILU", "fail", "f32->f32", [case_id], 2.0, 1), case_id)
+    finding.decisions = [Decision("ne0", {"input": 0, "dim": 0, "min": 1025}, "ne0 above 1024")]
+    record = type("Record", (), {"metrics": {"error_ratio": 2.0}, "outcome": Outcome.FAIL})()
+    _propose(finding, parse_case_id(case_id), "Vulkan0", "0.9.7", record, "ggml 0.9.7 Vulkan0", build)
+    return finding.entry
+
+
+def test_a_known_llama_build_keys_the_proposed_entry_on_that_build(tmp_path: Path) -> None:
+    """The run header's llama_build (b8121) goes into the draft as build_min = build_max, beside the release:
+    0.9.7 alone spans b8095 ... b8390, and only b8121 ran; where the build is unknown the draft names none."""
+    from device.expectation_file import to_toml
+
+    entry = _proposal("b8121")
+    assert (entry["releases"], entry["build_min"], entry["build_max"]) == (["0.9.7"], "b8121", "b8121")
+    assert "measured on llama.cpp b8121 only" in entry["reason"]
+    path = tmp_path / "drafted.toml"
+    path.write_text(to_toml(entry, [{"input": 0, "dim": 0, "min": 1025}]))
+    (bug,) = load([path])
+    case = parse_case_id(entry["repro"])
+    assert bug.matches(case, "Vulkan0", "0.9.7", "b8121")
+    assert not bug.matches(case, "Vulkan0", "0.9.7", "b8179") and not bug.matches(case, "Vulkan0", "0.9.7", None)
+    for unknown in (None, "", "not-a-tag"):
+        assert not {"build_min", "build_max", "builds"} & set(_proposal(unknown))

@@ -128,6 +128,15 @@ def _storage_dense(spec: TensorSpec) -> bool:
     return span == int(np.prod(spec.ne)) * dtypes.type_size(spec.dtype)
 
 
+def group_norm_groups_uneven(case: OpCase) -> bool:
+    """GROUP_NORM's last group is short (``vulkan-group-norm-uneven-groups``), for TOML entries."""
+    return _groups_uneven(case)
+
+
+def sum_source_not_packed(case: OpCase) -> bool:
+    """SUM's source does not fill one packed block (``vulkan-sum-reads-storage-as-packed``), for TOML entries."""
+    return not _storage_dense(case.inputs[0])
+
 
 def flash_attn_q_stride_misaligned(case: OpCase) -> bool:
     """q steps to a second row, head or sequence by a stride that is not a multiple of 16 bytes
