@@ -143,8 +143,9 @@ def test_per_op_regimes_reached(tmp_path: Path) -> None:
         make_case("PERMUTE", index=4),  # no declared regimes (a view: OpSpec.no_regimes): none listed
     ]
     data = analyse([load_results(write_results(tmp_path / "r.jsonl", cases))])
-    assert data.ops["SUM_ROWS"].regimes == {"row>256": 2, "row>512": 1, "row>1024": 1, "row>=4096": 0, "special": 1}
-    assert data.ops["ABS"].regimes == {"elements>65536": 0}
+    assert data.ops["SUM_ROWS"].regimes == {"row>256": 2, "row>512": 1, "row>1024": 1, "row>=4096": 0,
+                                            "rows>65535": 0, "special": 1}
+    assert data.ops["ABS"].regimes == {"elements>65536": 0, "elements>256,partial": 1}
     assert data.ops["PERMUTE"].regimes == {}
     html = render_report(data)
     assert "row&gt;=4096 ✗ not reached" in html and "row&gt;1024 ✓ (1)" in html
