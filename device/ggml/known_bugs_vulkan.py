@@ -133,6 +133,13 @@ def group_norm_groups_uneven(case: OpCase) -> bool:
     return _groups_uneven(case)
 
 
+def group_norm_workgroups_past_grid(case: OpCase) -> bool:
+    """GROUP_NORM launches one workgroup per group of every sample, n_groups · ne3 in dimension x
+    (``vulkan-group-norm-groups-past-grid``), past lavapipe's maxComputeWorkGroupCount[0] of 65,535."""
+    groups = int(case.params_dict.get("n_groups", 1))
+    return groups * case.inputs[0].ne[3] > 65535
+
+
 def sum_source_not_packed(case: OpCase) -> bool:
     """SUM's source does not fill one packed block (``vulkan-sum-reads-storage-as-packed``), for TOML entries."""
     return not _storage_dense(case.inputs[0])
