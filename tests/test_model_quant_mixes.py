@@ -1,12 +1,13 @@
-"""Models stored in the formats users download: every node of a synthetic model in a llama-quantize mix
-(Q4_K_M, Q2_K, gpt-oss's MXFP4 experts) or a single block format is judged by the golden, and a fault in
-one quantized product is named at its node.
+"""Models stored in the formats users download: every node of a synthetic model in each llama-quantize mix
+(Q4_K_M, Q5_K_M, Q3_K_M, Q2_K, IQ2_XXS, gpt-oss's MXFP4 experts) and in each single block format is judged by
+the golden, and a fault in one quantized product is named at its node.
 
 Runs ggml 0.25.1's libllama from ``.backends/ggml-0.25.1-vulkan`` (``scripts/setup-vulkan.sh``)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.model_synthetic import MIXES, SINGLE_TYPES, WEIGHT_TYPES
 from golden import dtypes, formats
 from golden.catalogue import get
 from tests.model_tier_support import LIB, ROOT, needs_libllama, subprocess_env
@@ -58,22 +60,53 @@ def _weight_types(path: Path) -> set[str]:
     return {gguf.GGMLQuantizationType(t.tensor_type).name.lower() for t in reader.tensors}
 
 
+# every --weights the synthetic writer offers (model_synthetic.WEIGHT_TYPES): each mix with the types its
+# rules put in a two-layer model, one with its experts in a K mix, gpt-oss's MXFP4 experts with a MoE arch,
+# and each single format on llama
+_MIX_RUNS: list[tuple[str, str, set[str]]] = [
+    ("llama", "q4_k_m", {"q4_k", "q6_k"}),
+    ("llama", "q5_k_m", {"q5_k", "q6_k"}),
+    ("llama", "q3_k_m", {"q3_k", "q4_k", "q5_k", "q6_k"}),
+    ("llama", "q2_k", {"q2_k", "q3_k", "q6_k"}),
+    ("llama", "iq2_xxs", {"iq2_xxs", "iq3_xxs", "q4_k", "q5_k"}),
+    ("qwen3moe", "q4_k_m", {"q4_k", "q6_k"}),
+    ("mixtral", "mxfp4", {"mxfp4", "q8_0"}),
+]
+_WEIGHT_RUNS = _MIX_RUNS + [("llama", w, {w}) for w in SINGLE_TYPES]
+_MOE = {"mixtral", "qwen3moe"}
+
+
+def test_every_weight_type_of_the_synthetic_writer_has_a_model_run() -> None:
+    """A mix or format added to model_synthetic is judged node by node below, or this fails."""
+    assert {w for _, w, _ in _WEIGHT_RUNS} == set(WEIGHT_TYPES)
+    assert all(arch in _MOE for arch, w, _ in _WEIGHT_RUNS if w == "mxfp4")  # its weights are experts
+    for arch, weights, holds in _MIX_RUNS:  # the types named are the ones the mix's rules give
+        default, overrides = MIXES[weights]
+        assert default in holds and holds <= {default, *overrides.values()}, (arch, weights)
+
+
+def _src0_types(nodes: list[dict], op: str) -> set[str]:
+    return {m.group(1) for n in nodes if n["op"] == op and (m := re.search(r"type0=(\w+)", n["case_id"] or ""))}
+
+
 @needs_libllama
 @pytest.mark.slow
-@pytest.mark.parametrize(("arch", "weights", "holds"), [
-    ("llama", "q4_k_m", {"q4_k", "q6_k"}),
-    ("llama", "q2_k", {"q2_k", "q3_k", "q6_k"}),
-    ("llama", "q4_1", {"q4_1"}),
-    ("llama", "iq2_xxs", {"iq2_xxs", "iq3_xxs", "q4_k", "q5_k"}),
-    ("mixtral", "mxfp4", {"mxfp4", "q8_0"}),
-])
+@pytest.mark.parametrize(("arch", "weights", "holds"), _WEIGHT_RUNS, ids=[f"{a}-{w}" for a, w, _ in _WEIGHT_RUNS])
 def test_every_node_of_a_quantized_mix_is_judged(tmp_path: Path, arch: str, weights: str, holds: set[str]) -> None:
+    """Exit 0 (3 is incomplete: a node the golden could not judge), every node passes, none `not judged`, and
+    every weight type in the file is the src0 of a judged product."""
     result = _conform_model(tmp_path, "--arch", arch, "--weights", weights, "--seed", "4")
     (model,) = tmp_path.glob("tiny-*.gguf")
-    assert holds <= _weight_types(model)
+    assert holds == _weight_types(model) - {"f32"}
+    assert result["not_judged"] == [] and not result["logits_not_judged"], result["not_judged"]
     assert result["verdict"] == "pass" and set(result["counts"]) == {"pass"}, result["counts"]
-    products = {n["op"] for n in result["nodes"]}
-    assert ("MUL_MAT_ID" if arch == "mixtral" else "MUL_MAT") in products
+    assert {n["status"] for n in result["nodes"]} == {"pass"}
+    products = _src0_types(result["nodes"], "MUL_MAT") | _src0_types(result["nodes"], "MUL_MAT_ID")
+    assert holds <= products, products
+    if arch in _MOE:
+        assert _src0_types(result["nodes"], "MUL_MAT_ID") & holds
+    else:
+        assert not _src0_types(result["nodes"], "MUL_MAT_ID")
 
 
 @needs_libllama
