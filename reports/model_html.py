@@ -21,10 +21,14 @@ MODEL_FILE = "model.json"
 TEMPLATE_DIR = Path(__file__).parent
 
 
-def render_model_section(results: list[dict[str, Any]]) -> str:
+def _template() -> jinja2.Template:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,
                              undefined=jinja2.StrictUndefined)
-    return env.get_template("model.html.j2").render(models=results)
+    return env.get_template("model.html.j2")
+
+
+def render_model_section(results: list[dict[str, Any]]) -> str:
+    return _template().render(models=results)
 
 
 def is_model_input(path: str | os.PathLike[str]) -> bool:
@@ -55,12 +59,24 @@ def model_files(path: str | os.PathLike[str]) -> list[Path]:
     return found
 
 
+def _shared_texts() -> Any:
+    """A json object hook that makes equal string values one object: a run's nodes repeat their names, ops,
+    shapes and case ids in every layer and step (a --decode 256 run's 12,850 nodes held 36.5 MiB loaded,
+    most of it copies of the same texts)."""
+    texts: dict[str, str] = {}
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        return {k: texts.setdefault(v, v) if isinstance(v, str) else v for k, v in pairs}
+    return hook
+
+
 def load_model_results(paths: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
     """The model.json records of ``conform model`` runs; ReportInputError (one line) for one that is not."""
     out = []
     for file in (f for path in paths for f in model_files(path)):
         try:
-            record = json.loads(file.read_text(encoding="utf-8"))
+            with file.open(encoding="utf-8") as f:
+                record = json.load(f, object_pairs_hook=_shared_texts())
         except FileNotFoundError:
             raise ReportInputError(f"{file}: no such file") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -74,5 +90,6 @@ def load_model_results(paths: Sequence[str | os.PathLike[str]]) -> list[dict[str
 def build_model_report(model_json: list[Path], out: Path) -> Path:
     """Render the model.json files of ``conform model`` runs into one page."""
     results = load_model_results(model_json)
-    out.write_text(render_model_section(results))
+    with out.open("w", encoding="utf-8") as f:  # written as it renders: the page is a row per node
+        f.writelines(_template().generate(models=results))
     return out

@@ -42,3 +42,37 @@ def test_a_shift_graphs_scratch_is_neither_the_cache_nor_the_next_graphs_input()
     # and the next step finds nothing of the scratch: only the cache persists
     replay.memory.new_step()
     assert not replay.memory.regions.get(COMPUTE)
+
+
+def test_the_kv_cache_is_held_once_and_reads_as_every_write_laid_in_order() -> None:
+    """What persists (the KV cache) is one array per region, updated in place: a step's SET_ROWS rewrites its
+    layer's whole cache, and keeping each write made the replay hold (steps x layers x 2) copies and lay every
+    one over each read (290 MiB and 10.9 s of the golden's pass at --decode 256). Reads must still give what
+    laying every write in order gives: writes inside a region, over several, and apart."""
+    rng = np.random.default_rng(7)
+    replay = GoldenReplay()
+    memory = replay.memory
+    image = np.zeros(512, np.uint8)  # the cache buffer as every write laid in order leaves it
+    whole = _tensor("cache_k_l0", "f32", np.zeros(64), 0, KV, "SET_ROWS")  # 256 bytes at 0
+    for _ in range(40):  # the step's SET_ROWS: the whole layer's cache, again and again
+        values = rng.standard_normal(64).astype(np.float32)
+        assert memory.write(whole, values, persistent=True)
+        image[0:256] = values.view(np.uint8)
+    assert len(memory.persistent[KV]) == 1
+    writes = [(16, 8), (440, 10), (200, 40), (300, 20), (240, 30), (0, 100), (296, 4)]  # (address, f32 elements)
+    for address, n in writes:  # a shift's rope of a view, across regions, apart, and merging them
+        values = rng.standard_normal(n).astype(np.float32)
+        assert memory.write(_tensor("cache_k_l0 (view)", "f32", np.zeros(n), address, KV, "ROPE"), values,
+                            persistent=True)
+        image[address:address + 4 * n] = values.view(np.uint8)
+    held = sorted((start, data.size) for start, data in memory.persistent[KV])
+    assert all(a + n <= b for (a, n), (b, _) in zip(held, held[1:], strict=False)), held  # no overlap
+    # 0..256 with 200..360, 300..380 and 0..400 merged into one; 440..480 apart
+    assert held == [(0, 400), (440, 40)], held
+    leaf = _tensor("cache_k_l0", "f32", rng.standard_normal(128), 0, KV, "NONE")  # the next step's leaf: 512 bytes
+    replay.memory.new_step()
+    read = memory.read(leaf)
+    written = np.zeros(512, bool)
+    written[:400] = written[440:480] = True
+    np.testing.assert_array_equal(read.raw[written], image[written])
+    np.testing.assert_array_equal(read.raw[~written], leaf.raw[~written])  # never written: the device's bytes

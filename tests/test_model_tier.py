@@ -198,3 +198,53 @@ def test_the_capture_holds_each_weight_once(tmp_path: Path) -> None:
     assert result["uses"]["blk.0.attn_q.weight"] == 3  # once per step
     assert set(result["arrays"].values()) == {1} and not result["writable"]
     assert result["kv_reads"] >= 3 and result["kv_arrays"] == result["kv_reads"]
+
+
+def test_nodes_judged_as_the_capture_goes_are_not_kept_and_judge_as_a_kept_capture(tmp_path: Path) -> None:
+    """``run_model(on_node=...)``, as check_model runs it: each node is judged and replayed inside the eval
+    callback and then dropped (none of its tensors outlives the run: memory flat in the steps), with the same
+    verdicts and golden logits as judging a capture kept whole; an exception in ``on_node`` is raised from
+    run_model, not lost in the C callback."""
+    result = run_python(f"""
+        import gc, json, weakref
+        from conformance import model
+        from conformance.model_synthetic import write_tiny_model
+        from device import known_bugs
+        from device.llama.capture import run_model
+        from device.llama.lib import load
+        lib = load({str(LIB)!r})
+        path = write_tiny_model({str(tmp_path / "m.gguf")!r}, "llama", "q8_0", 0)
+        steps = [[1, 5, 9, 17], [3], [4], [5]]
+        kept = run_model({str(LIB)!r}, path, "CPU", steps, capture=True)
+        whole = [v.as_dict() for v in model.judge_nodes(kept, "CPU", lib.ggml.version, None)]
+        logits, _ = model.golden_replay(kept)
+        judge = model.NodeJudge("CPU", lib.ggml.version, None, known_bugs.all_known_bugs())
+        replay = model.GoldenReplay()
+        refs = []
+        def on_node(node):
+            judge.judge(node)
+            replay.feed(node)
+            refs.append(weakref.ref(node))
+            refs.extend(weakref.ref(t.raw) for t in (node.out, *node.srcs)
+                        if t is not None and not t.name.endswith(".weight"))
+        streamed = run_model({str(LIB)!r}, path, "CPU", steps, capture=True, on_node=on_node)
+        gc.collect()
+        def failing(node):
+            if node.index == 40:
+                raise RuntimeError("planted in on_node")
+        try:
+            run_model({str(LIB)!r}, path, "CPU", steps, capture=True, on_node=failing)
+            raised = ""
+        except RuntimeError as exc:
+            raised = str(exc)
+        print(json.dumps({{"kept": len(kept.nodes), "n_nodes": streamed.n_nodes, "held": len(streamed.nodes),
+                          "alive": sum(r() is not None for r in refs), "refs": len(refs),
+                          "same_verdicts": [v.as_dict() for v in judge.verdicts] == whole, "verdicts": len(whole),
+                          "same_logits": all((a == replay.logits[s]).all() for s, a in enumerate(logits))
+                                         and len(replay.logits) == len(logits) == 4,
+                          "raised": raised}}))
+    """)
+    assert result["n_nodes"] == result["kept"] > 200 and result["held"] == 0
+    assert result["refs"] > result["n_nodes"] and result["alive"] == 0
+    assert result["same_verdicts"] and result["verdicts"] > 100 and result["same_logits"]
+    assert result["raised"] == "planted in on_node"

@@ -6,6 +6,7 @@ gap; and the logits figures themselves."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -97,3 +98,28 @@ def test_nodes_another_backend_computed_are_counted_and_named_apart() -> None:
     assert v.verdict == "FAIL at node 3 (n3, MUL) computed by CPU, not Vulkan0" and v.exit_status == 1
     v.nodes[1].status = "FAIL"  # the device's own failure comes first in node order
     assert v.verdict == "FAIL at node 1 (n1, MUL)"
+
+
+def test_results_are_written_and_read_back_whole_with_equal_texts_shared(tmp_path: Path) -> None:
+    """model.json as json.dumps(indent=1) writes it, encoded straight to the file; the report reads it back with
+    the nodes' repeated texts (ops, shapes, case ids in every layer and step) one object each, and renders the
+    page it rendered whole."""
+    import json
+
+    from conformance.cli.model import _write_results
+    from reports.model_html import build_model_report, load_model_results, render_model_section
+
+    v = _verdict(["pass", "FAIL", "pass", "pass"], 1e-7, 1e-7)
+    for n in v.nodes:
+        n.shapes, n.case_id = "f32[64,1,1,1], f32[64,1,1,1] -> f32[64,1,1,1]", "MUL(type0=f32,ne0=[64,1,1,1])"
+    record = _write_results(tmp_path, "ggml:Vulkan0", v)
+    text = (tmp_path / "model.json").read_text()
+    assert text == json.dumps(record, indent=1, default=str)
+    [loaded] = load_model_results([tmp_path / "model.json"])
+    assert loaded == json.loads(text)
+    nodes = loaded["nodes"]
+    assert len({id(n["shapes"]) for n in nodes}) == 1 and len({id(n["case_id"]) for n in nodes}) == 1
+    assert nodes[1]["status"] == "FAIL" and nodes[1]["status"] is not nodes[0]["status"]
+    page = build_model_report([tmp_path / "model.json"], tmp_path / "model.html")
+    assert page.read_text(encoding="utf-8") == render_model_section([loaded])
+    assert "FAIL at node 1" in page.read_text(encoding="utf-8")

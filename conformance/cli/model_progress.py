@@ -2,22 +2,20 @@
 
 The model runs in a spawned child (``conformance/cli/model.py``, ``run_isolated``) that writes a line per
 stage and per node to ``RUN/progress.log`` (what a crash report names) and sends each line to the parent
-over a pipe as it writes it. The parent shows them: on a terminal a tqdm bar (stage, node i/N, step,
-nodes/s, ETA where the count is known: the judging); elsewhere (a CI log, a pipe) plain lines, one per
-stage, per decode step of the capture and per tenth of the judging, so a log shows the run moving
-without a line per node.
+over a pipe as it writes it. The parent shows them: on a terminal a tqdm bar (stage, nodes, step,
+nodes/s); elsewhere (a CI log, a pipe) plain lines, one per stage and per decode step of the capture, so a
+log shows the run moving without a line per node. The nodes are judged and replayed by the golden as they
+are captured (``conformance/model.py``), so the capture's count is the judging's too.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 from multiprocessing.connection import Connection
 from typing import Any, TextIO
 
-PLAIN_JUDGE_LINES = 10  # plain lines over the judging: one per tenth of the nodes
-COUNTED_STAGES = ("capture", "judging")  # the stages whose nodes the child reports one by one
+COUNTED_STAGES = ("capture",)  # the stages whose nodes the child reports one by one
 FALLBACK_COLUMNS = 100  # the bar's width on a terminal that reports none
 
 
@@ -58,11 +56,6 @@ def _short(stage: str) -> str:
     return stage.split(" (", 1)[0]
 
 
-def _eta(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    return f"{seconds // 60}:{seconds % 60:02d}"
-
-
 class ProgressDisplay:
     """Shows the child's progress lines on ``stream``: a bar on a terminal, plain lines elsewhere."""
 
@@ -73,8 +66,6 @@ class ProgressDisplay:
         self.stage = ""
         self.step = -1
         self.nodes = 0
-        self.started = time.monotonic()
-        self.plain_mark = 0
 
     def line(self, text: str) -> None:
         kind, _, rest = text.partition("\t")
@@ -83,9 +74,6 @@ class ProgressDisplay:
         elif kind == "node":
             index, step = rest.split("\t", 2)[:2]
             self._node(int(index), int(step))
-        elif kind == "judge":
-            i, n = rest.split("\t")
-            self._judged(int(i), int(n))
 
     def close(self) -> None:
         self._end_stage()
@@ -102,8 +90,7 @@ class ProgressDisplay:
 
     def _stage(self, text: str) -> None:
         self._end_stage()
-        self.stage, self.step, self.nodes, self.plain_mark = text, -1, 0, 0
-        self.started = time.monotonic()
+        self.stage, self.step, self.nodes = text, -1, 0
         if self.tty:
             from tqdm import tqdm
 
@@ -125,19 +112,3 @@ class ProgressDisplay:
         if self.bar is not None:
             self.bar.set_postfix_str(f"step {step}", refresh=False)
             self.bar.update(self.nodes - self.bar.n)
-
-    def _judged(self, i: int, n: int) -> None:
-        if self.bar is not None:
-            if self.bar.total != n:
-                self.bar.reset(total=n)
-            self.bar.update(i - self.bar.n)
-            return
-        if self.tty:
-            return
-        mark = i * PLAIN_JUDGE_LINES // max(n, 1)
-        if mark > self.plain_mark or i == n:
-            self.plain_mark = mark
-            elapsed = time.monotonic() - self.started
-            rate = i / elapsed if elapsed > 0 else 0.0
-            eta = (n - i) / rate if rate > 0 else 0.0
-            self._plain(f"judging: node {i}/{n} ({rate:.0f} nodes/s, ETA {_eta(eta)})")

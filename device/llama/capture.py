@@ -121,12 +121,13 @@ class CapturedNode:
 class ModelRun:
     device: str
     logits: list[np.ndarray]  # per step: (n_tokens of the step, n_vocab) float32
-    nodes: list[CapturedNode] = field(default_factory=list)
+    nodes: list[CapturedNode] = field(default_factory=list)  # empty where the run was given ``on_node``
     description: str = ""
     n_vocab: int = 0
     steps: list[list[int]] = field(default_factory=list)  # the ids fed, step by step (greedy ones included)
     plan: list[Step] = field(default_factory=list)  # every batch as decoded: what a later run replays exactly
     n_ctx: int = 0  # the context size asked of libllama (a replay asks the same)
+    n_nodes: int = 0  # the nodes captured (kept in ``nodes`` or handed to ``on_node``)
 
 
 # chooses the token a greedy step feeds from the run so far: the argmax of logits row ``row`` of the last
@@ -360,11 +361,66 @@ def _decode(lib: llama_lib.LlamaLib, ctx: int, step: Step, n_vocab: int, where: 
                      for i in range(n)])
 
 
+class _Capture:
+    """The eval callback of a capture run: every node's op, op_params, sources (read before it runs) and
+    output (after), kept in ``run.nodes`` or handed to ``on_node``."""
+
+    def __init__(self, ggml: ggml_lib.GgmlLib, run: ModelRun, tamper: Tamper | None, progress: TextIO | None,
+                 on_node: Callable[[CapturedNode], None] | None) -> None:
+        self.ggml, self.run, self.tamper, self.progress, self.on_node = ggml, run, tamper, progress, on_node
+        self.step = 0
+        self.pending: dict[int, list[CapturedTensor | None]] = {}
+        self.weights = WeightCache()
+        self.failed: list[BaseException] = []  # what tamper or on_node raised inside the callback
+
+    def observe(self, t: int | None, ask: bool, user: int | None) -> bool:
+        if not t:
+            return True
+        ggml, run = self.ggml, self.run
+        tensor = C.cast(C.c_void_p(t), ggml_lib.TENSOR_POINTER).contents
+        if ask:
+            # the sources now, before the node runs: the allocator may give a node its source's
+            # memory (in place), so after it ran the source may hold the output
+            srcs = [(self.weights.read(ggml, int(C.cast(s, C.c_void_p).value or 0)) if s else None)
+                    for s in tensor.src]
+            while srcs and srcs[-1] is None:
+                srcs.pop()
+            self.pending[t] = srcs
+            if self.progress is not None:
+                name = tensor.name.decode(errors="replace")
+                op = (ggml.base.ggml_op_desc(t) or b"").decode()
+                self.progress.write(f"node\t{run.n_nodes}\t{self.step}\t{op}\t{name}\n")
+                self.progress.flush()
+            return True  # observe every node: the scheduler then runs one node at a time
+        if self.failed:
+            return False
+        node = CapturedNode(index=run.n_nodes, step=self.step, name=tensor.name.decode(errors="replace"),
+                            op=(ggml.base.ggml_op_desc(t) or b"").decode(),
+                            op_params=bytes(bytearray(tensor.op_params)), srcs=self.pending.pop(t, []),
+                            out=_read(ggml, t),
+                            backend=(ggml.base.ggml_backend_buffer_name(tensor.buffer) or b"").decode()
+                            if tensor.buffer else "",
+                            host=bool(tensor.buffer and ggml.base.ggml_backend_buffer_is_host(tensor.buffer)))
+        try:
+            if self.tamper is not None:
+                self.tamper(node, lambda values: write_output(ggml, t, values))
+                node.out = _read(ggml, t)
+            run.n_nodes += 1
+            if self.on_node is None:
+                run.nodes.append(node)
+            else:
+                self.on_node(node)
+        except BaseException as exc:  # an exception must not die in the C callback: stop the graph, raise later
+            self.failed.append(exc)
+            return False
+        return True
+
+
 def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: list[list[int]],
               capture: bool = False, tamper: Tamper | None = None, threads: int = 1,
               progress: TextIO | None = None, flash_attn: int = llama_lib.FLASH_ATTN_DISABLED,
               greedy: int = 0, next_token: NextToken | None = None, kv: KvOptions | None = None,
-              plan: list[Step] | None = None) -> ModelRun:
+              plan: list[Step] | None = None, on_node: Callable[[CapturedNode], None] | None = None) -> ModelRun:
     """Load ``model_path`` on ``device`` (a ggml device name: CPU, Vulkan0, CANN0) and decode ``steps``: the
     first a prefill batch of several token ids, each later one a decode step (one id) that reads the KV
     cache. The ids are given, not sampled, so every device decodes the same sequence. Then ``greedy`` more
@@ -375,7 +431,12 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
 
     ``kv``: the KV cache's types, size (a context shift where it is too small) and sequences (:class:`KvOptions`).
     ``plan``: the batches of an earlier run (its ``plan``), decoded exactly as they were (``steps`` and
-    ``greedy`` are then not used): the fused and CPU runs decode the capture run's sequence."""
+    ``greedy`` are then not used): the fused and CPU runs decode the capture run's sequence.
+
+    ``on_node``: with ``capture``, each node is handed to it as it is captured (after ``tamper``), from inside
+    the eval callback, and not kept in ``run.nodes``: the model tier judges and replays it there, so the
+    capture holds one node at a time and its memory does not grow with the steps. An exception it raises stops
+    the graph and is raised again from here once llama_decode returns."""
     lib = llama_lib.load(lib_dir)
     ggml = lib.ggml
     _bind_extra(ggml)
@@ -399,44 +460,9 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
         _check_ids(steps if plan is None else [p.tokens for p in plan], run.n_vocab, model_path)
         kv = kv or KvOptions()
         planner = Planner(steps, greedy, kv)
-        step_box = [0]
-        callback = None
-        if capture:
-            pending: dict[int, list[CapturedTensor | None]] = {}
-            weights = WeightCache()
-
-            def observe(t: int | None, ask: bool, user: int | None) -> bool:
-                if not t:
-                    return True
-                tensor = C.cast(C.c_void_p(t), ggml_lib.TENSOR_POINTER).contents
-                if ask:
-                    # the sources now, before the node runs: the allocator may give a node its source's
-                    # memory (in place), so after it ran the source may hold the output
-                    srcs = [(weights.read(ggml, int(C.cast(s, C.c_void_p).value or 0)) if s else None)
-                            for s in tensor.src]
-                    while srcs and srcs[-1] is None:
-                        srcs.pop()
-                    pending[t] = srcs
-                    if progress is not None:
-                        name = tensor.name.decode(errors="replace")
-                        op = (ggml.base.ggml_op_desc(t) or b"").decode()
-                        progress.write(f"node\t{len(run.nodes)}\t{step_box[0]}\t{op}\t{name}\n")
-                        progress.flush()
-                    return True  # observe every node: the scheduler then runs one node at a time
-                node = CapturedNode(index=len(run.nodes), step=step_box[0], name=tensor.name.decode(errors="replace"),
-                                    op=(ggml.base.ggml_op_desc(t) or b"").decode(),
-                                    op_params=bytes(bytearray(tensor.op_params)), srcs=pending.pop(t, []),
-                                    out=_read(ggml, t),
-                                    backend=(ggml.base.ggml_backend_buffer_name(tensor.buffer) or b"").decode()
-                                    if tensor.buffer else "",
-                                    host=bool(tensor.buffer and ggml.base.ggml_backend_buffer_is_host(tensor.buffer)))
-                if tamper is not None:
-                    tamper(node, lambda values: write_output(ggml, t, values))
-                    node.out = _read(ggml, t)
-                run.nodes.append(node)
-                return True
-
-            callback = llama_lib.EVAL_CALLBACK(observe)
+        capturing = _Capture(ggml, run, tamper, progress, on_node) if capture else None
+        # kept referenced until the context is freed: libllama calls it from every llama_decode
+        callback = llama_lib.EVAL_CALLBACK(capturing.observe) if capturing is not None else None
         types = {which: dtypes.GGML_TYPE_ID[name] for which, name in (("k", kv.type_k), ("v", kv.type_v))}
         # the cells asked for: --ctx, else room for the whole run (a replay of a plan is given its run's n_ctx)
         run.n_ctx = kv.n_ctx or planner.n_cells()
@@ -456,11 +482,16 @@ def run_model(lib_dir: str | None, model_path: str | Path, device: str, steps: l
                                           lambda row: _next(run, next_token, row))
             run.plan.append(batch_plan)
             run.steps.append(list(batch_plan.tokens))
-            step_box[0] = step
+            if capturing is not None:
+                capturing.step = step
             if progress is not None:  # a crash inside llama_decode before the step's first node is named by this
                 progress.write(f"decode\t{step}\t{len(batch_plan.tokens)}\t{describe_edits(batch_plan.before)}\n")
                 progress.flush()
-            run.logits.append(_decode(lib, ctx, batch_plan, run.n_vocab, f"{model_path} on {device}"))
+            try:
+                run.logits.append(_decode(lib, ctx, batch_plan, run.n_vocab, f"{model_path} on {device}"))
+            finally:
+                if capturing is not None and capturing.failed:
+                    raise capturing.failed[0]
         return run
     finally:
         if ctx:
