@@ -30,8 +30,8 @@ from device.ggml.known_bugs_cpu import (
 from device.known_bug import KnownBug
 from golden import catalogue, dtypes, glu
 from golden.case import OpCase, TensorSpec
-from golden.graphs.case import GraphCase
 from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride, storage_of
+from golden.graphs.case import GraphCase
 from golden.matmul import abs_dot, routed_pairs
 from golden.tolerance import F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs
 
@@ -156,6 +156,12 @@ def topk_moe_sigmoid_bias_norm_routed(case: GraphCase) -> bool:
     params = case.params_dict
     return (params.get("gating") == "sigmoid" and params.get("bias") is True and params.get("norm") is True
             and params.get("router") == "mul_mat")
+
+
+def topk_moe_softmax_weight(case: GraphCase) -> bool:
+    """topk_moe selecting on the raw logits and soft-maxing the k chosen (``gating=softmax_weight``:
+    ``vulkan-b8121-topk-moe-softmax-weight-fusion-heap-corruption``)."""
+    return case.pattern == "topk_moe" and case.params_dict.get("gating") == "softmax_weight"
 
 
 def sum_source_not_packed(case: OpCase) -> bool:
