@@ -28,6 +28,9 @@
  * runs only (MODES=2) 0, own-buffer runs only (MODES=0) 0, one case's three runs 0, gallocr then own buffers
  * (MODES=20) 32 and with "!" 0; SOFT_MAX then SIGMOID graphs, own buffers freed, 0.
  *
+ * llama.cpp b8121 (node-llama-cpp 3.16.2, ggml 0.9.7; L=.backends/vulkan-3.16.2, -l:libggml.vulkan.b8121.so):
+ *   ssm_silu:3,2 ssm_add_silu:3,16 ssm_silu:3,16 6/6, with GGML_VK_DISABLE_FUSION=1 3/4, "!" 0/6, CPU 0/3;
+ *   the glu16 sequence 2/6 (docs/findings-vulkan.md, "b8121's graph tier").
  * Build and run (headers: the libggml-python wheel's include/, same prototypes as 0.25.1):
  *   L=$PWD/.backends/ggml-0.25.1-vulkan
  *   gcc -O1 -o vk-seq repro/vulkan_graph_sequence_heap.c -I.venv/lib/python3.11/site-packages/libggml/include \

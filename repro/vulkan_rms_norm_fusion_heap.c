@@ -5,6 +5,9 @@
  *   GRAPH[rms_norm_mul_add](type=f32,ne=[45,1,1,1],w=full,order=xw,eps=1e-05,b=row,...)
  *   GRAPH[rms_norm_mul_add](type=f32,ne=[1,32,1,1],w=full,order=wx,eps=1e-05,b=row,...)
  * Build and run: see docs/findings-vulkan.md ("Graph tier"), or repro/build-vulkan-repro.sh.
+ * llama.cpp b8121 (.backends/vulkan-3.16.2, -l:libggml.vulkan.b8121.so; set GGML_VK_VISIBLE_DEVICES=0 or
+ * lavapipe is not listed), 40 passes under glibc's malloc checking: harness 3/3 abort, mixed 1/3; harness with
+ * GGML_VK_DISABLE_FUSION=1 0/3, fused 0/3, blocked 0/3, CPU 0/2.
  * Usage: vulkan_rms_norm_fusion_heap LIBDIR [PASSES] [MODE]; MODE is "mixed" (fused then blocked, the
  * failing order), "fused" or "blocked" (controls), or "harness" (mixed plus the gallocr run, supports_op
  * and every read-back, the whole sequence of the harness' run_graph). Exit 0: all passes survived. */

@@ -219,6 +219,34 @@ def test_every_vulkan_graph_but_the_state_sequences_runs_isolated() -> None:
         assert not any(b.isolated for b in find_all_graph(case, "CPU", "0.25.1"))
 
 
+def test_b8121_graph_entries_cover_their_cases_on_that_build_only() -> None:
+    from device.known_bugs import find_all_graph
+
+    def ids(case_id: str, build: str | None = "b8121", release: str = "0.9.7") -> set[str]:
+        return {b.id for b in find_all_graph(parse_graph_id(case_id), "Vulkan0", release, build=build)}
+
+    rope = ("GRAPH[rope_seq](type=f32,ne=[2,4,3,1],n_dims=2,mode=0,freq_base=10000.0,freq_scale=1.0,ext_factor=1.0,"
+            "p0=1962,lay={lay},data=uniform:2219)")
+    assert "vulkan-b8121-rope-misaligned-view" in ids(rope.format(lay="offs[3]"))  # 12 bytes
+    for lay in ("offs[4]", "contiguous"):  # 16 bytes, none: b8121 takes them
+        assert "vulkan-b8121-rope-misaligned-view" not in ids(rope.format(lay=lay))
+    assert ids(rope.format(lay="offs[3]")) == {"vulkan-b8121-rope-misaligned-view"}  # rope_seq: not isolated
+    topk = ("GRAPH[topk_moe](type=f32,n_expert=8,k=2,n_tokens=3,gating={gating},bias={bias},norm=True,scale=2.5,"
+            "router=mul_mat,n_embd=16,data=uniform:0)")
+    sigmoid = ids(topk.format(gating="sigmoid", bias="True"))
+    assert "vulkan-b8121-topk-moe-fused-output-over-logits" in sigmoid
+    assert "vulkan-b8121-graph-sequence-heap-corruption" in sigmoid
+    assert "vulkan-b8121-topk-moe-fused-output-over-logits" not in ids(topk.format(gating="sigmoid", bias="False"))
+    assert "vulkan-b8121-topk-moe-fused-output-over-logits" not in ids(topk.format(gating="softmax", bias="True"))
+    weight = ids(topk.format(gating="softmax_weight", bias="False"))
+    assert "vulkan-b8121-topk-moe-softmax-weight-fusion-heap-corruption" in weight
+    assert "vulkan-b8121-topk-moe-softmax-weight-fusion-heap-corruption" not in sigmoid
+    # keyed on the build: not on another 0.9.7 build, an unknown one, or 0.25.1
+    for build, release in (("b8179", "0.9.7"), (None, "0.9.7"), (None, "0.25.1")):
+        assert not any(i.startswith("vulkan-b8121-") for i in ids(topk.format(gating="sigmoid", bias="True"),
+                                                                   build=build, release=release))
+
+
 def test_an_isolating_graph_bug_starts_each_case_in_a_fresh_worker(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import conformance.graphs as graphs

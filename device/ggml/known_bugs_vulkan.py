@@ -31,6 +31,7 @@ from device.known_bug import KnownBug
 from golden import catalogue, dtypes, glu
 from golden.case import OpCase, TensorSpec
 from golden.geometry import ggml_contiguous, logical_nb, rows_uniformly_strided, rows_unit_stride, storage_of
+from golden.graphs.case import GraphCase
 from golden.matmul import abs_dot, routed_pairs
 from golden.tolerance import F16_EPS, F32_EPS, ErrorModel, Tolerance, finite_abs
 
@@ -138,6 +139,29 @@ def group_norm_workgroups_past_grid(case: OpCase) -> bool:
     (``vulkan-group-norm-groups-past-grid``), past lavapipe's maxComputeWorkGroupCount[0] of 65,535."""
     groups = int(case.params_dict.get("n_groups", 1))
     return groups * case.inputs[0].ne[3] > 65535
+
+
+def rope_src0_misaligned(case: GraphCase) -> bool:
+    """A graph with a ROPE node whose rotated input is a view at a byte offset not a multiple of lavapipe's
+    binding alignment (``vulkan-b8121-rope-misaligned-view``: b8121's rope shaders take no offset)."""
+    return any(_misaligned(0)(case.node_case(node)) for node in case.graph.nodes if node.op == "ROPE")
+
+
+def topk_moe_sigmoid_bias_norm_routed(case: GraphCase) -> bool:
+    """topk_moe with sigmoid gating, an expert bias and normalised weights behind a router MUL_MAT
+    (``vulkan-b8121-topk-moe-fused-output-over-logits``): the logits are an intermediate, so ggml's graph
+    allocator may give the fused span's outputs the logits' memory, dead after GET_ROWS in the unfused graph."""
+    if case.pattern != "topk_moe":
+        return False
+    params = case.params_dict
+    return (params.get("gating") == "sigmoid" and params.get("bias") is True and params.get("norm") is True
+            and params.get("router") == "mul_mat")
+
+
+def topk_moe_softmax_weight(case: GraphCase) -> bool:
+    """topk_moe selecting on the raw logits and soft-maxing the k chosen (``gating=softmax_weight``:
+    ``vulkan-b8121-topk-moe-softmax-weight-fusion-heap-corruption``)."""
+    return case.pattern == "topk_moe" and case.params_dict.get("gating") == "softmax_weight"
 
 
 def sum_source_not_packed(case: OpCase) -> bool:
