@@ -152,17 +152,26 @@ def test_flash_attention_maps_to_the_old_flag_and_auto_is_refused_there() -> Non
 
 # ---- real libllamas -------------------------------------------------------------------------------------
 
+def _release_folder(version: str) -> str:
+    """Where node-llama-cpp ``version``'s package lies: the checkout's .backends/vulkan-V (what
+    ``scripts/setup-vulkan.sh V`` makes, and what .ci/run fetches for 3.14.5 and 3.16.2), else
+    /work/releases/vulkan-V (a shared folder of every release); the former when neither exists."""
+    local = ROOT / ".backends" / f"vulkan-{version}"
+    shared = Path("/work/releases") / f"vulkan-{version}"
+    return str(shared if not local.exists() and shared.exists() else local)
+
+
 # node-llama-cpp release -> (folder, the layouts its libllama is bound with): measured by probing each
 RELEASES = {
-    "3.10.0": ("/work/releases/vulkan-3.10.0", "b5640"),
-    "3.13.0": ("/work/releases/vulkan-3.13.0", "b6122/b6431"),
-    "3.14.5": ("/work/releases/vulkan-3.14.5", "b6845/b6431"),
-    "3.15.1": ("/work/releases/vulkan-3.15.1", "b7698"),
-    "3.16.2": ("/work/releases/vulkan-3.16.2", "b7698"),
-    "3.17.1": ("/work/releases/vulkan-3.17.1", "b7698"),
-    "3.18.1": ("/work/releases/vulkan-3.18.1", "b7698"),
-    "3.20.0": ("/work/releases/vulkan-3.20.0", "b10361"),
-    "3.21.1": ("/work/releases/vulkan-3.21.1", "v0.4.0/b10361"),
+    "3.10.0": (_release_folder("3.10.0"), "b5640"),
+    "3.13.0": (_release_folder("3.13.0"), "b6122/b6431"),
+    "3.14.5": (_release_folder("3.14.5"), "b6845/b6431"),
+    "3.15.1": (_release_folder("3.15.1"), "b7698"),
+    "3.16.2": (_release_folder("3.16.2"), "b7698"),
+    "3.17.1": (_release_folder("3.17.1"), "b7698"),
+    "3.18.1": (_release_folder("3.18.1"), "b7698"),
+    "3.20.0": (_release_folder("3.20.0"), "b10361"),
+    "3.21.1": (_release_folder("3.21.1"), "v0.4.0/b10361"),
     "3.22.1": (str(ROOT / ".backends" / "ggml-0.25.1-vulkan"), "v0.4.0/b10361"),
 }
 
@@ -178,7 +187,8 @@ def _env() -> dict[str, str]:
 def test_a_real_libllama_is_bound_and_judges_a_synthetic_model_on_the_cpu(release: str, tmp_path: Path) -> None:
     folder, revision = RELEASES[release]
     if not any(Path(folder).glob("libllama*.so")):
-        pytest.skip(f"no libllama in {folder} (node-llama-cpp {release}'s linux-x64-vulkan package unpacked there)")
+        pytest.skip(f"no libllama in {folder} (node-llama-cpp {release}: bash scripts/setup-vulkan.sh {release}, "
+                    "where its package ships one)")
     probe = subprocess.run([sys.executable, "-c", "import json, sys\nfrom device.llama import lib\n"
                             "bound = lib.load(sys.argv[1])\n"
                             "print(json.dumps({'revision': bound.revision, 'functions': bound.functions}))", folder],
@@ -206,7 +216,7 @@ def test_every_layer_goes_to_the_device_where_minus_one_meant_none(tmp_path: Pat
     was the CPU's. The weight products must run on Vulkan0."""
     folder = RELEASES["3.14.5"][0]
     if not any(Path(folder).glob("libllama*.so")):
-        pytest.skip(f"no libllama in {folder} (node-llama-cpp 3.14.5's linux-x64-vulkan package unpacked there)")
+        pytest.skip(f"no libllama in {folder} (node-llama-cpp 3.14.5: bash scripts/setup-vulkan.sh 3.14.5)")
     devices = subprocess.run([sys.executable, "-m", "conformance.cli", "devices", "--ggml-lib", folder],
                              capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=120)
     if "ggml:Vulkan0" not in devices.stdout:
